@@ -1,0 +1,35 @@
+"""bpe-spark: exact byte-pair-encoding training and bulk encoding, on Apache Spark at scale.
+
+The core (this package outside ``bpe_spark.spark``) is pure Python and never imports pyspark.
+"""
+
+from bpe_spark.config import TrainerConfig
+from bpe_spark.errors import (
+    BpeSparkError,
+    ConfigError,
+    DisallowedSpecialTokenError,
+    EmptyCorpusError,
+    ModelFormatError,
+    UnknownCharacterError,
+)
+from bpe_spark.pretokenize import PRESETS, Pretokenizer
+from bpe_spark.tokenizer import Tokenizer
+from bpe_spark.trainer import count_pretokens, train, train_from_counts
+
+__version__ = "0.1.0"
+
+__all__ = [
+    "PRESETS",
+    "BpeSparkError",
+    "ConfigError",
+    "DisallowedSpecialTokenError",
+    "EmptyCorpusError",
+    "ModelFormatError",
+    "Pretokenizer",
+    "Tokenizer",
+    "TrainerConfig",
+    "UnknownCharacterError",
+    "count_pretokens",
+    "train",
+    "train_from_counts",
+]

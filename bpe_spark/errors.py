@@ -1,0 +1,25 @@
+"""Exceptions raised by bpe-spark. Every message says what was wrong, where, and what to do."""
+
+
+class BpeSparkError(Exception):
+    """Base class of every error bpe-spark raises on purpose."""
+
+
+class ConfigError(BpeSparkError, ValueError):
+    """A training or encoding setting is invalid."""
+
+
+class EmptyCorpusError(BpeSparkError, ValueError):
+    """The corpus holds no pretoken to train on."""
+
+
+class ModelFormatError(BpeSparkError, ValueError):
+    """A model file is malformed; the message names the file and the line or field."""
+
+
+class UnknownCharacterError(BpeSparkError, ValueError):
+    """A char-scheme tokenizer without ``unk_token`` met a character it was not trained on."""
+
+
+class DisallowedSpecialTokenError(BpeSparkError, ValueError):
+    """Text contains a special token that the ``encode`` call did not allow."""

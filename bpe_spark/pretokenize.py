@@ -1,0 +1,173 @@
+"""Normalization, special-token splitting and regex pretokenization.
+
+The same :class:`Pretokenizer` runs in plain-Python training, in ``Tokenizer.encode`` and (as a
+reference) in the Spark jobs, so a pretoken is the same string everywhere.
+
+>>> Pretokenizer("gpt2").pretokens("Hello world's end")
+['Hello', ' world', "'s", ' end']
+"""
+
+from __future__ import annotations
+
+import unicodedata
+from collections import Counter
+from collections.abc import Iterable, Iterator
+
+import regex
+
+from bpe_spark.errors import ConfigError
+
+# subtle: these are the exact patterns of the reference implementations (GPT-2's encoder.py and
+# tiktoken's cl100k_base / o200k_base), so that pretokens, hence merges and ids, agree with them.
+PRESETS: dict[str, str] = {
+    "gpt2": r"""'s|'t|'re|'ve|'m|'ll|'d| ?\p{L}+| ?\p{N}+| ?[^\s\p{L}\p{N}]+|\s+(?!\S)|\s+""",
+    "cl100k": (
+        r"""'(?i:[sdmt]|ll|ve|re)|[^\r\n\p{L}\p{N}]?+\p{L}++|\p{N}{1,3}+| ?[^\s\p{L}\p{N}]++[\r\n]*+"""
+        r"""|\s++$|\s*[\r\n]|\s+(?!\S)|\s"""
+    ),
+    "o200k": "|".join(
+        [
+            r"""[^\r\n\p{L}\p{N}]?[\p{Lu}\p{Lt}\p{Lm}\p{Lo}\p{M}]*[\p{Ll}\p{Lm}\p{Lo}\p{M}]+(?i:'s|'t|'re|'ve|'m|'ll|'d)?""",
+            r"""[^\r\n\p{L}\p{N}]?[\p{Lu}\p{Lt}\p{Lm}\p{Lo}\p{M}]+[\p{Ll}\p{Lm}\p{Lo}\p{M}]*(?i:'s|'t|'re|'ve|'m|'ll|'d)?""",
+            r"""\p{N}{1,3}""",
+            r""" ?[^\s\p{L}\p{N}]+[\r\n/]*""",
+            r"""\s*[\r\n]+""",
+            r"""\s+(?!\S)""",
+            r"""\s+""",
+        ]
+    ),
+    "words": r"""\w+|[^\s\w]+""",
+    "whitespace": r"""\S+""",
+}
+
+
+def compile_pattern(pattern: str) -> regex.Pattern:
+    """Compile a preset name or a custom regex (Python ``regex`` syntax).
+
+    >>> compile_pattern("words").findall("a, b")
+    ['a', ',', 'b']
+    """
+    if not isinstance(pattern, str) or not pattern:
+        raise ConfigError(f"pattern must be a preset name {sorted(PRESETS)} or a regex, got {pattern!r}")
+    source = PRESETS.get(pattern)
+    if source is None:
+        if pattern.isidentifier():
+            # A bare word that is no preset is almost certainly a typo, not a regex meant to match it.
+            raise ConfigError(
+                f"unknown pattern preset {pattern!r}; choose one of {sorted(PRESETS)} or give a regex"
+            )
+        source = pattern
+    try:
+        compiled = regex.compile(source)
+    except regex.error as exc:
+        raise ConfigError(f"invalid pretokenization regex {pattern!r}: {exc}") from None
+    if compiled.search("") is not None and compiled.fullmatch("") is not None:
+        raise ConfigError(f"pretokenization regex {pattern!r} matches the empty string; it must not")
+    return compiled
+
+
+def normalize(text: str, normalization: str | None, lowercase: bool) -> str:
+    """Unicode normalization first, then lowercasing (the order of ``tokenizers``' usual Sequence)."""
+    if normalization:
+        text = unicodedata.normalize(normalization, text)
+    if lowercase:
+        text = text.lower()
+    return text
+
+
+class SpecialTokenMatcher:
+    """Finds special tokens in text, longest first where they overlap.
+
+    >>> SpecialTokenMatcher(["<|a|>", "<|a|><|b|>"]).split("x<|a|><|b|>y")
+    [('x', False), ('<|a|><|b|>', True), ('y', False)]
+    """
+
+    def __init__(self, special_tokens: Iterable[str]):
+        self.tokens = tuple(special_tokens)
+        ordered = sorted(set(self.tokens), key=lambda t: (-len(t), t))
+        self._regex = regex.compile("|".join(regex.escape(t) for t in ordered)) if ordered else None
+
+    def __bool__(self) -> bool:
+        return self._regex is not None
+
+    def finditer(self, text: str) -> Iterator[regex.Match]:
+        return self._regex.finditer(text) if self._regex is not None else iter(())
+
+    def split(self, text: str) -> list[tuple[str, bool]]:
+        """``text`` cut into ``(segment, is_special)`` pieces, empty ordinary pieces left out."""
+        pieces: list[tuple[str, bool]] = []
+        start = 0
+        for match in self.finditer(text):
+            if match.start() > start:
+                pieces.append((text[start : match.start()], False))
+            pieces.append((match.group(), True))
+            start = match.end()
+        if start < len(text):
+            pieces.append((text[start:], False))
+        return pieces
+
+    def ordinary_segments(self, text: str) -> list[str]:
+        """The text between special tokens: what training counts."""
+        if self._regex is None:
+            return [text] if text else []
+        return [segment for segment in self._regex.split(text) if segment]
+
+
+class Pretokenizer:
+    """Normalize, split on special tokens, then apply the pretokenization regex.
+
+    >>> Pretokenizer("words", lowercase=True).pretokens("Hello, World!")
+    ['hello', ',', 'world', '!']
+    """
+
+    def __init__(
+        self,
+        pattern: str = "gpt2",
+        *,
+        lowercase: bool = False,
+        normalization: str | None = None,
+        special_tokens: Iterable[str] = (),
+    ):
+        self.pattern = pattern
+        self.lowercase = lowercase
+        self.normalization = normalization
+        self.regex = compile_pattern(pattern)
+        self.specials = SpecialTokenMatcher(special_tokens)
+
+    @classmethod
+    def from_config(cls, cfg) -> "Pretokenizer":
+        return cls(
+            cfg.pattern,
+            lowercase=cfg.lowercase,
+            normalization=cfg.normalization,
+            special_tokens=cfg.special_tokens,
+        )
+
+    def normalize(self, text: str) -> str:
+        return normalize(text, self.normalization, self.lowercase)
+
+    def split_ordinary(self, text: str) -> list[str]:
+        """Pretokens of text that holds no special token (normalization already applied)."""
+        return self.regex.findall(text)
+
+    def pretokens(self, text: str) -> list[str]:
+        """All pretokens of a document, special tokens removed (they are boundaries).
+
+        Special tokens are found in the raw text, before normalization, so that lowercasing
+        or NFKC never hides or forges one; each segment between them is then normalized.
+        """
+        findall = self.regex.findall
+        if not self.specials:
+            return findall(self.normalize(text))
+        out: list[str] = []
+        for segment in self.specials.ordinary_segments(text):
+            out.extend(findall(self.normalize(segment)))
+        return out
+
+    def count(self, texts: Iterable[str], counts: Counter | None = None) -> Counter:
+        """Pretoken counts of many documents (added to ``counts`` when given)."""
+        counts = Counter() if counts is None else counts
+        for text in texts:
+            if text:
+                counts.update(self.pretokens(text))
+        return counts

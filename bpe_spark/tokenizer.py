@@ -1,0 +1,441 @@
+"""The Tokenizer: encode with merges by rank, decode, and the special-token policy.
+
+>>> from bpe_spark import TrainerConfig, train
+>>> tok = train(["hello hello world"], TrainerConfig(vocab_size=262))
+>>> tok.decode(tok.encode("hello world"))
+'hello world'
+"""
+
+from __future__ import annotations
+
+import heapq
+from collections.abc import Callable, Collection, Iterable, Mapping
+from typing import Any, Literal
+
+from bpe_spark.config import END_OF_WORD_MARKER, TrainerConfig
+from bpe_spark.errors import ConfigError, DisallowedSpecialTokenError, UnknownCharacterError
+from bpe_spark.pretokenize import Pretokenizer, SpecialTokenMatcher
+
+MERGE_RULES = ("pairs", "ranks")
+_CACHE_LIMIT = 500_000
+
+
+def bpe_merge(ids: list[int], priority: Callable[[int, int], tuple[int, int] | None]) -> list[int]:
+    """Apply BPE to one pretoken's symbol ids: repeatedly merge the adjacent pair of lowest
+    priority, leftmost first. ``priority(left, right)`` gives ``(rank, new_id)`` or None.
+
+    Runs in O(n log n) with a heap over a linked list, so a pretoken of many thousand symbols
+    (a long run of CJK text) costs no more than it must.
+
+    >>> bpe_merge([1, 1, 1], lambda a, b: (0, 9) if (a, b) == (1, 1) else None)
+    [9, 1]
+    """
+    n = len(ids)
+    if n < 2:
+        return list(ids)
+    values = list(ids)
+    nxt = list(range(1, n + 1))
+    prv = list(range(-1, n - 1))
+    heap = []
+    for i in range(n - 1):
+        hit = priority(values[i], values[i + 1])
+        if hit is not None:
+            heap.append((hit[0], i, values[i], values[i + 1], hit[1]))
+    if not heap:
+        return values
+    heapq.heapify(heap)
+    alive = [True] * n
+    while heap:
+        _, i, left, right, new_id = heapq.heappop(heap)
+        j = nxt[i]
+        if not alive[i] or j >= n or values[i] != left or values[j] != right:
+            continue  # stale: one side was merged away since this entry was pushed
+        values[i] = new_id
+        alive[j] = False
+        k = nxt[j]
+        nxt[i] = k
+        if k < n:
+            prv[k] = i
+        p = prv[i]
+        if p >= 0:
+            hit = priority(values[p], new_id)
+            if hit is not None:
+                heapq.heappush(heap, (hit[0], p, values[p], new_id, hit[1]))
+        if k < n:
+            hit = priority(new_id, values[k])
+            if hit is not None:
+                heapq.heappush(heap, (hit[0], i, new_id, values[k], hit[1]))
+    return [values[i] for i in range(n) if alive[i]]
+
+
+class Tokenizer:
+    """A BPE tokenizer built from plain data: vocabulary, merges, special tokens, pretokenizer.
+
+    ``merge_rule="pairs"`` encodes with the merge table (GPT-2 ``encoder.py`` / ``tokenizers``);
+    ``"ranks"`` merges the adjacent pair whose concatenation has the lowest rank and looks whole
+    pretokens up first (tiktoken), for models imported from ``.tiktoken`` files.
+    """
+
+    def __init__(
+        self,
+        *,
+        scheme: str,
+        vocab: Mapping[int, bytes | str],
+        merges: Iterable[tuple[int, int]],
+        special_tokens: Mapping[str, int] | None = None,
+        pattern: str = "gpt2",
+        lowercase: bool = False,
+        normalization: str | None = None,
+        end_of_word: str | None = None,
+        end_of_word_marker: str = END_OF_WORD_MARKER,
+        unk_token: str | None = None,
+        merge_rule: str = "pairs",
+        config: TrainerConfig | None = None,
+        metadata: dict[str, Any] | None = None,
+    ):
+        if scheme not in ("byte", "char"):
+            raise ConfigError(f"scheme must be 'byte' or 'char', got {scheme!r}")
+        if merge_rule not in MERGE_RULES:
+            raise ConfigError(f"merge_rule must be one of {MERGE_RULES}, got {merge_rule!r}")
+        self.scheme = scheme
+        self.merge_rule = merge_rule
+        self.pattern = pattern
+        self.lowercase = lowercase
+        self.normalization = normalization
+        self.end_of_word = end_of_word if scheme == "char" else None
+        self.end_of_word_marker = end_of_word_marker
+        self.unk_token = unk_token
+        self.config = config
+        self.metadata: dict[str, Any] = dict(metadata or {})
+        self.special_tokens: dict[str, int] = dict(special_tokens or {})
+        self._vocab: dict[int, bytes | str] = {int(i): t for i, t in vocab.items()}
+        self._token_to_id: dict[bytes | str, int] = {}
+        for token_id in sorted(self._vocab):
+            self._token_to_id.setdefault(self._vocab[token_id], token_id)
+        for token, token_id in self.special_tokens.items():
+            if token_id in self._vocab:
+                raise ConfigError(f"special token {token!r} has id {token_id}, which the vocabulary uses")
+        self._merge_ids: list[tuple[int, int, int]] = []
+        self._pair_rank: dict[tuple[int, int], tuple[int, int]] = {}
+        for rank, (left, right) in enumerate(merges):
+            for side in (left, right):
+                if side not in self._vocab:
+                    raise ConfigError(f"merge {rank} refers to id {side}, which is not in the vocabulary")
+            merged = self._vocab[left] + self._vocab[right]
+            new_id = self._token_to_id.get(merged)
+            if new_id is None:
+                raise ConfigError(f"merge {rank} makes {merged!r}, which is not in the vocabulary")
+            self._merge_ids.append((left, right, new_id))
+            self._pair_rank.setdefault((left, right), (rank, new_id))
+        self._pretokenizer = Pretokenizer(pattern, lowercase=lowercase, normalization=normalization)
+        self._special_matcher = SpecialTokenMatcher(self.special_tokens)
+        if unk_token is not None and unk_token not in self._token_to_id and unk_token not in self.special_tokens:
+            raise ConfigError(f"unk_token {unk_token!r} is neither in the vocabulary nor a special token")
+        self._unk_id = None
+        if unk_token is not None:
+            self._unk_id = self.special_tokens.get(unk_token, self._token_to_id.get(unk_token))
+        self._byte_ids: list[int] | None = None
+        if scheme == "byte":
+            missing = [b for b in range(256) if bytes([b]) not in self._token_to_id]
+            if missing and merge_rule == "pairs":
+                raise ConfigError(f"a byte-scheme vocabulary needs all 256 single bytes; missing {missing[:8]}")
+            self._byte_ids = [self._token_to_id.get(bytes([b]), -1) for b in range(256)]
+        if merge_rule == "ranks":
+            self._priority = self._rank_priority
+        else:
+            pair_rank = self._pair_rank
+            self._priority = lambda left, right: pair_rank.get((left, right))
+        self._cache: dict[str, list[int]] = {}
+
+    # --- construction ---------------------------------------------------------------------------
+    @classmethod
+    def from_training(cls, cfg: TrainerConfig, table, merges, *, stats: dict | None = None) -> "Tokenizer":
+        """Assemble the tokenizer of a training run (``table``: the engine's SymbolTable)."""
+        vocab = {table.first_id + i: value for i, value in enumerate(table.values)}
+        if cfg.scheme == "byte":
+            first_special = table.next_id
+        else:
+            first_special = 0
+        specials = {token: first_special + i for i, token in enumerate(cfg.special_tokens)}
+        tok = cls(
+            scheme=cfg.scheme,
+            vocab=vocab,
+            merges=[(m.left, m.right) for m in merges],
+            special_tokens=specials,
+            pattern=cfg.pattern,
+            lowercase=cfg.lowercase,
+            normalization=cfg.normalization,
+            end_of_word=cfg.end_of_word if cfg.scheme == "char" else None,
+            end_of_word_marker=cfg.end_of_word_marker,
+            unk_token=cfg.unk_token,
+            config=cfg,
+            metadata={"stats": dict(stats or {}), "merge_counts": [m.count for m in merges]},
+        )
+        return tok
+
+    def to_dict(self) -> dict[str, Any]:
+        """Plain data (no code): what pickling and Spark broadcasts carry."""
+        return {
+            "scheme": self.scheme,
+            "vocab": dict(self._vocab),
+            "merges": [(left, right) for left, right, _ in self._merge_ids],
+            "special_tokens": dict(self.special_tokens),
+            "pattern": self.pattern,
+            "lowercase": self.lowercase,
+            "normalization": self.normalization,
+            "end_of_word": self.end_of_word,
+            "end_of_word_marker": self.end_of_word_marker,
+            "unk_token": self.unk_token,
+            "merge_rule": self.merge_rule,
+            "config": self.config.to_dict() if self.config is not None else None,
+            "metadata": self.metadata,
+        }
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> "Tokenizer":
+        data = dict(data)
+        config = data.pop("config", None)
+        return cls(config=TrainerConfig.from_dict(config) if config else None, **data)
+
+    def __reduce__(self):
+        return (Tokenizer.from_dict, (self.to_dict(),))
+
+    # --- views ----------------------------------------------------------------------------------
+    @property
+    def merges(self) -> list[tuple[bytes, bytes]] | list[tuple[str, str]]:
+        """Merges in rank order, as token values (bytes, or str for the char scheme)."""
+        vocab = self._vocab
+        return [(vocab[left], vocab[right]) for left, right, _ in self._merge_ids]
+
+    @property
+    def merge_ids(self) -> list[tuple[int, int, int]]:
+        """Merges in rank order as ``(left_id, right_id, new_id)``."""
+        return list(self._merge_ids)
+
+    @property
+    def vocab(self) -> dict[int, bytes | str]:
+        """Every id, special tokens included (as UTF-8 bytes in the byte scheme)."""
+        full = dict(self._vocab)
+        for token, token_id in self.special_tokens.items():
+            full[token_id] = token.encode("utf-8") if self.scheme == "byte" else token
+        return dict(sorted(full.items()))
+
+    @property
+    def vocab_size(self) -> int:
+        return len(self._vocab) + len(self.special_tokens)
+
+    @property
+    def max_token_id(self) -> int:
+        return max(list(self._vocab) + list(self.special_tokens.values()))
+
+    def token_to_id(self, token: bytes | str) -> int | None:
+        if isinstance(token, str) and token in self.special_tokens:
+            return self.special_tokens[token]
+        return self._token_to_id.get(token)
+
+    def id_to_token(self, token_id: int) -> bytes | str:
+        return self.vocab_lookup(token_id)
+
+    def vocab_lookup(self, token_id: int) -> bytes | str:
+        value = self._vocab.get(token_id)
+        if value is not None:
+            return value
+        for token, special_id in self.special_tokens.items():
+            if special_id == token_id:
+                return token.encode("utf-8") if self.scheme == "byte" else token
+        raise KeyError(f"token id {token_id} is not in the vocabulary (ids run 0..{self.max_token_id})")
+
+    @property
+    def pretokenizer(self) -> Pretokenizer:
+        return self._pretokenizer
+
+    # --- encoding -------------------------------------------------------------------------------
+    def _rank_priority(self, left: int, right: int) -> tuple[int, int] | None:
+        merged = self._vocab[left] + self._vocab[right]
+        token_id = self._token_to_id.get(merged)
+        return None if token_id is None else (token_id, token_id)
+
+    def _initial_ids(self, pretoken: str) -> list[int]:
+        if self.scheme == "byte":
+            byte_ids = self._byte_ids
+            ids = [byte_ids[b] for b in pretoken.encode("utf-8")]
+            if -1 in ids:
+                raise ConfigError("this vocabulary lacks a single byte that the text needs")
+            return ids
+        index = self._token_to_id
+        marker = self.end_of_word_marker
+        symbols = list(pretoken)
+        if self.end_of_word == "separate":
+            symbols.append(marker)
+        elif self.end_of_word == "fused" and symbols:
+            symbols[-1] = symbols[-1] + marker
+        ids = []
+        for position, symbol in enumerate(symbols):
+            token_id = index.get(symbol)
+            if token_id is None:
+                if self._unk_id is None:
+                    char = pretoken[min(position, len(pretoken) - 1)]
+                    raise UnknownCharacterError(
+                        f"character {char!r} (U+{ord(char):04X}) in {pretoken!r} was not in the "
+                        "training alphabet; train with it, or configure unk_token"
+                    )
+                token_id = self._unk_id
+            ids.append(token_id)
+        return ids
+
+    def encode_pretoken(self, pretoken: str) -> list[int]:
+        """Ids of one pretoken (cached); the unit that encoding repeats."""
+        ids = self._cache.get(pretoken)
+        if ids is not None:
+            return ids
+        if self.merge_rule == "ranks":
+            whole = self._token_to_id.get(pretoken.encode("utf-8") if self.scheme == "byte" else pretoken)
+            if whole is not None:
+                ids = [whole]
+        if ids is None:
+            ids = bpe_merge(self._initial_ids(pretoken), self._priority)
+        if len(self._cache) >= _CACHE_LIMIT:
+            self._cache.clear()
+        self._cache[pretoken] = ids
+        return ids
+
+    def encode_ordinary(self, text: str) -> list[int]:
+        """Encode treating special-token text as ordinary text.
+
+        >>> from bpe_spark import TrainerConfig, train
+        >>> train(["ab ab"], TrainerConfig(vocab_size=257)).encode_ordinary("ab")
+        [256]
+        """
+        out: list[int] = []
+        encode_pretoken = self.encode_pretoken
+        for pretoken in self._pretokenizer.split_ordinary(self._pretokenizer.normalize(text)):
+            out.extend(encode_pretoken(pretoken))
+        return out
+
+    def _special_policy(
+        self,
+        allowed_special: Literal["all"] | Collection[str],
+        disallowed_special: Literal["all"] | Collection[str],
+    ) -> tuple[set[str], set[str]]:
+        specials = set(self.special_tokens)
+        allowed = specials if allowed_special == "all" else set(allowed_special)
+        unknown = allowed - specials
+        if unknown:
+            raise ConfigError(f"allowed_special names tokens that are not special tokens: {sorted(unknown)}")
+        disallowed = specials - allowed if disallowed_special == "all" else set(disallowed_special)
+        return allowed, disallowed
+
+    def encode(
+        self,
+        text: str,
+        *,
+        allowed_special: Literal["all"] | Collection[str] = frozenset(),
+        disallowed_special: Literal["all"] | Collection[str] = "all",
+    ) -> list[int]:
+        """Encode text; special tokens follow tiktoken's policy.
+
+        Text that holds a disallowed special token raises (by default every special token is
+        disallowed): pass ``allowed_special={...}`` to encode it as the special token, or
+        ``disallowed_special=()`` to encode it as ordinary text.
+
+        >>> from bpe_spark import TrainerConfig, train
+        >>> tok = train(["a b"], TrainerConfig(vocab_size=258, special_tokens=("<|eot|>",)))
+        >>> tok.encode("a<|eot|>", allowed_special="all")
+        [97, 257]
+        """
+        if not self.special_tokens:
+            return self.encode_ordinary(text)
+        allowed, disallowed = self._special_policy(allowed_special, disallowed_special)
+        if disallowed:
+            for match in self._special_matcher.finditer(text):
+                token = match.group()
+                if token in disallowed:
+                    raise DisallowedSpecialTokenError(
+                        f"text contains the special token {token!r} at offset {match.start()}; pass "
+                        f"allowed_special={{{token!r}}} (or 'all') to encode it as a special token, or "
+                        "disallowed_special=() to encode it as ordinary text"
+                    )
+        if not allowed:
+            return self.encode_ordinary(text)
+        matcher = self._special_matcher if allowed == set(self.special_tokens) else SpecialTokenMatcher(allowed)
+        out: list[int] = []
+        for segment, is_special in matcher.split(text):
+            if is_special:
+                out.append(self.special_tokens[segment])
+            else:
+                out.extend(self.encode_ordinary(segment))
+        return out
+
+    def encode_batch(self, texts: Iterable[str], **kwargs) -> list[list[int]]:
+        return [self.encode(text, **kwargs) for text in texts]
+
+    # --- decoding -------------------------------------------------------------------------------
+    def _token_values(self, ids: Iterable[int]) -> list[bytes | str]:
+        vocab = self._vocab
+        values = []
+        for token_id in ids:
+            value = vocab.get(token_id)
+            if value is None:
+                value = self.vocab_lookup(int(token_id))
+            values.append(value)
+        return values
+
+    def decode_bytes(self, ids: Iterable[int]) -> bytes:
+        """The bytes of ``ids`` joined (char scheme: the decoded text as UTF-8)."""
+        if self.scheme == "byte":
+            return b"".join(self._token_values(ids))
+        return self.decode(ids).encode("utf-8")
+
+    def decode(self, ids: Iterable[int]) -> str:
+        """Text of ``ids``: UTF-8 with ``errors="replace"``; char scheme: ``</w>`` ends a word.
+
+        >>> from bpe_spark import TrainerConfig, train
+        >>> cfg = TrainerConfig(vocab_size=30, scheme="char", pattern="words")
+        >>> tok = train(["low lower"], cfg)
+        >>> tok.decode(tok.encode("lower low"))
+        'lower low'
+        """
+        if self.scheme == "byte":
+            return self.decode_bytes(ids).decode("utf-8", errors="replace")
+        text = "".join(self._token_values(ids))
+        marker = self.end_of_word_marker
+        if self.end_of_word is None or marker not in text:
+            return text
+        words = text.split(marker)
+        if words and words[-1] == "":
+            words.pop()
+        return " ".join(words)
+
+    def tokens(self, text: str, **kwargs) -> list[str]:
+        """The token strings of ``text`` for people to read (byte tokens: UTF-8, invalid bytes
+        escaped as ``\\xNN``).
+
+        >>> from bpe_spark import TrainerConfig, train
+        >>> train(["ab ab"], TrainerConfig(vocab_size=257)).tokens("ab c")
+        ['ab', ' ', 'c']
+        """
+        values = self._token_values(self.encode(text, **kwargs))
+        if self.scheme == "byte":
+            return [value.decode("utf-8", errors="backslashreplace") for value in values]
+        return list(values)
+
+    # --- files ----------------------------------------------------------------------------------
+    def save(self, directory, *, overwrite: bool = False, exports: Iterable[str] = ()) -> None:
+        """Write the model directory (DESIGN section 3)."""
+        from bpe_spark.formats.model_dir import save_model
+
+        save_model(self, directory, overwrite=overwrite, exports=exports)
+
+    @classmethod
+    def load(cls, path, **kwargs) -> "Tokenizer":
+        """Load our model directory, a ``tokenizer.json``, GPT-2 ``vocab.json``+``merges.txt``
+        (a directory holding them, or the ``vocab.json`` path), or a ``.tiktoken`` file."""
+        from bpe_spark.formats import load_any
+
+        return load_any(path, **kwargs)
+
+    def __repr__(self) -> str:
+        return (
+            f"Tokenizer(scheme={self.scheme!r}, vocab_size={self.vocab_size}, "
+            f"merges={len(self._merge_ids)}, pattern={self.pattern!r}, specials={len(self.special_tokens)})"
+        )
