@@ -1,0 +1,73 @@
+"""The one place that builds SparkSessions."""
+
+from __future__ import annotations
+
+import os
+import sys
+from collections.abc import Mapping
+from pathlib import Path
+
+from pyspark.sql import SparkSession
+
+from bpe_spark.errors import ConfigError
+
+DEFAULTS = {
+    "spark.sql.execution.arrow.pyspark.enabled": "true",
+    "spark.sql.session.timeZone": "UTC",
+    "spark.ui.showConsoleProgress": "false",
+}
+
+
+def read_conf_file(path: str | os.PathLike) -> dict[str, str]:
+    """Spark properties from a ``spark-defaults.conf``-style file (``key value`` or ``key=value``)."""
+    props: dict[str, str] = {}
+    path = Path(path)
+    if not path.is_file():
+        raise ConfigError(f"Spark properties file {path} does not exist")
+    for number, raw in enumerate(path.read_text(encoding="utf-8").splitlines(), start=1):
+        line = raw.strip()
+        if not line or line.startswith("#"):
+            continue
+        if "=" in line and (" " not in line or line.index("=") < line.index(" ")):
+            key, _, value = line.partition("=")
+        else:
+            key, _, value = line.partition(" ")
+        key, value = key.strip(), value.strip()
+        if not key or not value:
+            raise ConfigError(f"{path}:{number}: expected 'key value', got {raw!r}")
+        props[key] = value
+    return props
+
+
+def build_session(
+    app_name: str = "bpe-spark",
+    *,
+    master: str | None = None,
+    conf_file: str | os.PathLike | None = None,
+    overrides: Mapping[str, str] | None = None,
+) -> SparkSession:
+    """Build (or get) the SparkSession: defaults < ``conf_file`` < ``overrides``.
+
+    The master is ``master``, else ``spark.master`` from the properties, else ``$SPARK_MASTER``,
+    else whatever spark-submit set, else ``local[*]``.
+    """
+    # subtle: executors start whatever python3 is on the PATH unless told; pin ours.
+    os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
+    os.environ.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
+    props = dict(DEFAULTS)
+    if conf_file is not None:
+        props.update(read_conf_file(conf_file))
+    props.update(overrides or {})
+    builder = SparkSession.builder.appName(app_name)
+    chosen = master or props.pop("spark.master", None) or os.environ.get("SPARK_MASTER")
+    if chosen:
+        builder = builder.master(chosen)
+    elif "spark.master" not in os.environ.get("PYSPARK_SUBMIT_ARGS", "") and not _launched_by_spark_submit():
+        builder = builder.master("local[*]")
+    for key, value in props.items():
+        builder = builder.config(key, value)
+    return builder.getOrCreate()
+
+
+def _launched_by_spark_submit() -> bool:
+    return "SPARK_SUBMIT" in os.environ or "spark-submit" in " ".join(sys.argv[:1])

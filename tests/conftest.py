@@ -1,0 +1,63 @@
+"""Shared fixtures: paths of the shared corpora and peer fixtures, and one local[2] SparkSession."""
+
+from __future__ import annotations
+
+import gzip
+import os
+import sys
+from functools import lru_cache
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent
+SHARED = ROOT.parent / "shared"
+CORPORA = SHARED / "corpora"
+PEERS = SHARED / "peer-fixtures"
+CORPUS_NAMES = ("en_books", "zh_classics", "multilingual", "tiny_shakespeare")
+
+os.environ.setdefault("TIKTOKEN_CACHE_DIR", str(PEERS / "tiktoken_cache"))
+os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
+os.environ.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
+
+
+def require_shared() -> None:
+    """Peer suites are acceptance tests: with ../shared present they run; without it they skip."""
+    if not SHARED.is_dir():
+        pytest.skip("../shared is not present beside the project")
+
+
+@lru_cache(maxsize=None)
+def corpus_text(name: str, max_bytes: int | None = None) -> str:
+    """The first ``max_bytes`` of a shared corpus, cut back to whole lines."""
+    require_shared()
+    with gzip.open(CORPORA / f"{name}.txt.gz", "rb") as fh:
+        raw = fh.read() if max_bytes is None else fh.read(max_bytes)
+    if max_bytes is not None and len(raw) == max_bytes:
+        raw = raw[: raw.rfind(b"\n") + 1]
+    return raw.decode("utf-8")
+
+
+def corpus_lines(name: str, max_bytes: int | None = None) -> list[str]:
+    """Documents as ``tokenizers`` trains on a text file: each line with its ``\\n``."""
+    return corpus_text(name, max_bytes).splitlines(keepends=True)
+
+
+@pytest.fixture(scope="session")
+def spark():
+    """The one session-scoped local[2] SparkSession of the suite."""
+    from bpe_spark.spark.session import build_session
+
+    session = build_session(
+        "bpe-spark-tests",
+        master="local[2]",
+        overrides={
+            "spark.ui.enabled": "false",
+            "spark.sql.shuffle.partitions": "4",
+            "spark.default.parallelism": "4",
+            "spark.driver.memory": "2g",
+            "spark.sql.adaptive.enabled": "false",
+        },
+    )
+    yield session
+    session.stop()
