@@ -23,3 +23,7 @@ class UnknownCharacterError(BpeSparkError, ValueError):
 
 class DisallowedSpecialTokenError(BpeSparkError, ValueError):
     """Text contains a special token that the ``encode`` call did not allow."""
+
+
+class OutputExistsError(BpeSparkError, FileExistsError):
+    """An output path already exists and ``overwrite`` (``--overwrite``) was not given."""
