@@ -1,0 +1,186 @@
+"""GPT-2 files: ``vocab.json`` (printable token -> id) and ``merges.txt`` (one merge per line).
+
+Tokens are in GPT-2's byte-to-unicode printable form. Imports keep the file's ids; a token of the
+vocabulary that is neither a single byte nor made by any merge (GPT-2's ``<|endoftext|>``) is a
+special token unless ``special_tokens`` says otherwise.
+
+>>> import tempfile, pathlib
+>>> from bpe_spark import TrainerConfig, train
+>>> out = pathlib.Path(tempfile.mkdtemp())
+>>> tok = train(["ab ab"], TrainerConfig(vocab_size=258, special_tokens=("<|endoftext|>",)))
+>>> write_gpt2(tok, out)
+>>> (out / "merges.txt").read_text().splitlines()
+['#version: 0.2', 'a b']
+>>> read_gpt2(out / "vocab.json").encode("ab<|endoftext|>", allowed_special="all")
+[256, 257]
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterable
+from pathlib import Path
+
+from bpe_spark.errors import ConfigError, ModelFormatError
+from bpe_spark.symbols import bytes_to_display, display_to_bytes
+
+MERGES_HEADER = "#version: 0.2"
+
+
+def write_gpt2(tok, directory) -> None:
+    """Write ``vocab.json`` and ``merges.txt`` of a byte-scheme tokenizer into ``directory``."""
+    if tok.scheme != "byte":
+        raise ConfigError("GPT-2 files hold byte-level tokens; this tokenizer is char scheme")
+    directory = Path(directory)
+    vocab = tok.to_dict()["vocab"]
+    entries: dict[str, int] = {}
+    for token_id in sorted(vocab):
+        entries.setdefault(bytes_to_display(vocab[token_id]), token_id)
+    for token, token_id in tok.special_tokens.items():
+        key = bytes_to_display(token.encode("utf-8"))
+        if key in entries:
+            raise ConfigError(f"special token {token!r} has the same text as token {entries[key]}; "
+                              "GPT-2 files cannot hold both")
+        entries[key] = token_id
+    with open(directory / "vocab.json", "w", encoding="utf-8") as fh:
+        json.dump(dict(sorted(entries.items(), key=lambda item: item[1])), fh, ensure_ascii=False)
+        fh.write("\n")
+    with open(directory / "merges.txt", "w", encoding="utf-8") as fh:
+        fh.write(MERGES_HEADER + "\n")
+        for left, right, _ in tok.merge_ids:
+            fh.write(f"{bytes_to_display(vocab[left])} {bytes_to_display(vocab[right])}\n")
+
+
+def _read_vocab(path: Path) -> dict[str, int]:
+    try:
+        with open(path, encoding="utf-8") as fh:
+            data = json.load(fh)
+    except FileNotFoundError:
+        raise ModelFormatError(f"{path}: no such file (GPT-2 needs vocab.json and merges.txt)") from None
+    except json.JSONDecodeError as exc:
+        raise ModelFormatError(f"{path}: line {exc.lineno}, column {exc.colno}: invalid JSON ({exc.msg})") from None
+    except UnicodeDecodeError as exc:
+        raise ModelFormatError(f"{path}: not UTF-8 ({exc})") from None
+    if not isinstance(data, dict):
+        raise ModelFormatError(f"{path}: expected a JSON object mapping tokens to ids")
+    seen: dict[int, str] = {}
+    for key, token_id in data.items():
+        if not isinstance(token_id, int) or isinstance(token_id, bool) or token_id < 0:
+            raise ModelFormatError(f"{path}: field {key!r}: id {token_id!r} is not an integer >= 0")
+        if token_id in seen:
+            raise ModelFormatError(f"{path}: field {key!r}: id {token_id} is also the id of {seen[token_id]!r}")
+        if not key:
+            raise ModelFormatError(f"{path}: field '': the empty token")
+        seen[token_id] = key
+    return data
+
+
+def _special_text(key: str) -> str:
+    """The text of a special token stored in printable form (``<|endoftext|>`` is its own form)."""
+    try:
+        return display_to_bytes(key).decode("utf-8")
+    except (KeyError, UnicodeDecodeError):
+        return key
+
+
+def read_gpt2(
+    vocab_path,
+    merges_path=None,
+    *,
+    special_tokens: Iterable[str] | None = None,
+    pattern: str = "gpt2",
+    **unused,
+):
+    """Load GPT-2 files (``merges_path`` defaults to ``merges.txt`` beside ``vocab.json``, or
+    ``X_merges.txt`` beside ``X_vocab.json``).
+
+    ``special_tokens``: the vocabulary entries to treat as special (in text form); by default the
+    multi-byte tokens that no merge makes (GPT-2: ``<|endoftext|>``).
+    """
+    from bpe_spark.tokenizer import Tokenizer
+
+    if unused:
+        raise ConfigError(f"GPT-2 loading takes no options {sorted(unused)}")
+    vocab_path = Path(vocab_path)
+    if merges_path is None:
+        # vocab.json -> merges.txt, gpt2_vocab.json -> gpt2_merges.txt
+        stem = vocab_path.name[: -len("vocab.json")] if vocab_path.name.endswith("vocab.json") else ""
+        merges_path = vocab_path.with_name(stem + "merges.txt")
+    merges_path = Path(merges_path)
+    raw_vocab = _read_vocab(vocab_path)
+    values: dict[int, bytes] = {}
+    unprintable: dict[int, str] = {}
+    for key, token_id in raw_vocab.items():
+        try:
+            values[token_id] = display_to_bytes(key)
+        except KeyError:
+            unprintable[token_id] = key  # only a special token may hold such characters
+    merges: list[tuple[int, int]] = []
+    made: set[int] = set()
+    token_to_id = {value: token_id for token_id, value in sorted(values.items(), reverse=True)}
+    try:
+        fh = open(merges_path, encoding="utf-8")
+    except FileNotFoundError:
+        raise ModelFormatError(f"{merges_path}: no such file (GPT-2 needs vocab.json and merges.txt)") from None
+    with fh:
+        try:
+            lines = fh.read().split("\n")
+        except UnicodeDecodeError as exc:
+            raise ModelFormatError(f"{merges_path}: not UTF-8 ({exc})") from None
+    for line_no, line in enumerate(lines, start=1):
+        line = line.rstrip("\r")
+        if not line or (line_no == 1 and line.startswith("#version")):
+            continue
+        parts = line.split(" ")
+        if len(parts) != 2 or not parts[0] or not parts[1]:
+            raise ModelFormatError(f"{merges_path}: line {line_no}: expected two tokens separated by one space, got {line!r}")
+        ids = []
+        for part in parts:
+            token_id = raw_vocab.get(part)
+            if token_id is None or token_id not in values:
+                raise ModelFormatError(f"{merges_path}: line {line_no}: token {part!r} is not in {vocab_path.name}")
+            ids.append(token_id)
+        merged = values[ids[0]] + values[ids[1]]
+        new_id = token_to_id.get(merged)
+        if new_id is None:
+            raise ModelFormatError(
+                f"{merges_path}: line {line_no}: the merged token {bytes_to_display(merged)!r} is not in {vocab_path.name}"
+            )
+        made.add(new_id)
+        merges.append((ids[0], ids[1]))
+    if special_tokens is None:
+        chosen = {
+            token_id for token_id, value in values.items() if len(value) > 1 and token_id not in made
+        } | set(unprintable)
+    else:
+        by_text = {_special_text(key): token_id for key, token_id in raw_vocab.items()}
+        chosen = set()
+        for token in special_tokens:
+            if token not in by_text:
+                raise ConfigError(f"special token {token!r} is not in {vocab_path}")
+            chosen.add(by_text[token])
+        if unprintable.keys() - chosen:
+            token_id = min(unprintable.keys() - chosen)
+            raise ModelFormatError(
+                f"{vocab_path}: field {unprintable[token_id]!r}: not in GPT-2's printable byte form; "
+                "only a special token may be (list it in special_tokens)"
+            )
+    specials = {}
+    for token_id in sorted(chosen):
+        if token_id in made:
+            raise ConfigError(f"token {token_id} is made by a merge, so it cannot be a special token")
+        key = unprintable.get(token_id) or bytes_to_display(values[token_id])
+        specials[_special_text(key)] = token_id
+        values.pop(token_id, None)
+    missing = [b for b in range(256) if bytes([b]) not in token_to_id]
+    if missing:
+        raise ModelFormatError(f"{vocab_path}: lacks single bytes {[bytes_to_display(bytes([b])) for b in missing[:8]]}; "
+                               "a GPT-2 vocabulary needs all 256")
+    return Tokenizer(
+        scheme="byte",
+        vocab=values,
+        merges=merges,
+        special_tokens=specials,
+        pattern=pattern,
+        metadata={"source": {"format": "gpt2", "vocab": str(vocab_path), "merges": str(merges_path)}},
+    )

@@ -1,0 +1,449 @@
+"""Our model directory (DESIGN section 3): ``merges.parquet``, ``vocab.parquet``, ``bpe_spark.json``
+and, for the byte scheme, ``tokenizer.json``.
+
+Reading uses pyarrow and json only: no pickle, no code from the files. Every check that fails
+raises :class:`ModelFormatError` naming the file and the row or field.
+
+>>> from bpe_spark import TrainerConfig, train
+>>> import tempfile, pathlib
+>>> tok = train(["low lower lowest"], TrainerConfig(vocab_size=260, pattern="words"))
+>>> out = pathlib.Path(tempfile.mkdtemp()) / "m"
+>>> save_model(tok, out)
+>>> sorted(p.name for p in out.iterdir())
+['bpe_spark.json', 'merges.parquet', 'tokenizer.json', 'vocab.parquet']
+>>> load_model(out).to_dict() == tok.to_dict()
+True
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from collections.abc import Iterable
+from pathlib import Path
+from typing import Any
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+
+from bpe_spark.config import TrainerConfig
+from bpe_spark.errors import BpeSparkError, ConfigError, ModelFormatError
+from bpe_spark.formats import EXPORT_FORMATS, MODEL_META_FILE, atomic_directory
+from bpe_spark.pretokenize import PRESETS
+
+FORMAT_VERSION = 1
+MERGES_FILE = "merges.parquet"
+VOCAB_FILE = "vocab.parquet"
+HF_FILE = "tokenizer.json"
+KINDS = ("byte", "char", "merge", "special")
+# Files that ``exports=`` adds inside the model directory.
+EXPORT_FILES = {
+    "tokenizer.json": (HF_FILE,),
+    "gpt2": ("vocab.json", "merges.txt"),
+    "tiktoken": ("model.tiktoken",),
+    "subword-nmt": ("codes.bpe",),
+}
+
+MERGES_SCHEMA = pa.schema(
+    [
+        ("rank", pa.int32()),
+        ("left", pa.int32()),
+        ("right", pa.int32()),
+        ("id", pa.int32()),
+        ("left_bytes", pa.binary()),
+        ("right_bytes", pa.binary()),
+        ("token_bytes", pa.binary()),
+        ("count", pa.int64()),
+    ]
+)
+VOCAB_SCHEMA = pa.schema([("id", pa.int32()), ("token_bytes", pa.binary()), ("kind", pa.string())])
+
+
+# --- writing ----------------------------------------------------------------------------------
+def _as_bytes(value: bytes | str) -> bytes:
+    return value if isinstance(value, bytes) else value.encode("utf-8")
+
+
+def token_kinds(tok) -> dict[int, str]:
+    """Kind of every id: ``special``; ``merge`` for what some merge makes (and, byte scheme, any
+    longer token); otherwise ``byte`` (byte scheme) or ``char`` (char scheme alphabet)."""
+    made = {new_id for _, _, new_id in tok.merge_ids}
+    kinds = {}
+    for token_id, value in tok.to_dict()["vocab"].items():
+        if token_id in made:
+            kinds[token_id] = "merge"
+        elif tok.scheme == "byte":
+            kinds[token_id] = "byte" if len(value) == 1 else "merge"
+        else:
+            kinds[token_id] = "char"
+    for token_id in tok.special_tokens.values():
+        kinds[token_id] = "special"
+    return kinds
+
+
+def _merge_counts(tok) -> list[int] | None:
+    counts = tok.metadata.get("merge_counts")
+    if (
+        isinstance(counts, list)
+        and len(counts) == len(tok.merge_ids)
+        and all(isinstance(c, int) and not isinstance(c, bool) for c in counts)
+    ):
+        return counts
+    return None
+
+
+def merges_table(tok) -> pa.Table:
+    vocab = tok.to_dict()["vocab"]
+    merge_ids = tok.merge_ids
+    counts = _merge_counts(tok)
+    left_bytes = [_as_bytes(vocab[left]) for left, _, _ in merge_ids]
+    right_bytes = [_as_bytes(vocab[right]) for _, right, _ in merge_ids]
+    return pa.Table.from_pydict(
+        {
+            "rank": list(range(len(merge_ids))),
+            "left": [left for left, _, _ in merge_ids],
+            "right": [right for _, right, _ in merge_ids],
+            "id": [new_id for _, _, new_id in merge_ids],
+            "left_bytes": left_bytes,
+            "right_bytes": right_bytes,
+            "token_bytes": [a + b for a, b in zip(left_bytes, right_bytes)],
+            "count": counts if counts is not None else [None] * len(merge_ids),
+        },
+        schema=MERGES_SCHEMA,
+    )
+
+
+def vocab_table(tok) -> pa.Table:
+    kinds = token_kinds(tok)
+    vocab = tok.to_dict()["vocab"]
+    by_id: dict[int, bytes] = {token_id: _as_bytes(value) for token_id, value in vocab.items()}
+    for token, token_id in tok.special_tokens.items():
+        by_id[token_id] = token.encode("utf-8")
+    ids = sorted(by_id)
+    return pa.Table.from_pydict(
+        {"id": ids, "token_bytes": [by_id[i] for i in ids], "kind": [kinds[i] for i in ids]},
+        schema=VOCAB_SCHEMA,
+    )
+
+
+def _check_json_value(value: Any, where: str) -> None:
+    """Refuse metadata that JSON would silently change (tuples, non-str keys, NaN, objects)."""
+    if value is None or isinstance(value, (bool, int, str)):
+        return
+    if isinstance(value, float):
+        if not math.isfinite(value):
+            raise ConfigError(f"tok.metadata{where} is {value!r}, which JSON cannot hold")
+        return
+    if isinstance(value, list):
+        for i, item in enumerate(value):
+            _check_json_value(item, f"{where}[{i}]")
+        return
+    if isinstance(value, dict):
+        for key, item in value.items():
+            if not isinstance(key, str):
+                raise ConfigError(f"tok.metadata{where} has the non-string key {key!r}; use str keys")
+            _check_json_value(item, f"{where}[{key!r}]")
+        return
+    raise ConfigError(
+        f"tok.metadata{where} is a {type(value).__name__}, which a model file cannot hold; "
+        "use None, bool, int, float, str, list or dict"
+    )
+
+
+def model_metadata(tok, exports: Iterable[str] = ()) -> dict[str, Any]:
+    """The content of ``bpe_spark.json``."""
+    from bpe_spark import __version__
+
+    metadata = {key: value for key, value in tok.metadata.items()}
+    counts_in_parquet = _merge_counts(tok) is not None
+    if counts_in_parquet:
+        del metadata["merge_counts"]
+    _check_json_value(metadata, "")
+    config = tok.config.to_dict() if tok.config is not None else None
+    return {
+        "format_version": FORMAT_VERSION,
+        "created_by": f"bpe-spark {__version__}",
+        "scheme": tok.scheme,
+        "merge_rule": tok.merge_rule,
+        "tie_break": tok.config.tie_break if tok.config is not None else None,
+        "pattern": {"name": tok.pattern if tok.pattern in PRESETS else None,
+                    "regex": PRESETS.get(tok.pattern, tok.pattern)},
+        "lowercase": tok.lowercase,
+        "normalization": tok.normalization,
+        "end_of_word": tok.end_of_word,
+        "end_of_word_marker": tok.end_of_word_marker,
+        "unk_token": tok.unk_token,
+        "special_tokens": [{"token": token, "id": token_id} for token, token_id in tok.special_tokens.items()],
+        "vocab_size": tok.vocab_size,
+        "num_merges": len(tok.merge_ids),
+        "merge_counts_in_parquet": counts_in_parquet,
+        "config": config,
+        "stats": metadata.get("stats"),
+        "timings": metadata.get("timings"),
+        "metadata": metadata,
+        "files": {
+            "merges": MERGES_FILE,
+            "vocab": VOCAB_FILE,
+            "tokenizer_json": HF_FILE if tok.scheme == "byte" else None,
+            "exports": {fmt: list(EXPORT_FILES[fmt]) for fmt in exports},
+        },
+    }
+
+
+def save_model(tok, directory, *, overwrite: bool = False, exports: Iterable[str] = ()) -> None:
+    """Write the model directory atomically (DESIGN section 3).
+
+    Everything is written to a temporary sibling directory that is renamed into place once
+    complete; an existing ``directory`` is an error unless ``overwrite``. ``exports`` adds other
+    formats inside it: ``gpt2`` (vocab.json + merges.txt), ``tiktoken`` (model.tiktoken),
+    ``subword-nmt`` (codes.bpe).
+    """
+    exports = tuple(dict.fromkeys(exports))
+    for fmt in exports:
+        if fmt not in EXPORT_FORMATS:
+            raise ConfigError(f"unknown export format {fmt!r}; choose from {EXPORT_FORMATS}")
+    if tok.scheme != "byte" and fmt_needs_byte(exports):
+        raise ConfigError(f"exports {[f for f in exports if f != 'subword-nmt']} need a byte-scheme tokenizer")
+    meta = model_metadata(tok, exports)  # validates metadata before anything is written
+    with atomic_directory(directory, overwrite=overwrite) as staged:
+        pq.write_table(merges_table(tok), staged / MERGES_FILE)
+        pq.write_table(vocab_table(tok), staged / VOCAB_FILE)
+        if tok.scheme == "byte" or "tokenizer.json" in exports:
+            from bpe_spark.formats.hf_json import write_tokenizer_json
+
+            write_tokenizer_json(tok, staged / HF_FILE)
+        for fmt in exports:
+            _write_export(tok, fmt, staged)
+        with open(staged / MODEL_META_FILE, "w", encoding="utf-8") as fh:
+            json.dump(meta, fh, ensure_ascii=False, indent=2)
+            fh.write("\n")
+
+
+def fmt_needs_byte(exports: Iterable[str]) -> bool:
+    return any(fmt in ("tokenizer.json", "gpt2", "tiktoken") for fmt in exports)
+
+
+def _write_export(tok, fmt: str, directory: Path) -> None:
+    if fmt == "gpt2":
+        from bpe_spark.formats.gpt2 import write_gpt2
+
+        write_gpt2(tok, directory)
+    elif fmt == "tiktoken":
+        from bpe_spark.formats.tiktoken_file import write_tiktoken
+
+        write_tiktoken(tok, directory / EXPORT_FILES["tiktoken"][0])
+    elif fmt == "subword-nmt":
+        from bpe_spark.formats.subword_nmt import write_codes
+
+        write_codes(tok, directory / EXPORT_FILES["subword-nmt"][0])
+
+
+# --- reading ----------------------------------------------------------------------------------
+def _read_table(path: Path, schema: pa.Schema) -> pa.Table:
+    if not path.is_file():
+        raise ModelFormatError(f"{path}: missing; a model directory needs {MERGES_FILE}, {VOCAB_FILE} and {MODEL_META_FILE}")
+    try:
+        table = pq.read_table(path)
+    except (pa.ArrowException, OSError) as exc:
+        raise ModelFormatError(f"{path}: not a readable Parquet file ({exc})") from None
+    for field in schema:
+        if field.name not in table.column_names:
+            raise ModelFormatError(
+                f"{path}: column {field.name!r} is missing; expected columns {schema.names}"
+            )
+        actual = table.schema.field(field.name).type
+        if actual != field.type and not (pa.types.is_large_binary(actual) and field.type == pa.binary()):
+            raise ModelFormatError(f"{path}: column {field.name!r} has type {actual}, expected {field.type}")
+    for name in schema.names:
+        if field_nulls(table, name) and name != "count":
+            raise ModelFormatError(f"{path}: column {name!r} has null at row {field_nulls(table, name)[0]}")
+    return table.select(schema.names)
+
+
+def field_nulls(table: pa.Table, name: str) -> list[int]:
+    column = table.column(name)
+    if column.null_count == 0:
+        return []
+    return [i for i, value in enumerate(column.to_pylist()) if value is None][:1]
+
+
+def _load_meta(path: Path) -> dict[str, Any]:
+    if not path.is_file():
+        raise ModelFormatError(f"{path}: missing; this is not a bpe-spark model directory")
+    try:
+        with open(path, encoding="utf-8") as fh:
+            meta = json.load(fh)
+    except json.JSONDecodeError as exc:
+        raise ModelFormatError(f"{path}: line {exc.lineno}, column {exc.colno}: invalid JSON ({exc.msg})") from None
+    except UnicodeDecodeError as exc:
+        raise ModelFormatError(f"{path}: not UTF-8 ({exc})") from None
+    if not isinstance(meta, dict):
+        raise ModelFormatError(f"{path}: expected a JSON object at the top level")
+    version = meta.get("format_version")
+    if version != FORMAT_VERSION:
+        raise ModelFormatError(
+            f"{path}: field 'format_version' is {version!r}; this bpe-spark reads version {FORMAT_VERSION}"
+        )
+    return meta
+
+
+def _field(meta: dict, name: str, types, path: Path, *, optional: bool = False):
+    if name not in meta:
+        if optional:
+            return None
+        raise ModelFormatError(f"{path}: field {name!r} is missing")
+    value = meta[name]
+    if value is None and optional:
+        return None
+    if not isinstance(value, types) or isinstance(value, bool) and bool not in _tuple(types):
+        raise ModelFormatError(f"{path}: field {name!r} is {value!r}; expected {_type_names(types)}")
+    return value
+
+
+def _tuple(types) -> tuple:
+    return types if isinstance(types, tuple) else (types,)
+
+
+def _type_names(types) -> str:
+    return " or ".join(t.__name__ for t in _tuple(types))
+
+
+def load_model(directory) -> "Tokenizer":  # noqa: F821
+    """Read a model directory back into exactly the Tokenizer that was saved."""
+    from bpe_spark.tokenizer import Tokenizer
+
+    directory = Path(directory)
+    if not directory.is_dir():
+        raise ModelFormatError(f"{directory}: not a directory (a bpe-spark model is a directory)")
+    meta_path = directory / MODEL_META_FILE
+    meta = _load_meta(meta_path)
+    scheme = _field(meta, "scheme", str, meta_path)
+    if scheme not in ("byte", "char"):
+        raise ModelFormatError(f"{meta_path}: field 'scheme' is {scheme!r}; expected 'byte' or 'char'")
+    pattern_field = _field(meta, "pattern", dict, meta_path)
+    name, regex_source = pattern_field.get("name"), pattern_field.get("regex")
+    if name is not None and name not in PRESETS:
+        raise ModelFormatError(f"{meta_path}: field 'pattern.name' is {name!r}; expected one of {sorted(PRESETS)} or null")
+    if name is not None and regex_source is not None and PRESETS[name] != regex_source:
+        raise ModelFormatError(f"{meta_path}: field 'pattern.regex' differs from the {name!r} preset it names")
+    if name is None and not isinstance(regex_source, str):
+        raise ModelFormatError(f"{meta_path}: field 'pattern' needs a 'name' or a 'regex'")
+    specials_field = _field(meta, "special_tokens", list, meta_path)
+    special_tokens: dict[str, int] = {}
+    for i, entry in enumerate(specials_field):
+        if not (isinstance(entry, dict) and isinstance(entry.get("token"), str)
+                and isinstance(entry.get("id"), int) and not isinstance(entry.get("id"), bool)):
+            raise ModelFormatError(f"{meta_path}: field 'special_tokens[{i}]' must be {{\"token\": str, \"id\": int}}, got {entry!r}")
+        special_tokens[entry["token"]] = entry["id"]
+    metadata = _field(meta, "metadata", dict, meta_path)
+    config_data = _field(meta, "config", dict, meta_path, optional=True)
+    try:
+        config = TrainerConfig.from_dict(config_data) if config_data is not None else None
+    except (BpeSparkError, TypeError) as exc:
+        raise ModelFormatError(f"{meta_path}: field 'config' is invalid: {exc}") from None
+
+    vocab_path = directory / VOCAB_FILE
+    vocab, specials_in_vocab = _read_vocab(vocab_path, scheme)
+    if specials_in_vocab != special_tokens:
+        raise ModelFormatError(
+            f"{vocab_path}: the rows of kind 'special' {specials_in_vocab} differ from field "
+            f"'special_tokens' of {meta_path.name} {special_tokens}"
+        )
+    merges_path = directory / MERGES_FILE
+    merges, counts = _read_merges(merges_path, vocab)
+    num_merges = _field(meta, "num_merges", int, meta_path)
+    if num_merges != len(merges):
+        raise ModelFormatError(f"{merges_path}: {len(merges)} rows, but {meta_path.name} field 'num_merges' says {num_merges}")
+    if _field(meta, "merge_counts_in_parquet", bool, meta_path):
+        if any(c is None for c in counts):
+            row = counts.index(None)
+            raise ModelFormatError(f"{merges_path}: row {row}: field 'count' is null, but {meta_path.name} says counts are stored")
+        metadata = dict(metadata)
+        metadata["merge_counts"] = counts
+    normalization = _field(meta, "normalization", str, meta_path, optional=True)
+    if normalization not in (None, "NFC", "NFKC"):
+        raise ModelFormatError(f"{meta_path}: field 'normalization' is {normalization!r}; expected null, 'NFC' or 'NFKC'")
+    end_of_word = _field(meta, "end_of_word", str, meta_path, optional=True)
+    if end_of_word not in (None, "separate", "fused"):
+        raise ModelFormatError(f"{meta_path}: field 'end_of_word' is {end_of_word!r}; expected null, 'separate' or 'fused'")
+    try:
+        return Tokenizer(
+            scheme=scheme,
+            vocab=vocab,
+            merges=merges,
+            special_tokens=special_tokens,
+            pattern=name if name is not None else regex_source,
+            lowercase=_field(meta, "lowercase", bool, meta_path),
+            normalization=normalization,
+            end_of_word=end_of_word,
+            end_of_word_marker=_field(meta, "end_of_word_marker", str, meta_path),
+            unk_token=_field(meta, "unk_token", str, meta_path, optional=True),
+            merge_rule=_field(meta, "merge_rule", str, meta_path),
+            config=config,
+            metadata=metadata,
+        )
+    except ConfigError as exc:
+        raise ModelFormatError(f"{directory}: the files do not make a valid tokenizer: {exc}") from None
+
+
+def _read_vocab(path: Path, scheme: str) -> tuple[dict[int, bytes | str], dict[str, int]]:
+    table = _read_table(path, VOCAB_SCHEMA)
+    vocab: dict[int, bytes | str] = {}
+    specials: dict[str, int] = {}
+    columns = table.to_pydict()
+    for row, (token_id, token_bytes, kind) in enumerate(zip(columns["id"], columns["token_bytes"], columns["kind"])):
+        where = f"{path}: row {row} (id {token_id})"
+        if token_id < 0:
+            raise ModelFormatError(f"{where}: field 'id' is negative")
+        if token_id in vocab or token_id in specials.values():
+            raise ModelFormatError(f"{where}: field 'id' repeats an earlier row")
+        if kind not in KINDS:
+            raise ModelFormatError(f"{where}: field 'kind' is {kind!r}; expected one of {KINDS}")
+        if not token_bytes:
+            raise ModelFormatError(f"{where}: field 'token_bytes' is empty")
+        if kind == "special" or scheme == "char":
+            try:
+                text = token_bytes.decode("utf-8")
+            except UnicodeDecodeError:
+                raise ModelFormatError(f"{where}: field 'token_bytes' is not UTF-8, as a {kind} token must be") from None
+            if kind == "special":
+                specials[text] = token_id
+            else:
+                vocab[token_id] = text
+            continue
+        if kind == "char":
+            raise ModelFormatError(f"{where}: field 'kind' is 'char' in a byte-scheme model")
+        if kind == "byte" and len(token_bytes) != 1:
+            raise ModelFormatError(f"{where}: field 'kind' is 'byte' but token_bytes has {len(token_bytes)} bytes")
+        vocab[token_id] = token_bytes
+    return vocab, specials
+
+
+def _read_merges(path: Path, vocab: dict[int, bytes | str]) -> tuple[list[tuple[int, int]], list[int | None]]:
+    table = _read_table(path, MERGES_SCHEMA)
+    columns = table.to_pydict()
+    first_id: dict[bytes | str, int] = {}
+    for token_id in sorted(vocab):
+        first_id.setdefault(vocab[token_id], token_id)
+    merges = []
+    for row in range(table.num_rows):
+        rank, left, right, new_id = (columns[name][row] for name in ("rank", "left", "right", "id"))
+        where = f"{path}: row {row}"
+        if rank != row:
+            raise ModelFormatError(f"{where}: field 'rank' is {rank}; ranks must run 0, 1, 2, ... in row order")
+        for name, token_id in (("left", left), ("right", right), ("id", new_id)):
+            if token_id not in vocab:
+                raise ModelFormatError(f"{where}: field {name!r} is {token_id}, which is not a vocab.parquet id (or is a special token)")
+        for name, token_id in (("left_bytes", left), ("right_bytes", right)):
+            if columns[name][row] != _as_bytes(vocab[token_id]):
+                raise ModelFormatError(f"{where}: field {name!r} differs from the vocab.parquet bytes of id {token_id}")
+        token_bytes = columns["token_bytes"][row]
+        if token_bytes != columns["left_bytes"][row] + columns["right_bytes"][row]:
+            raise ModelFormatError(f"{where}: field 'token_bytes' is not left_bytes + right_bytes")
+        merged = vocab[left] + vocab[right]
+        if first_id.get(merged) != new_id:
+            raise ModelFormatError(
+                f"{where}: field 'id' is {new_id}, but the vocabulary gives left+right the id {first_id.get(merged)}"
+            )
+        merges.append((left, right))
+    return merges, columns["count"]
