@@ -85,19 +85,52 @@ def _cmd_decode(args: argparse.Namespace) -> int:
 
 # --- inspect / export -------------------------------------------------------------------------
 def _setup_inspect(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("model", metavar="MODEL",
+                        help="a model directory, tokenizer.json, GPT-2 vocab.json (or its directory) or .tiktoken file")
+    parser.add_argument("--merges", type=int, default=10, metavar="N", help="how many first merges to show (default 10)")
+    parser.add_argument("--pattern", help="pretokenization pattern, for a .tiktoken file that is not OpenAI's")
+    parser.add_argument("--json", action="store_true", help="print the summary as JSON")
+    _add_common(parser)
     parser.set_defaults(run=_cmd_inspect)
 
 
 def _cmd_inspect(args: argparse.Namespace) -> int:
-    raise NotImplementedError("bpe-spark inspect")
+    import json
+
+    from bpe_spark.formats import describe, describe_text, load_any
+
+    options = {"pattern": args.pattern} if args.pattern else {}
+    tok = load_any(args.model, **options)
+    if args.json:
+        print(json.dumps(describe(tok, first_merges=args.merges), ensure_ascii=False, indent=2))
+    else:
+        print(f"model: {args.model}")
+        print(describe_text(tok, first_merges=args.merges))
+    return 0
 
 
 def _setup_export(parser: argparse.ArgumentParser) -> None:
+    from bpe_spark.formats import EXPORT_FORMATS
+
+    parser.add_argument("--model", required=True, metavar="PATH",
+                        help="the model to export (any format bpe-spark loads)")
+    parser.add_argument("--format", required=True, choices=EXPORT_FORMATS, dest="export_format",
+                        help="gpt2: a directory with vocab.json + merges.txt; tiktoken: a .tiktoken file; "
+                             "tokenizer.json: a file (or directory); subword-nmt: a codes file")
+    parser.add_argument("--out", required=True, metavar="PATH", help="where to write the export")
+    parser.add_argument("--pattern", help="pretokenization pattern, for a .tiktoken file that is not OpenAI's")
+    _add_common(parser)
     parser.set_defaults(run=_cmd_export)
 
 
 def _cmd_export(args: argparse.Namespace) -> int:
-    raise NotImplementedError("bpe-spark export")
+    from bpe_spark.formats import export_model, load_any
+
+    options = {"pattern": args.pattern} if args.pattern else {}
+    tok = load_any(args.model, **options)
+    for path in export_model(tok, args.export_format, args.out, overwrite=args.overwrite):
+        print(path)
+    return 0
 
 
 def main(argv: Sequence[str] | None = None) -> int:
