@@ -1,0 +1,472 @@
+"""Bulk encoding on Spark (DESIGN 2.2): the broadcast tokenizer encodes Arrow batches.
+
+``encode(df, tok)`` returns a DataFrame of ``input_ids`` (array<int32>) and ``n_tokens``;
+``encode_dataset(df, tok, out)`` writes them as Parquet or binary shards with a manifest.
+
+On the executors each Arrow batch is pretokenized, each distinct pretoken of the batch is looked
+up in a per-process cache (BPE runs only for pretokens never seen before, and ``ranks`` models
+look whole pretokens up first, as tiktoken does), and the output list column is assembled from
+the cached ids with numpy gathers: no per-token Python work once the cache is warm.
+
+Document ids. Without ``id_cols`` the output carries ``doc_id`` (int64): the document's position
+in input order, counted from 0. For DataFrames read straight from files (text, JSON Lines,
+Parquet: also through filters and ``coalesce``) input order is file path order, then row order
+within each file, so ``doc_id`` is the same whatever the partitioning. For other DataFrames it is
+partition order, then row order in each partition; after a shuffle (``repartition``) that order
+is not stable, so pass ``id_cols`` there.
+
+Null and empty texts: empty text gives ``[]`` (plus BOS/EOS when asked); a null text gives a
+null ``input_ids`` and ``n_tokens`` 0 (no BOS/EOS), and a zero-length document in binary shards.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import datetime as _dt
+import json
+import time
+import uuid
+from collections.abc import Iterable, Iterator, Sequence
+from typing import Any
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+from pyspark.sql import DataFrame, Window
+from pyspark.sql import functions as F
+from pyspark.sql import types as T
+
+from bpe_spark.errors import BpeSparkError, ConfigError, OutputExistsError
+from bpe_spark.pretokenize import SpecialTokenMatcher
+from bpe_spark.shards import (
+    MANIFEST_FORMAT,
+    MANIFEST_NAME,
+    MANIFEST_VERSION,
+    ShardWriter,
+    model_fingerprint,
+    shard_name,
+    token_dtype,
+)
+from bpe_spark.tokenizer import Tokenizer
+
+SPECIAL_POLICIES = ("ordinary", "allowed")
+OUTPUT_FORMATS = ("parquet", "bin")
+DEFAULT_SHARD_TOKENS = 100_000_000
+_POS = "__bpe_pos"
+_FILE = "__bpe_file"
+_BLOCK = "__bpe_block"
+_PART = "__bpe_part"
+_TEXT_BYTES = "__bpe_text_bytes"
+_SHARD = "__bpe_shard"
+_CACHE_SLOTS = 1_000_000  # distinct pretokens kept per process before the cache starts over
+
+
+# --- executor side: one BatchEncoder per (model, options) per Python worker process -------------
+class BatchEncoder:
+    """Encodes batches of texts to flat ids + offsets, caching each distinct pretoken's ids.
+
+    The cache maps a pretoken to a slot; a slot's ids live in one flat int32 buffer, so a batch
+    becomes ``slots -> (start, length) -> gathered ids`` with numpy, whatever its size.
+
+    >>> from bpe_spark import TrainerConfig, train
+    >>> tok = train(["ab ab ab"], TrainerConfig(vocab_size=258))
+    >>> values, offsets, nulls = BatchEncoder(tok).encode_texts(["ab ab", None, ""])
+    >>> values.tolist(), offsets.tolist(), nulls.tolist()
+    ([256, 257], [0, 2, 2, 2], [False, True, False])
+    """
+
+    def __init__(
+        self,
+        tok: Tokenizer,
+        *,
+        special_tokens: str = "ordinary",
+        bos_id: int | None = None,
+        eos_id: int | None = None,
+    ):
+        if special_tokens not in SPECIAL_POLICIES:
+            raise ConfigError(f"special_tokens must be one of {SPECIAL_POLICIES}, got {special_tokens!r}")
+        self.tok = tok
+        self.allow_special = special_tokens == "allowed" and bool(tok.special_tokens)
+        self.bos_id = bos_id
+        self.eos_id = eos_id
+        self._matcher = SpecialTokenMatcher(tok.special_tokens)
+        self._normalize = tok.pretokenizer.normalize
+        self._findall = tok.pretokenizer.regex.findall
+        self._plain = not (tok.pretokenizer.lowercase or tok.pretokenizer.normalization)
+        self._reset_cache()
+
+    def _reset_cache(self) -> None:
+        self._slot: dict[Any, int] = {}
+        self._starts = np.zeros(1024, dtype=np.int64)
+        self._lengths = np.zeros(1024, dtype=np.int64)
+        self._ids = np.zeros(4096, dtype=np.int32)
+        self._used_ids = 0
+        # subtle: special tokens get tuple keys, which no pretoken (a str) can equal.
+        for token, token_id in self.tok.special_tokens.items():
+            self._add_slot(("special", token), [token_id])
+
+    def _add_slot(self, key: Any, ids: Sequence[int]) -> int:
+        slot = len(self._slot)
+        if slot >= len(self._starts):
+            self._starts = np.resize(self._starts, 2 * len(self._starts))
+            self._lengths = np.resize(self._lengths, 2 * len(self._lengths))
+        need = self._used_ids + len(ids)
+        if need > len(self._ids):
+            self._ids = np.resize(self._ids, max(need, 2 * len(self._ids)))
+        self._ids[self._used_ids : need] = ids
+        self._starts[slot] = self._used_ids
+        self._lengths[slot] = len(ids)
+        self._used_ids = need
+        self._slot[key] = slot
+        return slot
+
+    def slots_of(self, keys: Sequence[Any]) -> np.ndarray:
+        """Cache slots of ``keys`` (pretokens), running BPE for those never seen."""
+        lookup = self._slot.get
+        slots = list(map(lookup, keys))
+        if None in slots:
+            missing = set(keys).difference(self._slot)
+            if len(self._slot) + len(missing) > _CACHE_SLOTS:
+                self._reset_cache()
+                missing = set(keys).difference(self._slot)
+            encode_pretoken = self.tok.encode_pretoken
+            for pretoken in missing:
+                self._add_slot(pretoken, encode_pretoken(pretoken))
+            lookup = self._slot.get
+            slots = list(map(lookup, keys))
+        return np.fromiter(slots, dtype=np.int64, count=len(slots))
+
+    def _pretokens(self, text: str, out: list) -> None:
+        if self.allow_special:
+            for segment, is_special in self._matcher.split(text):
+                if is_special:
+                    out.append(("special", segment))
+                else:
+                    out.extend(self._findall(self._normalize(segment)))
+        elif self._plain:
+            out.extend(self._findall(text))
+        else:
+            out.extend(self._findall(self._normalize(text)))
+
+    def encode_texts(self, texts: Sequence[str | None]) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """``(values int32, offsets int64[n+1], nulls bool[n])`` for ``texts``."""
+        flat: list = []
+        counts = np.zeros(len(texts), dtype=np.int64)
+        nulls = np.zeros(len(texts), dtype=bool)
+        for i, text in enumerate(texts):
+            if text is None:
+                nulls[i] = True
+                continue
+            before = len(flat)
+            self._pretokens(text, flat)
+            counts[i] = len(flat) - before
+        return self.assemble(self.slots_of(flat), counts, nulls)
+
+    def assemble(self, slots: np.ndarray, counts: np.ndarray, nulls: np.ndarray):
+        """Gather the ids of ``slots`` (pretoken occurrences, ``counts[i]`` per document)."""
+        lengths = self._lengths[slots]
+        starts = self._starts[slots]
+        total = int(lengths.sum())
+        # position k of the output reads the cached id at starts[j] + (k - first output of j)
+        first_out = np.cumsum(lengths) - lengths
+        gather = np.arange(total, dtype=np.int64) + np.repeat(starts - first_out, lengths)
+        values = self._ids[gather]
+        token_ends = np.concatenate([[0], np.cumsum(lengths)])
+        doc_ends = np.concatenate([[0], np.cumsum(counts)])
+        doc_tokens = np.diff(token_ends[doc_ends])
+        extra = (self.bos_id is not None) + (self.eos_id is not None)
+        if extra:
+            with_extra = np.where(nulls, 0, doc_tokens + extra)
+            offsets = np.concatenate([[0], np.cumsum(with_extra)])
+            out = np.empty(int(offsets[-1]), dtype=np.int32)
+            bos = 1 if self.bos_id is not None else 0
+            doc_of_token = np.repeat(np.arange(len(doc_tokens)), doc_tokens)
+            out[np.arange(total) + (offsets[:-1] - token_ends[doc_ends[:-1]])[doc_of_token] + bos] = values
+            real = ~nulls
+            if self.bos_id is not None:
+                out[offsets[:-1][real]] = self.bos_id
+            if self.eos_id is not None:
+                out[offsets[1:][real] - 1] = self.eos_id
+            return out, offsets, nulls
+        return values, token_ends[doc_ends], nulls
+
+
+_ENCODERS: dict[tuple, BatchEncoder] = {}
+
+
+def _batch_encoder(broadcast, key: tuple, options: dict) -> BatchEncoder:
+    """The process's encoder for a model: built once from the broadcast plain data, then cached."""
+    encoder = _ENCODERS.get(key)
+    if encoder is None:
+        if len(_ENCODERS) >= 4:
+            _ENCODERS.clear()
+        encoder = BatchEncoder(Tokenizer.from_dict(broadcast.value), **options)
+        _ENCODERS[key] = encoder
+    return encoder
+
+
+_SLICE_BYTES = 64 << 20  # text per encoded slice: keeps int32 list offsets far from overflow
+
+
+def _encode_batches(batches, *, broadcast, key, options, text_index, keep_indices, segments, with_text_bytes):
+    """mapInArrow body: encode each batch's texts, keep the id columns, add positions."""
+    from pyspark import TaskContext
+
+    encoder = _batch_encoder(broadcast, key, options)
+    positions = _Positions(segments, TaskContext.get().partitionId()) if segments is not None else None
+    for batch in batches:
+        if batch.num_rows == 0:
+            continue
+        text = batch.column(text_index)
+        byte_lengths = pc.fill_null(pc.binary_length(text), 0).to_numpy(zero_copy_only=False).astype(np.int64)
+        cuts = _slice_points(byte_lengths, _SLICE_BYTES)
+        pos = positions.of(batch) if positions is not None else None
+        for start, stop in zip(cuts[:-1], cuts[1:]):
+            part = batch.slice(start, stop - start)
+            values, offsets, nulls = encoder.encode_texts(part.column(text_index).to_pylist())
+            input_ids = pa.ListArray.from_arrays(
+                pa.array(offsets.astype(np.int32)), pa.array(values, type=pa.int32()), mask=pa.array(nulls)
+            )
+            columns = [part.column(i) for i in keep_indices]
+            if pos is not None:
+                columns.append(pa.array(pos[start:stop], type=pa.int64()))
+            columns += [input_ids, pa.array(np.diff(offsets).astype(np.int32), type=pa.int32())]
+            if with_text_bytes:
+                columns.append(pa.array(byte_lengths[start:stop], type=pa.int64()))
+            yield pa.RecordBatch.from_arrays(columns, [str(i) for i in range(len(columns))])
+    if positions is not None:
+        positions.check_complete()
+
+
+def _slice_points(byte_lengths: np.ndarray, limit: int) -> list[int]:
+    """Row cut points so that each slice holds at most ``limit`` bytes of text (or one row)."""
+    n = len(byte_lengths)
+    if n == 0 or int(byte_lengths.sum()) <= limit:
+        return [0, n]
+    cuts, acc = [0], 0
+    for i, size in enumerate(byte_lengths.tolist()):
+        if acc and acc + size > limit:
+            cuts.append(i)
+            acc = 0
+        acc += size
+    cuts.append(n)
+    return cuts
+
+
+class _Positions:
+    """Document positions on an executor: segment start + index within the segment.
+
+    A segment is one file split (file, block start) or, for rows not read from files, one
+    partition; its rows are contiguous and in order within a task.
+    """
+
+    def __init__(self, segments: dict, partition_id: int):
+        self.segments = segments
+        self.partition_id = partition_id
+        self.seen: dict[tuple, int] = {}
+
+    def key(self, file: str | None, block: int) -> tuple:
+        return (file, block, -1) if file else ("", -1, self.partition_id)
+
+    def of(self, batch: pa.RecordBatch) -> np.ndarray:
+        files = batch.column(batch.num_columns - 2)
+        blocks = batch.column(batch.num_columns - 1).to_numpy(zero_copy_only=False)
+        encoded = pc.dictionary_encode(files)
+        codes = encoded.indices.to_numpy(zero_copy_only=False)
+        names = encoded.dictionary.to_pylist()
+        n = batch.num_rows
+        change = np.ones(n, dtype=bool)
+        change[1:] = (codes[1:] != codes[:-1]) | (blocks[1:] != blocks[:-1])
+        starts = np.flatnonzero(change).tolist() + [n]
+        out = np.empty(n, dtype=np.int64)
+        for start, stop in zip(starts[:-1], starts[1:]):
+            key = self.key(names[codes[start]], int(blocks[start]))
+            entry = self.segments.get(key)
+            if entry is None:
+                raise ConfigError(
+                    f"input segment {key} was not seen when counting documents: the input changed "
+                    "between the counting and the encoding pass; pass id_cols (--id-column) instead"
+                )
+            done = self.seen.get(key, 0)
+            out[start:stop] = entry[0] + done + np.arange(stop - start)
+            self.seen[key] = done + stop - start
+        return out
+
+    def check_complete(self) -> None:
+        for key, count in self.seen.items():
+            expected = self.segments[key][1]
+            if count != expected:
+                raise ConfigError(
+                    f"input segment {key} held {expected} documents when counted and {count} when "
+                    "encoded: the input is not deterministic; pass id_cols (--id-column) instead"
+                )
+
+
+# --- driver side ----------------------------------------------------------------------------------
+def _resolve_token(tok: Tokenizer, value: int | str | None, option: str) -> int | None:
+    """The id of an EOS/BOS option: an id, a special token, or a token of the vocabulary."""
+    if value is None:
+        return None
+    if isinstance(value, bool):
+        raise ConfigError(f"{option} must be a token or a token id, got {value!r}")
+    if isinstance(value, (int, np.integer)):
+        try:
+            tok.vocab_lookup(int(value))
+        except KeyError:
+            raise ConfigError(f"{option} id {value} is not in the vocabulary (ids 0..{tok.max_token_id})") from None
+        return int(value)
+    if value in tok.special_tokens:
+        return tok.special_tokens[value]
+    token_id = tok.token_to_id(value.encode("utf-8") if tok.scheme == "byte" else value)
+    if token_id is None:
+        specials = sorted(tok.special_tokens) or "none"
+        raise ConfigError(
+            f"{option} {value!r} is neither a special token of the model (it has: {specials}) nor a "
+            "single token of its vocabulary; give one of those, or a token id"
+        )
+    return token_id
+
+
+def _check_columns(df: DataFrame, text_col: str, id_cols: Sequence[str], new_cols: Sequence[str]) -> None:
+    """Schema checks before any work (the Spark ML habit)."""
+    fields = {field.name: field for field in df.schema.fields}
+    if text_col not in fields:
+        raise ConfigError(
+            f"text column {text_col!r} is not in the input; its columns are {list(fields)} "
+            "(choose one with text_col= / --text-column)"
+        )
+    if not isinstance(fields[text_col].dataType, T.StringType):
+        raise ConfigError(
+            f"text column {text_col!r} has type {fields[text_col].dataType.simpleString()}, not string"
+        )
+    for column in id_cols:
+        if column not in fields:
+            raise ConfigError(f"id column {column!r} is not in the input; its columns are {list(fields)}")
+    if len(set(id_cols)) != len(id_cols):
+        raise ConfigError(f"id columns repeat: {list(id_cols)}")
+    for column in new_cols:
+        if column in fields or column in id_cols:
+            raise ConfigError(f"Output column {column} already exists.")
+    if len(set(new_cols)) != len(new_cols):
+        raise ConfigError(f"output column names repeat: {list(new_cols)}")
+
+
+def _segment_counts(frame: DataFrame) -> dict[tuple, tuple[int, int]]:
+    """Count documents per input segment (a JVM-only pass) and give each its first position.
+
+    Segments of files are ordered by file path, then block start, so positions follow file order
+    whatever the split size; rows not read from files follow partition order.
+    """
+    rows = (
+        frame.groupBy(F.col(_FILE), F.col(_BLOCK), F.col(_PART)).count().collect()
+    )
+    keys = {}
+    for row in rows:
+        file, block, part, count = row[0], row[1], row[2], row[3]
+        key = (file, block, -1) if file else ("", -1, part)
+        keys[key] = keys.get(key, 0) + count
+    segments, position = {}, 0
+    for key in sorted(keys):
+        segments[key] = (position, keys[key])
+        position += keys[key]
+    return segments
+
+
+def _encoded_frame(
+    df: DataFrame,
+    tok: Tokenizer,
+    *,
+    text_col: str,
+    id_cols: Sequence[str],
+    position_col: str | None,
+    output_col: str,
+    n_tokens_col: str,
+    text_bytes_col: str | None,
+    special_tokens: str,
+    bos_id: int | None,
+    eos_id: int | None,
+) -> DataFrame:
+    spark = df.sparkSession
+    keep = [F.col(f"`{c}`") for c in id_cols]
+    projection = keep + [F.col(f"`{text_col}`").alias("__bpe_text")]
+    segments = None
+    if position_col is not None:
+        # subtle: the file columns are projected before the Python stage, where the JVM still
+        # knows which file split each row came from.
+        projection += [F.input_file_name().alias(_FILE), F.input_file_block_start().alias(_BLOCK)]
+        probe = df.select(
+            F.input_file_name().alias(_FILE), F.input_file_block_start().alias(_BLOCK),
+            F.spark_partition_id().alias(_PART),
+        )
+        segments = _segment_counts(probe)
+    frame = df.select(*projection)
+    schema_fields = [df.schema[c] for c in id_cols]
+    if position_col is not None:
+        schema_fields.append(T.StructField(position_col, T.LongType(), False))
+    schema_fields += [
+        T.StructField(output_col, T.ArrayType(T.IntegerType(), containsNull=False), True),
+        T.StructField(n_tokens_col, T.IntegerType(), False),
+    ]
+    if text_bytes_col is not None:
+        schema_fields.append(T.StructField(text_bytes_col, T.LongType(), False))
+    options = {"special_tokens": special_tokens, "bos_id": bos_id, "eos_id": eos_id}
+    fingerprint = model_fingerprint(tok)
+    broadcast = spark.sparkContext.broadcast(tok.to_dict())
+    key = (fingerprint, special_tokens, bos_id, eos_id)
+    text_index = len(id_cols)
+    keep_indices = list(range(len(id_cols)))
+    with_text_bytes = text_bytes_col is not None
+
+    def run(batches):
+        return _encode_batches(
+            batches, broadcast=broadcast, key=key, options=options, text_index=text_index,
+            keep_indices=keep_indices, segments=segments, with_text_bytes=with_text_bytes,
+        )
+
+    out_schema = T.StructType([T.StructField(str(i), f.dataType, f.nullable) for i, f in enumerate(schema_fields)])
+    encoded = frame.mapInArrow(run, out_schema)
+    return encoded.toDF(*[f.name for f in schema_fields])
+
+
+def encode(
+    df: DataFrame,
+    tok: Tokenizer,
+    text_col: str = "text",
+    *,
+    id_cols: Sequence[str] | None = None,
+    output_col: str = "input_ids",
+    n_tokens_col: str = "n_tokens",
+    doc_id_col: str = "doc_id",
+    eos: int | str | None = None,
+    bos: int | str | None = None,
+    special_tokens: str = "ordinary",
+) -> DataFrame:
+    """Encode the documents of ``df[text_col]``: id columns, ``input_ids`` array<int32>, ``n_tokens``.
+
+    The tokenizer is broadcast once as plain data and rebuilt once per executor process. Ids
+    equal ``tok.encode(text, disallowed_special=())`` row for row (``special_tokens="ordinary"``,
+    special-token text encodes as ordinary text) or ``tok.encode(text, allowed_special="all")``
+    (``"allowed"``). ``eos`` / ``bos`` (a special token, a vocabulary token or an id) are
+    appended / prepended to every non-null document.
+
+    Without ``id_cols`` the output carries ``doc_id``, the position in input order (see the
+    module docstring; computing it costs one extra JVM-only pass over the input). Null text gives
+    a null ``input_ids`` and ``n_tokens`` 0; empty text gives ``[]``.
+
+    >>> out = encode(spark.createDataFrame([("hello",)], ["text"]), tok)   # doctest: +SKIP
+    >>> out.columns                                                       # doctest: +SKIP
+    ['doc_id', 'input_ids', 'n_tokens']
+    """
+    if special_tokens not in SPECIAL_POLICIES:
+        raise ConfigError(f"special_tokens must be one of {SPECIAL_POLICIES}, got {special_tokens!r}")
+    id_cols = list(id_cols or [])
+    position_col = None if id_cols else doc_id_col
+    new_cols = [c for c in (position_col, output_col, n_tokens_col) if c is not None]
+    _check_columns(df, text_col, id_cols, new_cols)
+    bos_id = _resolve_token(tok, bos, "bos")
+    eos_id = _resolve_token(tok, eos, "eos")
+    return _encoded_frame(
+        df, tok, text_col=text_col, id_cols=id_cols, position_col=position_col,
+        output_col=output_col, n_tokens_col=n_tokens_col, text_bytes_col=None,
+        special_tokens=special_tokens, bos_id=bos_id, eos_id=eos_id,
+    )
