@@ -2,7 +2,7 @@
 
 An encoded dataset written with ``--output-format bin`` is a directory::
 
-    manifest.json          what was encoded, with what model, and the shard list (written last)
+    _manifest.json         what was encoded, with what model, and the shard list (written last)
     shard-00000.bin        token ids, little-endian uint16 (vocab fits) or uint32, back to back
     shard-00000.idx        the document index of shard-00000.bin (Megatron ``MMIDIDX`` layout)
     shard-00001.bin ...
@@ -46,7 +46,7 @@ import numpy as np
 
 from bpe_spark.errors import ConfigError, ModelFormatError
 
-MANIFEST_NAME = "manifest.json"
+MANIFEST_NAME = "_manifest.json"  # "_": Spark and pyarrow skip it when reading the data files
 MANIFEST_FORMAT = "bpe-spark-encoded"
 MANIFEST_VERSION = 1
 INDEX_MAGIC = b"MMIDIDX\x00\x00"

@@ -470,3 +470,393 @@ def encode(
         output_col=output_col, n_tokens_col=n_tokens_col, text_bytes_col=None,
         special_tokens=special_tokens, bos_id=bos_id, eos_id=eos_id,
     )
+
+
+# --- writing an encoded dataset ------------------------------------------------------------------
+class _Output:
+    """An output directory on any filesystem pyarrow knows (local paths, file://, s3://, hdfs://)."""
+
+    def __init__(self, uri: str):
+        import os
+
+        import pyarrow.fs as pafs
+
+        uri = str(uri)
+        if "://" not in uri:
+            uri = os.path.abspath(uri)
+        try:
+            self.fs, path = pafs.FileSystem.from_uri(uri)
+        except (pa.ArrowInvalid, ValueError) as exc:
+            raise ConfigError(f"cannot write to {uri!r}: {exc}") from None
+        self.path = path.rstrip("/") or "/"
+        self.uri = uri
+        parent, _, name = self.path.rpartition("/")
+        if not name:
+            raise ConfigError(f"output {uri!r} names no directory")
+        self.parent = parent or "/"
+        self.name = name
+
+    def exists(self) -> bool:
+        import pyarrow.fs as pafs
+
+        return self.fs.get_file_info(self.path).type != pafs.FileType.NotFound
+
+    def sibling(self, tag: str) -> str:
+        return f"{self.parent}/.{self.name}.{tag}-{uuid.uuid4().hex[:12]}"
+
+    def delete(self, path: str) -> None:
+        import pyarrow.fs as pafs
+
+        info = self.fs.get_file_info(path)
+        if info.type == pafs.FileType.Directory:
+            self.fs.delete_dir(path)
+        elif info.type != pafs.FileType.NotFound:
+            self.fs.delete_file(path)
+
+    def publish(self, staging: str, overwrite: bool) -> None:
+        """Move the finished ``staging`` directory to the output path (replacing it if asked)."""
+        old = None
+        if self.exists():
+            if not overwrite:
+                raise OutputExistsError(f"{self.uri} already exists; pass overwrite=True (--overwrite) to replace it")
+            old = self.sibling("old")
+            self.fs.move(self.path, old)
+        self.fs.move(staging, self.path)
+        if old is not None:
+            self.delete(old)
+
+
+def _write_shard_files(batches, *, fs, staging, names, output_format, dtype, columns, attempt_tag):
+    """mapInArrow body of the writer stage: rows arrive sorted by (shard, position)."""
+    import pyarrow.parquet as pq
+    from pyspark import TaskContext
+
+    context = TaskContext.get()
+    tag = f"{attempt_tag}-{context.partitionId()}-{context.attemptNumber()}"
+    shard_index = columns.index(_SHARD)
+    pos_index = columns.index(_POS)
+    ids_index = columns.index("input_ids")
+    data_indices = [i for i, c in enumerate(columns) if c not in (_SHARD, _POS, _TEXT_BYTES)]
+    data_names = [columns[i] for i in data_indices]
+    stats: list[tuple] = []
+    current: dict[str, Any] = {}
+
+    def finish():
+        if not current:
+            return
+        writer = current["writer"]
+        writer.close()
+        size = 0
+        for tmp, final in current["files"]:
+            fs.move(tmp, final)
+            size += fs.get_file_info(final).size
+        stats.append((current["shard"], current["documents"], current["tokens"], current["first"], current["last"], size))
+        current.clear()
+
+    def start(shard: int, first: int):
+        prefix = f"{staging}/{names[shard]}"
+        files = []
+
+        def opener(path: str):
+            tmp = f"{path}.tmp-{tag}"
+            files.append((tmp, path))
+            return fs.open_output_stream(tmp)
+
+        if output_format == "bin":
+            writer = ShardWriter(prefix, dtype, opener=opener)
+        else:
+            writer = _ParquetShard(prefix + ".parquet", opener, pq)
+        current.update(shard=shard, writer=writer, files=files, documents=0, tokens=0, first=first, last=first - 1)
+
+    for batch in batches:
+        shards = batch.column(shard_index).to_numpy(zero_copy_only=False)
+        positions = batch.column(pos_index).to_numpy(zero_copy_only=False)
+        n = batch.num_rows
+        change = np.flatnonzero(np.diff(shards)) + 1
+        for lo, hi in zip([0, *change.tolist()], [*change.tolist(), n]):
+            if hi <= lo:
+                continue
+            shard = int(shards[lo])
+            if not current or current["shard"] != shard:
+                finish()
+                start(shard, int(positions[lo]))
+            run_positions = positions[lo:hi]
+            expected = np.arange(current["last"] + 1, current["last"] + 1 + hi - lo)
+            if not np.array_equal(run_positions, expected):
+                raise RuntimeError(f"internal: shard {shard} received documents out of order")
+            part = batch.slice(lo, hi - lo)
+            ids = part.column(ids_index)
+            if output_format == "bin":
+                flat, offsets = _list_flat(ids)
+                current["writer"].add_documents(flat, offsets)
+                current["tokens"] += int(offsets[-1] - offsets[0])
+            else:
+                table_batch = pa.RecordBatch.from_arrays([part.column(i) for i in data_indices], data_names)
+                current["writer"].write(table_batch)
+                current["tokens"] += int(pc.sum(pc.list_value_length(ids)).as_py() or 0)
+            current["documents"] += hi - lo
+            current["last"] = int(run_positions[-1])
+    finish()
+    if stats:
+        arrays = list(zip(*stats))
+        yield pa.RecordBatch.from_arrays(
+            [pa.array(col, type=pa.int64()) for col in arrays],
+            ["shard", "documents", "tokens", "first", "last", "bytes"],
+        )
+
+
+def _list_flat(ids: pa.ListArray) -> tuple[np.ndarray, np.ndarray]:
+    """Flat values and offsets of a list array (null lists are empty), sliced or not."""
+    offsets = ids.offsets.to_numpy(zero_copy_only=False).astype(np.int64)
+    values = ids.values.to_numpy(zero_copy_only=False)
+    return values, offsets
+
+
+class _ParquetShard:
+    def __init__(self, path: str, opener, pq):
+        self._pq = pq
+        self._sink = opener(path)
+        self._writer = None
+
+    def write(self, batch: pa.RecordBatch) -> None:
+        if self._writer is None:
+            self._writer = self._pq.ParquetWriter(self._sink, batch.schema, compression="zstd")
+        self._writer.write_batch(batch)
+
+    def close(self) -> None:
+        if self._writer is not None:
+            self._writer.close()
+        self._sink.close()
+
+
+def _plan_shards(encoded: DataFrame, n_tokens_col: str, output_col: str, shard_tokens: int) -> list[dict]:
+    """Cut the documents, in position order, into shards of about ``shard_tokens`` tokens.
+
+    A document goes to the shard where its first token falls (token offset // shard_tokens),
+    so the cut depends on the data only, never on the partitioning. Two small passes over
+    (position, n_tokens): totals per bucket of 65536 positions, then each bucket's documents.
+    """
+    bucket = F.shiftrightunsigned(F.col(_POS), 16).alias("bucket")
+    sizes = encoded.select(
+        bucket, F.col(_POS).alias("pos"), F.col(n_tokens_col).cast("long").alias("tokens"),
+        F.col(_TEXT_BYTES).alias("text_bytes"), F.col(output_col).isNull().alias("is_null"),
+    )
+    totals = sorted(
+        (row["bucket"], row["tokens"]) for row in sizes.groupBy("bucket").agg(F.sum("tokens").alias("tokens")).collect()
+    )
+    bucket_start, running = {}, 0
+    for key, tokens in totals:
+        bucket_start[key] = running
+        running += tokens
+
+    def cut(table: pa.Table) -> pa.Table:
+        table = table.sort_by("pos")
+        tokens = table.column("tokens").to_numpy().astype(np.int64)
+        start = bucket_start[table.column("bucket")[0].as_py()] + np.cumsum(tokens) - tokens
+        raw = start // shard_tokens
+        table = table.append_column("shard", pa.array(raw, type=pa.int64()))
+        grouped = table.group_by("shard").aggregate(
+            [("pos", "min"), ("pos", "count"), ("tokens", "sum"), ("text_bytes", "sum"), ("is_null", "sum")]
+        )
+        return grouped.rename_columns(["shard", "first", "documents", "tokens", "text_bytes", "nulls"]).select(
+            ["shard", "first", "documents", "tokens", "text_bytes", "nulls"]
+        ).cast(pa.schema([(name, pa.int64()) for name in ["shard", "first", "documents", "tokens", "text_bytes", "nulls"]]))
+
+    schema = "shard long, first long, documents long, tokens long, text_bytes long, nulls long"
+    pieces = sizes.groupBy("bucket").applyInArrow(cut, schema).collect()
+    merged: dict[int, dict] = {}
+    for row in pieces:
+        entry = merged.setdefault(row["shard"], {"first": row["first"], "documents": 0, "tokens": 0, "text_bytes": 0, "nulls": 0})
+        entry["first"] = min(entry["first"], row["first"])
+        for field in ("documents", "tokens", "text_bytes", "nulls"):
+            entry[field] += row[field]
+    plan = [merged[key] for key in sorted(merged)]
+    expected_first = 0
+    for entry in plan:
+        if entry["first"] != expected_first:
+            raise RuntimeError("internal: document positions are not contiguous")
+        expected_first += entry["documents"]
+    return plan
+
+
+def encode_dataset(
+    df: DataFrame,
+    tok: Tokenizer,
+    out: str,
+    *,
+    output_format: str = "parquet",
+    text_col: str = "text",
+    id_cols: Sequence[str] | None = None,
+    eos: int | str | None = None,
+    bos: int | str | None = None,
+    special_tokens: str = "ordinary",
+    dtype: str = "auto",
+    shard_tokens: int = DEFAULT_SHARD_TOKENS,
+    overwrite: bool = False,
+    source: dict[str, Any] | None = None,
+) -> dict[str, Any]:
+    """Encode ``df[text_col]`` and write it to ``out``: Parquet parts or binary shards + manifest.
+
+    Documents are written in ``doc_id`` order (input order, see :func:`encode`), cut into shards
+    of about ``shard_tokens`` tokens at document boundaries: ``part-00000.parquet``... (columns:
+    the id columns or ``doc_id``, ``input_ids``, ``n_tokens``) or ``shard-00000.bin`` + ``.idx``
+    (see :mod:`bpe_spark.shards`). The same input and model give the same files, byte for byte,
+    whatever the partitioning. Everything is written to a hidden sibling directory first and
+    moved into place, with ``_manifest.json``, only when the job succeeds; a failed job leaves no
+    output. Returns the manifest.
+
+    ``out`` is a local (or shared) path or a URI pyarrow can write (``s3://``, ``hdfs://``):
+    executors write the files directly, so on a cluster it must be a filesystem they all reach.
+    """
+    started = time.time()
+    if output_format not in OUTPUT_FORMATS:
+        raise ConfigError(f"output_format must be one of {OUTPUT_FORMATS}, got {output_format!r}")
+    if special_tokens not in SPECIAL_POLICIES:
+        raise ConfigError(f"special_tokens must be one of {SPECIAL_POLICIES}, got {special_tokens!r}")
+    if isinstance(shard_tokens, bool) or not isinstance(shard_tokens, int) or shard_tokens < 1:
+        raise ConfigError(f"shard_tokens must be a positive integer, got {shard_tokens!r}")
+    id_cols = list(id_cols or [])
+    bos_id = _resolve_token(tok, bos, "bos")
+    eos_id = _resolve_token(tok, eos, "eos")
+    if output_format == "bin":
+        numpy_dtype = token_dtype(tok.max_token_id, dtype)
+    else:
+        if dtype not in ("auto", "int32"):
+            raise ConfigError(f"Parquet output stores input_ids as int32; dtype {dtype!r} applies to bin output only")
+        token_dtype(tok.max_token_id, "auto")
+        numpy_dtype = np.dtype("int32")
+    _check_columns(df, text_col, id_cols, ["doc_id", "input_ids", "n_tokens"] if not id_cols else ["input_ids", "n_tokens"])
+    output = _Output(out)
+    if output.exists() and not overwrite:
+        raise OutputExistsError(f"{output.uri} already exists; pass overwrite=True (--overwrite) to replace it")
+
+    from pyspark import StorageLevel
+
+    encoded = _encoded_frame(
+        df, tok, text_col=text_col, id_cols=id_cols, position_col=_POS, output_col="input_ids",
+        n_tokens_col="n_tokens", text_bytes_col=_TEXT_BYTES, special_tokens=special_tokens,
+        bos_id=bos_id, eos_id=eos_id,
+    ).persist(StorageLevel.MEMORY_AND_DISK)
+    staging = output.sibling("staging")
+    try:
+        plan = _plan_shards(encoded, "n_tokens", "input_ids", shard_tokens)
+        prefix = "shard" if output_format == "bin" else "part"
+        names = [shard_name(i, len(plan), prefix) for i in range(len(plan))]
+        output.fs.create_dir(staging, recursive=True)
+        written = _write_shards(encoded, plan, names, output, staging, output_format, numpy_dtype, id_cols)
+        shards = []
+        for index, (entry, name) in enumerate(zip(plan, names)):
+            got = written.get(index)
+            if got is None or (got["documents"], got["tokens"], got["first"]) != (
+                entry["documents"], entry["tokens"], entry["first"]
+            ):
+                raise RuntimeError(f"internal: shard {name} was written as {got}, planned as {entry}")
+            files = [name + ".bin", name + ".idx"] if output_format == "bin" else [name + ".parquet"]
+            shards.append({
+                "name": name, "files": files, "first_document": entry["first"],
+                "documents": entry["documents"], "tokens": entry["tokens"], "bytes": got["bytes"],
+            })
+        documents = sum(entry["documents"] for entry in plan)
+        tokens = sum(entry["tokens"] for entry in plan)
+        text_bytes = sum(entry["text_bytes"] for entry in plan)
+        manifest = {
+            "format": MANIFEST_FORMAT,
+            "format_version": MANIFEST_VERSION,
+            "output_format": output_format,
+            "documents": documents,
+            "null_documents": sum(entry["nulls"] for entry in plan),
+            "tokens": tokens,
+            "bytes": text_bytes,
+            "bytes_per_token": round(text_bytes / tokens, 6) if tokens else None,
+            "dtype": numpy_dtype.name,
+            "columns": (id_cols or ["doc_id"]) + ["input_ids", "n_tokens"],
+            "id_columns": id_cols,
+            "text_column": text_col,
+            "special_tokens": special_tokens,
+            "bos_id": bos_id,
+            "eos_id": eos_id,
+            "shard_tokens": shard_tokens,
+            "model": {
+                "fingerprint": model_fingerprint(tok),
+                "vocab_size": tok.vocab_size,
+                "max_token_id": tok.max_token_id,
+                "scheme": tok.scheme,
+                "pattern": tok.pattern,
+            },
+            "source": dict(source or {}),
+            "shards": shards,
+            "output_bytes": sum(shard["bytes"] for shard in shards),
+            "seconds": round(time.time() - started, 3),
+            "created": _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds"),
+        }
+        with output.fs.open_output_stream(f"{staging}/{MANIFEST_NAME}") as fh:
+            fh.write((json.dumps(manifest, indent=2, sort_keys=False) + "\n").encode("utf-8"))
+        output.publish(staging, overwrite)
+        return manifest
+    except Exception as exc:
+        translated = _executor_error(exc)
+        if translated is exc:
+            raise
+        raise translated from exc
+    finally:
+        with contextlib.suppress(Exception):
+            output.delete(staging)
+        encoded.unpersist()
+
+
+def _write_shards(encoded, plan, names, output, staging, output_format, numpy_dtype, id_cols) -> dict[int, dict]:
+    if not plan:
+        return {}
+    boundaries = np.array([entry["first"] for entry in plan], dtype=np.int64)
+
+    def assign(batches):
+        for batch in batches:
+            positions = batch.column(_POS).to_numpy(zero_copy_only=False)
+            shard = np.searchsorted(boundaries, positions, side="right") - 1
+            yield batch.append_column(_SHARD, pa.array(shard, type=pa.int32()))
+
+    data_cols = [F.col(f"`{c}`") for c in id_cols] or [F.col(_POS).alias("doc_id")]
+    frame = encoded.select(*data_cols, F.col(_POS), F.col("input_ids"), F.col("n_tokens"))
+    schema = T.StructType(frame.schema.fields + [T.StructField(_SHARD, T.IntegerType(), False)])
+    with_shard = frame.mapInArrow(assign, schema)
+    columns = with_shard.columns
+    fs = output.fs
+    attempt_tag = uuid.uuid4().hex[:8]
+
+    def write(batches):
+        return _write_shard_files(
+            batches, fs=fs, staging=staging, names=names, output_format=output_format,
+            dtype=numpy_dtype, columns=columns, attempt_tag=attempt_tag,
+        )
+
+    result_schema = "shard long, documents long, tokens long, first long, last long, bytes long"
+    rows = (
+        with_shard.repartition(len(plan), F.col(_SHARD))
+        .sortWithinPartitions(F.col(_SHARD), F.col(_POS))
+        .mapInArrow(write, result_schema)
+        .collect()
+    )
+    written: dict[int, dict] = {}
+    for row in rows:
+        if row["shard"] in written:
+            raise RuntimeError(f"internal: shard {row['shard']} was written twice")
+        written[row["shard"]] = row.asDict()
+    return written
+
+
+_CORE_ERRORS = ("UnknownCharacterError", "ConfigError", "DisallowedSpecialTokenError")
+
+
+def _executor_error(exc: Exception) -> Exception:
+    """Re-raise a bpe-spark error that happened on an executor as itself, not as a Java trace."""
+    if isinstance(exc, BpeSparkError):
+        return exc
+    text = str(exc)
+    from bpe_spark import errors
+
+    for name in _CORE_ERRORS:
+        marker = f"bpe_spark.errors.{name}: "
+        if marker in text:
+            message = text.split(marker, 1)[1].splitlines()[0]
+            return getattr(errors, name)(message)
+    return exc
