@@ -13,6 +13,7 @@ that contain its pair. Ties are broken by the :class:`~bpe_spark.symbols.SymbolT
 from __future__ import annotations
 
 import heapq
+import os
 import time
 from collections import Counter
 from collections.abc import Callable, Iterable, Mapping
@@ -22,6 +23,11 @@ from bpe_spark.config import TrainerConfig
 from bpe_spark.errors import ConfigError, EmptyCorpusError
 from bpe_spark.pretokenize import Pretokenizer
 from bpe_spark.symbols import SymbolTable
+
+try:  # the optional compiled core, built by `pip install -e .` when a C compiler is present
+    from bpe_spark import _fastbpe
+except ImportError:  # pragma: no cover - depends on the build
+    _fastbpe = None
 
 
 class Merge(NamedTuple):
@@ -52,52 +58,221 @@ def merge_symbols(symbols: list[int], left: int, right: int, new_id: int) -> lis
     return out
 
 
-class MergeEngine:
-    """Incremental exact BPE over words (symbol-id lists) with their counts.
+# --- the merge engine -------------------------------------------------------------------------
 
-    ``run`` may be called repeatedly; the state carries over, so a caller can advance in steps
-    (the distributed rounds stop at a floor count and go on later with fresh words).
+# BPE_SPARK_ENGINE=python forces the pure-Python core (the reference); "compiled" requires the
+# extension; the default "auto" uses the extension when it was built.
+ENGINE_BACKENDS = ("auto", "compiled", "python")
+
+
+def compiled_core_available() -> bool:
+    """True when the optional C extension ``bpe_spark._fastbpe`` is importable."""
+    return _fastbpe is not None
+
+
+def _resolve_backend(backend: str | None) -> str:
+    backend = backend or os.environ.get("BPE_SPARK_ENGINE", "auto") or "auto"
+    if backend not in ENGINE_BACKENDS:
+        raise ConfigError(f"engine backend must be one of {ENGINE_BACKENDS}, got {backend!r}")
+    if backend == "compiled" and _fastbpe is None:
+        raise ConfigError(
+            "the compiled merge engine (bpe_spark._fastbpe) is not built; reinstall with a C compiler "
+            "and Python headers (pip install -e .), or use backend='python'"
+        )
+    if backend == "auto":
+        return "compiled" if _fastbpe is not None else "python"
+    return backend
+
+
+class _PythonCore:
+    """The reference core: pair counts, pair -> holder words, and a lazily updated heap.
+
+    A merge visits only the words listed for its pair and, inside each, changes only the
+    counts of the pairs around each merge position (delta updates), as ``tokenizers`` does.
+    The holder lists may hold words that lost the pair since (checked on use).
     """
 
     def __init__(self, table: SymbolTable, words: list[list[int]], counts: list[int]):
-        if len(words) != len(counts):
-            raise ValueError("words and counts differ in length")
         self.table = table
         self.words = words
         self.counts = counts
         pair_counts: dict[tuple[int, int], int] = {}
-        where: dict[tuple[int, int], set[int]] = {}
-        for index, (word, count) in enumerate(zip(words, counts)):
+        holders_of: dict[tuple[int, int], list[int]] = {}
+        get = pair_counts.get
+        for index, word in enumerate(words):
+            count = counts[index]
+            if len(word) < 2 or not count:
+                continue
             for pair in zip(word, word[1:]):
-                pair_counts[pair] = pair_counts.get(pair, 0) + count
-                holders = where.get(pair)
+                pair_counts[pair] = get(pair, 0) + count
+                holders = holders_of.get(pair)
                 if holders is None:
-                    where[pair] = {index}
-                else:
-                    holders.add(index)
+                    holders_of[pair] = [index]
+                elif holders[-1] != index:
+                    holders.append(index)
         self.pair_counts = pair_counts
-        self.where = where
-        self.heap: list = [self._entry(pair, count) for pair, count in pair_counts.items() if count > 0]
+        self.holders_of = holders_of
+        keys, first = table.keys, table.first_id
+        self.heap = [
+            (-count, keys[pair[0] - first], keys[pair[1] - first], pair)
+            for pair, count in pair_counts.items()
+            if count > 0
+        ]
         heapq.heapify(self.heap)
 
-    def _entry(self, pair: tuple[int, int], count: int) -> tuple:
-        keys, first = self.table.keys, self.table.first_id
-        return (-count, keys[pair[0] - first], keys[pair[1] - first], pair)
-
-    def best(self) -> tuple[tuple[int, int], int] | None:
-        """The pair the next merge would take and its count, or None when no pair is left."""
+    def best(self) -> tuple[int, int, int] | None:
         heap, pair_counts = self.heap, self.pair_counts
         while heap:
             neg_count, key_left, key_right, pair = heap[0]
             current = pair_counts.get(pair, 0)
             if current == -neg_count:
-                return pair, current
+                return pair[0], pair[1], current
             heapq.heappop(heap)
             # subtle: a count that fell gets its entry back at the new count; a count that grew
             # (a merge reusing an existing token id) was pushed afresh when it grew.
             if 0 < current < -neg_count:
                 heapq.heappush(heap, (-current, key_left, key_right, pair))
         return None
+
+    def apply(self, left: int, right: int, new_id: int) -> None:
+        words, counts = self.words, self.counts
+        pair_counts, holders_of = self.pair_counts, self.holders_of
+        get = pair_counts.get
+        grown: dict[tuple[int, int], None] = {}
+        for index in holders_of.pop((left, right), ()):
+            word = words[index]
+            remaining = word.count(left)  # the occurrences of left still to look at
+            if not remaining:
+                continue
+            last = len(word) - 1
+            count = counts[index]
+            merged = None  # built on the first hit: word[:start] merged, word[start:] not yet copied
+            start = 0
+            formed = []
+            i = -1
+            while remaining:
+                i = word.index(left, i + 1)
+                remaining -= 1
+                if i < last and word[i + 1] == right:
+                    if merged is None:
+                        merged = word[:i]
+                    else:
+                        merged += word[start:i]
+                    if merged:
+                        prev = merged[-1]  # subtle: already new_id when the previous hit was adjacent
+                        pair_counts[(prev, left)] -= count
+                        pair = (prev, new_id)
+                        pair_counts[pair] = get(pair, 0) + count
+                        formed.append(pair)
+                    start = i + 2
+                    if start <= last:
+                        nxt = word[start]
+                        pair_counts[(right, nxt)] -= count
+                        pair = (new_id, nxt)
+                        pair_counts[pair] = get(pair, 0) + count
+                        formed.append(pair)
+                    merged.append(new_id)
+                    if left == right:
+                        remaining -= 1  # the hit's right half was an occurrence of left too
+                    i = start - 1
+            if merged is None:
+                continue  # a stale holder: the pair left this word earlier
+            merged += word[start:]
+            words[index] = merged
+            for pair in formed:
+                grown[pair] = None
+                holders = holders_of.get(pair)
+                if holders is None:
+                    holders_of[pair] = [index]
+                elif holders[-1] != index:
+                    holders.append(index)
+        pair_counts.pop((left, right), None)
+        keys, first = self.table.keys, self.table.first_id
+        heap = self.heap
+        for pair in grown:
+            count = pair_counts[pair]
+            if count > 0:
+                heapq.heappush(heap, (-count, keys[pair[0] - first], keys[pair[1] - first], pair))
+
+    def current_words(self) -> list[list[int]]:
+        return self.words
+
+
+class _CompiledCore:
+    """The same core in C (``bpe_spark._fastbpe``): flat arrays, in-place merges, int pair keys."""
+
+    def __init__(self, table: SymbolTable, words: list[list[int]], counts: list[int]):
+        self.table = table
+        self.lexicographic = table.tie_break != "hf"
+        keys = [self._key(value, key) for value, key in zip(table.values, table.keys)]
+        self.engine = _fastbpe.Engine(words, counts, keys, table.first_id, self.lexicographic)
+
+    def _key(self, value, key):
+        # hf: the integer position; lexicographic: the token's UTF-8 bytes (their order is
+        # code-point order for str tokens), compared greatest first in C.
+        if not self.lexicographic:
+            return key
+        return value if isinstance(value, bytes) else value.encode("utf-8")
+
+    def best(self) -> tuple[int, int, int] | None:
+        return self.engine.best()
+
+    def apply(self, left: int, right: int, new_id: int) -> None:
+        table = self.table
+        index = new_id - table.first_id
+        self.engine.apply(left, right, new_id, self._key(table.values[index], table.keys[index]))
+
+    def current_words(self) -> list[list[int]]:
+        return self.engine.words()
+
+
+class MergeEngine:
+    """Incremental exact BPE over words (symbol-id lists) with their counts.
+
+    ``run`` may be called repeatedly; the state carries over, so a caller can advance in steps
+    (the distributed rounds stop at a floor count and go on later with fresh words).
+
+    ``backend``: "auto" (the compiled core when built, else pure Python), "compiled" or
+    "python"; the environment variable ``BPE_SPARK_ENGINE`` sets the default. Both cores give
+    the same merges (tests/test_engine_equivalence.py).
+    """
+
+    def __init__(
+        self,
+        table: SymbolTable,
+        words: list[list[int]],
+        counts: list[int],
+        *,
+        backend: str | None = None,
+    ):
+        if len(words) != len(counts):
+            raise ValueError("words and counts differ in length")
+        self.table = table
+        self.counts = counts
+        self.backend = _resolve_backend(backend)
+        core = None
+        if self.backend == "compiled":
+            try:
+                core = _CompiledCore(table, words, counts)
+            except OverflowError:
+                # subtle: counts beyond 64 bits (or ids beyond 32) only fit the Python core
+                if backend == "compiled":
+                    raise
+                self.backend = "python"
+        self._core = core if core is not None else _PythonCore(table, words, counts)
+
+    @property
+    def words(self) -> list[list[int]]:
+        """Every word's current symbol ids (after the merges taken so far)."""
+        return self._core.current_words()
+
+    def best(self) -> tuple[tuple[int, int], int] | None:
+        """The pair the next merge would take and its count, or None when no pair is left."""
+        top = self._core.best()
+        if top is None:
+            return None
+        left, right, count = top
+        return (left, right), count
 
     def run(
         self,
@@ -118,42 +293,18 @@ class MergeEngine:
         merges: list[Merge] = []
         created = 0
         table = self.table
-        words, counts = self.words, self.counts
-        pair_counts, where = self.pair_counts, self.where
+        core = self._core
+        lowest = max(min_frequency, 1)
         while created < max_new_tokens and (max_merges is None or len(merges) < max_merges):
-            top = self.best()
+            top = core.best()
             if top is None:
                 break
-            pair, count = top
-            if count < max(min_frequency, 1) or (floor is not None and count <= floor):
+            left, right, count = top
+            if count < lowest or (floor is not None and count <= floor):
                 break
-            left, right = pair
             new_id, is_new = table.add(table.value(left) + table.value(right))
             created += is_new
-            grown: set[tuple[int, int]] = set()
-            for index in where.pop(pair, ()):
-                word = words[index]
-                merged = merge_symbols(word, left, right, new_id)
-                if len(merged) == len(word):
-                    continue  # stale index entry: the pair left this word earlier
-                word_count = counts[index]
-                for old_pair in zip(word, word[1:]):
-                    pair_counts[old_pair] -= word_count
-                for new_pair in zip(merged, merged[1:]):
-                    pair_counts[new_pair] = pair_counts.get(new_pair, 0) + word_count
-                    if new_pair[0] == new_id or new_pair[1] == new_id:
-                        grown.add(new_pair)
-                        holders = where.get(new_pair)
-                        if holders is None:
-                            where[new_pair] = {index}
-                        else:
-                            holders.add(index)
-                words[index] = merged
-            pair_counts.pop(pair, None)
-            for new_pair in grown:
-                count_now = pair_counts.get(new_pair, 0)
-                if count_now > 0:
-                    heapq.heappush(self.heap, self._entry(new_pair, count_now))
+            core.apply(left, right, new_id)
             merge = Merge(left, right, new_id, count)
             merges.append(merge)
             if progress is not None:
@@ -253,7 +404,7 @@ def train_from_counts(
         progress=progress,
     )
     stats = {
-        "distinct_pretokens": len(engine.words),
+        "distinct_pretokens": len(engine.counts),
         "pretokens": sum(engine.counts),
         "merge_seconds": round(time.perf_counter() - started, 6),
     }

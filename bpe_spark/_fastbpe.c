@@ -1,0 +1,658 @@
+/* bpe_spark._fastbpe: the optional compiled core of the exact BPE merge engine.
+ *
+ * The pure-Python engine in bpe_spark/trainer.py is the reference; this module does the same
+ * work with flat arrays: words as int32 arrays merged in place, pair counts in an
+ * open-addressing hash table keyed by (left << 32 | right), an index from each pair to the
+ * words that hold it, and a lazily updated binary max-heap. Each merge touches only the words
+ * holding its pair, and within a word only the neighbours of each merge position (delta
+ * updates), so a long CJK pretoken costs a scan, not a full recount.
+ *
+ * Decisions (which pair to merge, which id a merged token gets) stay in Python: `best()` names
+ * the top pair, the caller allots the id through its SymbolTable, and `apply()` rewrites the
+ * words. Tie-breaks: "hf" compares integer keys (smaller wins); "lexicographic" compares the
+ * tokens' byte strings (greater wins; a prefix is smaller, as Python compares bytes).
+ */
+#define PY_SSIZE_T_CLEAN
+#include <Python.h>
+#include <stdint.h>
+#include <string.h>
+
+/* --- small helpers -------------------------------------------------------------------------- */
+
+#if defined(__GNUC__) || defined(__clang__)
+#define MUL_OVERFLOW(a, b, out) __builtin_mul_overflow(a, b, out)
+#define ADD_OVERFLOW(a, b, out) __builtin_add_overflow(a, b, out)
+#else /* non-negative operands only, as used here */
+static int MUL_OVERFLOW(int64_t a, int64_t b, int64_t *out) {
+    if (a != 0 && b > INT64_MAX / a) return 1;
+    *out = a * b;
+    return 0;
+}
+static int ADD_OVERFLOW(int64_t a, int64_t b, int64_t *out) {
+    if (b > INT64_MAX - a) return 1;
+    *out = a + b;
+    return 0;
+}
+#endif
+
+static void *grow(void *ptr, size_t *cap, size_t need, size_t item) {
+    if (need <= *cap) return ptr;
+    size_t n = *cap ? *cap : 4;
+    while (n < need) n *= 2;
+    void *p = PyMem_Realloc(ptr, n * item);
+    if (p == NULL) return NULL;
+    *cap = n;
+    return p;
+}
+
+static inline uint64_t pair_key(int32_t left, int32_t right) {
+    return ((uint64_t)(uint32_t)left << 32) | (uint32_t)right;
+}
+
+static inline uint64_t mix64(uint64_t x) {
+    x ^= x >> 33;
+    x *= 0xff51afd7ed558ccdULL;
+    x ^= x >> 33;
+    x *= 0xc4ceb9fe1a85ec53ULL;
+    x ^= x >> 33;
+    return x;
+}
+
+/* --- engine --------------------------------------------------------------------------------- */
+
+typedef struct {
+    int64_t count;
+    int32_t left, right;
+    int32_t *holders; /* word indices; may hold stale or repeated entries (checked on use) */
+    int32_t n_holders, cap_holders;
+    uint32_t grown_stamp;
+} Pair;
+
+typedef struct {
+    int64_t count;
+    int32_t pair;
+} HeapEntry;
+
+typedef struct {
+    PyObject_HEAD
+    int lexicographic;
+    int32_t first_id;
+    /* symbols, indexed by id - first_id */
+    size_t n_ids, cap_ids;
+    int64_t *int_key;    /* hf */
+    char **value;        /* lexicographic: the token's bytes */
+    Py_ssize_t *value_len;
+    /* words */
+    Py_ssize_t n_words;
+    int32_t **word;
+    int32_t *word_len;
+    int64_t *word_count;
+    uint32_t *word_stamp;
+    uint32_t stamp;
+    /* pairs */
+    Pair *pairs;
+    size_t n_pairs, cap_pairs;
+    int32_t *slots; /* open addressing: -1 empty, else pair index */
+    size_t n_slots; /* power of two */
+    /* heap */
+    HeapEntry *heap;
+    size_t n_heap, cap_heap;
+    /* scratch: pairs grown by the current merge */
+    int32_t *grown;
+    size_t n_grown, cap_grown;
+} Engine;
+
+static int32_t find_pair(Engine *e, int32_t left, int32_t right) {
+    uint64_t k = pair_key(left, right);
+    size_t mask = e->n_slots - 1, i = (size_t)mix64(k) & mask;
+    for (;;) {
+        int32_t p = e->slots[i];
+        if (p < 0) return -1;
+        if (e->pairs[p].left == left && e->pairs[p].right == right) return p;
+        i = (i + 1) & mask;
+    }
+}
+
+static int rehash(Engine *e, size_t n_slots) {
+    int32_t *slots = PyMem_Malloc(n_slots * sizeof(int32_t));
+    if (slots == NULL) return -1;
+    memset(slots, 0xff, n_slots * sizeof(int32_t));
+    size_t mask = n_slots - 1;
+    for (size_t p = 0; p < e->n_pairs; p++) {
+        size_t i = (size_t)mix64(pair_key(e->pairs[p].left, e->pairs[p].right)) & mask;
+        while (slots[i] >= 0) i = (i + 1) & mask;
+        slots[i] = (int32_t)p;
+    }
+    PyMem_Free(e->slots);
+    e->slots = slots;
+    e->n_slots = n_slots;
+    return 0;
+}
+
+/* The index of pair (left, right), created with count 0 when absent; -1 on memory error. */
+static int32_t get_pair(Engine *e, int32_t left, int32_t right) {
+    uint64_t k = pair_key(left, right);
+    size_t mask = e->n_slots - 1, i = (size_t)mix64(k) & mask;
+    for (;;) {
+        int32_t p = e->slots[i];
+        if (p < 0) break;
+        if (e->pairs[p].left == left && e->pairs[p].right == right) return p;
+        i = (i + 1) & mask;
+    }
+    if (e->n_pairs >= INT32_MAX) {
+        PyErr_SetString(PyExc_OverflowError, "too many distinct pairs for the compiled engine");
+        return -1;
+    }
+    Pair *pairs = grow(e->pairs, &e->cap_pairs, e->n_pairs + 1, sizeof(Pair));
+    if (pairs == NULL) {
+        PyErr_NoMemory();
+        return -1;
+    }
+    e->pairs = pairs;
+    int32_t p = (int32_t)e->n_pairs++;
+    Pair *pair = &e->pairs[p];
+    memset(pair, 0, sizeof(Pair));
+    pair->left = left;
+    pair->right = right;
+    e->slots[i] = p;
+    if (e->n_pairs * 2 > e->n_slots) {
+        if (rehash(e, e->n_slots * 2) < 0) {
+            PyErr_NoMemory();
+            return -1;
+        }
+    }
+    return p;
+}
+
+static int add_holder(Pair *pair, int32_t word) {
+    if (pair->n_holders > 0 && pair->holders[pair->n_holders - 1] == word) return 0;
+    if (pair->n_holders == pair->cap_holders) {
+        int32_t cap = pair->cap_holders ? pair->cap_holders * 2 : 2;
+        int32_t *h = PyMem_Realloc(pair->holders, (size_t)cap * sizeof(int32_t));
+        if (h == NULL) {
+            PyErr_NoMemory();
+            return -1;
+        }
+        pair->holders = h;
+        pair->cap_holders = cap;
+    }
+    pair->holders[pair->n_holders++] = word;
+    return 0;
+}
+
+/* Tie-break order of two distinct symbols: <0 when a sorts first (wins the tie). */
+static inline int cmp_symbol(const Engine *e, int32_t a, int32_t b) {
+    if (a == b) return 0;
+    size_t ia = (size_t)(a - e->first_id), ib = (size_t)(b - e->first_id);
+    if (!e->lexicographic) {
+        int64_t ka = e->int_key[ia], kb = e->int_key[ib];
+        return ka < kb ? -1 : (ka > kb ? 1 : 0);
+    }
+    Py_ssize_t la = e->value_len[ia], lb = e->value_len[ib];
+    int c = memcmp(e->value[ia], e->value[ib], (size_t)(la < lb ? la : lb));
+    if (c == 0) c = la < lb ? -1 : (la > lb ? 1 : 0);
+    return -c; /* the greater byte string wins */
+}
+
+/* 1 when heap entry a must come out before b. */
+static inline int heap_before(const Engine *e, const HeapEntry *a, const HeapEntry *b) {
+    if (a->count != b->count) return a->count > b->count;
+    const Pair *pa = &e->pairs[a->pair], *pb = &e->pairs[b->pair];
+    int c = cmp_symbol(e, pa->left, pb->left);
+    if (c == 0) c = cmp_symbol(e, pa->right, pb->right);
+    return c < 0;
+}
+
+static int heap_push(Engine *e, int64_t count, int32_t pair) {
+    HeapEntry *heap = grow(e->heap, &e->cap_heap, e->n_heap + 1, sizeof(HeapEntry));
+    if (heap == NULL) {
+        PyErr_NoMemory();
+        return -1;
+    }
+    e->heap = heap;
+    HeapEntry item = {count, pair};
+    size_t i = e->n_heap++;
+    while (i > 0) {
+        size_t parent = (i - 1) / 2;
+        if (!heap_before(e, &item, &heap[parent])) break;
+        heap[i] = heap[parent];
+        i = parent;
+    }
+    heap[i] = item;
+    return 0;
+}
+
+static void sift_down(Engine *e, size_t i) {
+    HeapEntry *heap = e->heap;
+    size_t n = e->n_heap;
+    HeapEntry item = heap[i];
+    for (;;) {
+        size_t child = 2 * i + 1;
+        if (child >= n) break;
+        if (child + 1 < n && heap_before(e, &heap[child + 1], &heap[child])) child++;
+        if (!heap_before(e, &heap[child], &item)) break;
+        heap[i] = heap[child];
+        i = child;
+    }
+    heap[i] = item;
+}
+
+static void heap_pop(Engine *e) {
+    e->n_heap--;
+    if (e->n_heap > 0) {
+        e->heap[0] = e->heap[e->n_heap];
+        sift_down(e, 0);
+    }
+}
+
+static int set_key(Engine *e, size_t index, PyObject *key) {
+    if (!e->lexicographic) {
+        long long k = PyLong_AsLongLong(key);
+        if (k == -1 && PyErr_Occurred()) return -1;
+        e->int_key[index] = (int64_t)k;
+        return 0;
+    }
+    char *buffer;
+    Py_ssize_t length;
+    if (PyBytes_AsStringAndSize(key, &buffer, &length) < 0) return -1;
+    char *copy = PyMem_Malloc(length ? (size_t)length : 1);
+    if (copy == NULL) {
+        PyErr_NoMemory();
+        return -1;
+    }
+    memcpy(copy, buffer, (size_t)length);
+    e->value[index] = copy;
+    e->value_len[index] = length;
+    return 0;
+}
+
+static int append_symbol(Engine *e, PyObject *key) {
+    size_t cap = e->cap_ids, need = e->n_ids + 1;
+    if (need > cap) {
+        size_t n = cap ? cap * 2 : 512;
+        while (n < need) n *= 2;
+        if (e->lexicographic) {
+            char **v = PyMem_Realloc(e->value, n * sizeof(char *));
+            if (v == NULL) return PyErr_NoMemory(), -1;
+            e->value = v;
+            Py_ssize_t *l = PyMem_Realloc(e->value_len, n * sizeof(Py_ssize_t));
+            if (l == NULL) return PyErr_NoMemory(), -1;
+            e->value_len = l;
+        } else {
+            int64_t *k = PyMem_Realloc(e->int_key, n * sizeof(int64_t));
+            if (k == NULL) return PyErr_NoMemory(), -1;
+            e->int_key = k;
+        }
+        e->cap_ids = n;
+    }
+    if (e->lexicographic) {
+        e->value[e->n_ids] = NULL;
+        e->value_len[e->n_ids] = 0;
+    }
+    if (set_key(e, e->n_ids, key) < 0) return -1;
+    e->n_ids++;
+    return 0;
+}
+
+static int check_id(Engine *e, long long id) {
+    if (id < e->first_id || id >= (long long)e->first_id + (long long)e->n_ids) {
+        PyErr_Format(PyExc_ValueError, "symbol id %lld is outside the engine's table (%d..%lld)", id,
+                     (int)e->first_id, (long long)e->first_id + (long long)e->n_ids - 1);
+        return -1;
+    }
+    return 0;
+}
+
+static void Engine_dealloc(Engine *e) {
+    if (e->word != NULL) {
+        for (Py_ssize_t i = 0; i < e->n_words; i++) PyMem_Free(e->word[i]);
+    }
+    PyMem_Free(e->word);
+    PyMem_Free(e->word_len);
+    PyMem_Free(e->word_count);
+    PyMem_Free(e->word_stamp);
+    if (e->pairs != NULL) {
+        for (size_t p = 0; p < e->n_pairs; p++) PyMem_Free(e->pairs[p].holders);
+    }
+    PyMem_Free(e->pairs);
+    PyMem_Free(e->slots);
+    PyMem_Free(e->heap);
+    PyMem_Free(e->grown);
+    if (e->value != NULL) {
+        for (size_t i = 0; i < e->n_ids; i++) PyMem_Free(e->value[i]);
+    }
+    PyMem_Free(e->value);
+    PyMem_Free(e->value_len);
+    PyMem_Free(e->int_key);
+    Py_TYPE(e)->tp_free((PyObject *)e);
+}
+
+/* Engine(words, counts, keys, first_id, lexicographic) */
+static int Engine_init(Engine *e, PyObject *args, PyObject *kwds) {
+    static char *kwlist[] = {"words", "counts", "keys", "first_id", "lexicographic", NULL};
+    PyObject *words_obj, *counts_obj, *keys_obj;
+    int first_id, lexicographic;
+    if (e->word != NULL || e->slots != NULL) {
+        PyErr_SetString(PyExc_RuntimeError, "Engine is already initialized");
+        return -1;
+    }
+    if (!PyArg_ParseTupleAndKeywords(args, kwds, "OOOip", kwlist, &words_obj, &counts_obj, &keys_obj,
+                                     &first_id, &lexicographic))
+        return -1;
+    if (first_id < 0) {
+        PyErr_SetString(PyExc_ValueError, "first_id must be >= 0");
+        return -1;
+    }
+    e->lexicographic = lexicographic;
+    e->first_id = first_id;
+
+    PyObject *keys = PySequence_Fast(keys_obj, "keys must be a sequence");
+    if (keys == NULL) return -1;
+    Py_ssize_t n_keys = PySequence_Fast_GET_SIZE(keys);
+    for (Py_ssize_t i = 0; i < n_keys; i++) {
+        if (append_symbol(e, PySequence_Fast_GET_ITEM(keys, i)) < 0) {
+            Py_DECREF(keys);
+            return -1;
+        }
+    }
+    Py_DECREF(keys);
+
+    PyObject *words = PySequence_Fast(words_obj, "words must be a sequence");
+    if (words == NULL) return -1;
+    PyObject *counts = PySequence_Fast(counts_obj, "counts must be a sequence");
+    if (counts == NULL) {
+        Py_DECREF(words);
+        return -1;
+    }
+    Py_ssize_t n = PySequence_Fast_GET_SIZE(words);
+    if (PySequence_Fast_GET_SIZE(counts) != n || n >= INT32_MAX) {
+        PyErr_SetString(PyExc_ValueError, "words and counts differ in length (or are too many)");
+        goto fail;
+    }
+    e->word = PyMem_Calloc((size_t)n + 1, sizeof(int32_t *));
+    e->word_len = PyMem_Calloc((size_t)n + 1, sizeof(int32_t));
+    e->word_count = PyMem_Calloc((size_t)n + 1, sizeof(int64_t));
+    e->word_stamp = PyMem_Calloc((size_t)n + 1, sizeof(uint32_t));
+    if (!e->word || !e->word_len || !e->word_count || !e->word_stamp) {
+        PyErr_NoMemory();
+        goto fail;
+    }
+    e->n_words = n;
+    size_t total_pairs = 0;
+    int64_t total_count = 0; /* sum of count * (len - 1): the bound of every pair count */
+    long long max_id = (long long)first_id + (long long)e->n_ids;
+    for (Py_ssize_t w = 0; w < n; w++) {
+        PyObject *seq = PySequence_Fast(PySequence_Fast_GET_ITEM(words, w), "each word must be a sequence");
+        if (seq == NULL) goto fail;
+        Py_ssize_t len = PySequence_Fast_GET_SIZE(seq);
+        if (len >= INT32_MAX) {
+            Py_DECREF(seq);
+            PyErr_SetString(PyExc_OverflowError, "word too long for the compiled engine");
+            goto fail;
+        }
+        int32_t *symbols = PyMem_Malloc((size_t)(len ? len : 1) * sizeof(int32_t));
+        if (symbols == NULL) {
+            Py_DECREF(seq);
+            PyErr_NoMemory();
+            goto fail;
+        }
+        e->word[w] = symbols;
+        for (Py_ssize_t j = 0; j < len; j++) {
+            long long id = PyLong_AsLongLong(PySequence_Fast_GET_ITEM(seq, j));
+            if (id == -1 && PyErr_Occurred()) {
+                Py_DECREF(seq);
+                goto fail;
+            }
+            if (id < first_id || id >= max_id) {
+                Py_DECREF(seq);
+                check_id(e, id);
+                goto fail;
+            }
+            symbols[j] = (int32_t)id;
+        }
+        Py_DECREF(seq);
+        e->word_len[w] = (int32_t)len;
+        long long count = PyLong_AsLongLong(PySequence_Fast_GET_ITEM(counts, w));
+        if (count == -1 && PyErr_Occurred()) goto fail;
+        if (count < 0) {
+            PyErr_Format(PyExc_ValueError, "word %zd has a negative count", w);
+            goto fail;
+        }
+        e->word_count[w] = count;
+        if (len > 1) {
+            int64_t weight;
+            if (MUL_OVERFLOW((int64_t)count, (int64_t)(len - 1), &weight) ||
+                ADD_OVERFLOW(total_count, weight, &total_count)) {
+                PyErr_SetString(PyExc_OverflowError, "pair counts exceed 64 bits in the compiled engine");
+                goto fail;
+            }
+            total_pairs += (size_t)(len - 1);
+        }
+    }
+    Py_DECREF(words);
+    Py_DECREF(counts);
+
+    size_t n_slots = 1024;
+    while (n_slots < total_pairs / 2 + 16 && n_slots < ((size_t)1 << 40)) n_slots *= 2;
+    e->slots = PyMem_Malloc(n_slots * sizeof(int32_t));
+    if (e->slots == NULL) return PyErr_NoMemory(), -1;
+    memset(e->slots, 0xff, n_slots * sizeof(int32_t));
+    e->n_slots = n_slots;
+    for (Py_ssize_t w = 0; w < n; w++) {
+        int32_t *symbols = e->word[w];
+        int32_t len = e->word_len[w];
+        int64_t count = e->word_count[w];
+        if (count == 0) continue;
+        for (int32_t j = 0; j + 1 < len; j++) {
+            int32_t p = get_pair(e, symbols[j], symbols[j + 1]);
+            if (p < 0) return -1;
+            e->pairs[p].count += count;
+            if (add_holder(&e->pairs[p], (int32_t)w) < 0) return -1;
+        }
+    }
+    e->heap = PyMem_Malloc((e->n_pairs + 1) * sizeof(HeapEntry));
+    if (e->heap == NULL) return PyErr_NoMemory(), -1;
+    e->cap_heap = e->n_pairs + 1;
+    for (size_t p = 0; p < e->n_pairs; p++) {
+        if (e->pairs[p].count > 0) {
+            e->heap[e->n_heap].count = e->pairs[p].count;
+            e->heap[e->n_heap].pair = (int32_t)p;
+            e->n_heap++;
+        }
+    }
+    for (size_t i = e->n_heap / 2; i-- > 0;) sift_down(e, i);
+    return 0;
+
+fail:
+    Py_DECREF(words);
+    Py_DECREF(counts);
+    return -1;
+}
+
+/* The top pair as (left, right, count), or None when no pair is left. */
+static PyObject *Engine_best(Engine *e, PyObject *Py_UNUSED(ignored)) {
+    if (e->slots == NULL) {
+        PyErr_SetString(PyExc_RuntimeError, "Engine is not initialized");
+        return NULL;
+    }
+    while (e->n_heap > 0) {
+        HeapEntry top = e->heap[0];
+        int64_t current = e->pairs[top.pair].count;
+        if (current == top.count) {
+            return Py_BuildValue("(iiL)", e->pairs[top.pair].left, e->pairs[top.pair].right,
+                                 (long long)current);
+        }
+        heap_pop(e);
+        /* subtle: a count that fell gets its entry back at the new count; a count that grew was
+         * pushed afresh when it grew. */
+        if (current > 0 && current < top.count) {
+            if (heap_push(e, current, top.pair) < 0) return NULL;
+        }
+    }
+    Py_RETURN_NONE;
+}
+
+static inline int change(Engine *e, int32_t left, int32_t right, int64_t delta, int32_t word) {
+    int32_t p = get_pair(e, left, right);
+    if (p < 0) return -1;
+    Pair *pair = &e->pairs[p];
+    pair->count += delta;
+    if (delta > 0 && word >= 0) {
+        if (add_holder(pair, word) < 0) return -1;
+        if (pair->grown_stamp != e->stamp) {
+            pair->grown_stamp = e->stamp;
+            int32_t *g = grow(e->grown, &e->cap_grown, e->n_grown + 1, sizeof(int32_t));
+            if (g == NULL) return PyErr_NoMemory(), -1;
+            e->grown = g;
+            e->grown[e->n_grown++] = p;
+        }
+    }
+    return 0;
+}
+
+/* apply(left, right, new_id, new_key): merge (left, right) -> new_id in every word holding it.
+ * new_id is either an existing id (a reused token) or the next id, whose tie-break key is new_key. */
+static PyObject *Engine_apply(Engine *e, PyObject *args) {
+    int left, right, new_id;
+    PyObject *new_key;
+    if (!PyArg_ParseTuple(args, "iiiO", &left, &right, &new_id, &new_key)) return NULL;
+    if (e->slots == NULL) {
+        PyErr_SetString(PyExc_RuntimeError, "Engine is not initialized");
+        return NULL;
+    }
+    if (check_id(e, left) < 0 || check_id(e, right) < 0) return NULL;
+    if ((long long)new_id == (long long)e->first_id + (long long)e->n_ids) {
+        if (append_symbol(e, new_key) < 0) return NULL;
+    } else if (check_id(e, new_id) < 0) {
+        return NULL;
+    }
+    int32_t target = find_pair(e, left, right);
+    if (target < 0) Py_RETURN_NONE;
+
+    e->stamp++;
+    if (e->stamp == 0) { /* wrapped: reset every stamp */
+        memset(e->word_stamp, 0, (size_t)e->n_words * sizeof(uint32_t));
+        for (size_t p = 0; p < e->n_pairs; p++) e->pairs[p].grown_stamp = 0;
+        e->stamp = 1;
+    }
+    e->n_grown = 0;
+    /* Take the holder list: the merge removes the pair from every word, so the list empties. */
+    int32_t *holders = e->pairs[target].holders;
+    int32_t n_holders = e->pairs[target].n_holders;
+    e->pairs[target].holders = NULL;
+    e->pairs[target].n_holders = 0;
+    e->pairs[target].cap_holders = 0;
+
+    for (int32_t h = 0; h < n_holders; h++) {
+        int32_t w = holders[h];
+        if (e->word_stamp[w] == e->stamp) continue;
+        e->word_stamp[w] = e->stamp;
+        int32_t *symbols = e->word[w];
+        int32_t len = e->word_len[w];
+        int64_t count = e->word_count[w];
+        int32_t out = 0, in = 0;
+        while (in < len) {
+            if (in + 1 < len && symbols[in] == left && symbols[in + 1] == right) {
+                if (out > 0) {
+                    int32_t prev = symbols[out - 1];
+                    if (change(e, prev, left, -count, -1) < 0 || change(e, prev, new_id, count, w) < 0)
+                        goto fail;
+                }
+                if (in + 2 < len) {
+                    int32_t next = symbols[in + 2];
+                    if (change(e, right, next, -count, -1) < 0 || change(e, new_id, next, count, w) < 0)
+                        goto fail;
+                }
+                symbols[out++] = new_id;
+                in += 2;
+            } else {
+                symbols[out++] = symbols[in++];
+            }
+        }
+        e->word_len[w] = out;
+    }
+    PyMem_Free(holders);
+    holders = NULL;
+    /* get_pair may have moved the pairs array: index afresh. */
+    e->pairs[target].count = 0;
+    for (size_t g = 0; g < e->n_grown; g++) {
+        int32_t p = e->grown[g];
+        if (e->pairs[p].count > 0 && heap_push(e, e->pairs[p].count, p) < 0) return NULL;
+    }
+    Py_RETURN_NONE;
+
+fail:
+    PyMem_Free(holders);
+    return NULL;
+}
+
+/* words(): every word's current symbols, as lists of ids. */
+static PyObject *Engine_words(Engine *e, PyObject *Py_UNUSED(ignored)) {
+    PyObject *out = PyList_New(e->n_words);
+    if (out == NULL) return NULL;
+    for (Py_ssize_t w = 0; w < e->n_words; w++) {
+        PyObject *word = PyList_New(e->word_len[w]);
+        if (word == NULL) {
+            Py_DECREF(out);
+            return NULL;
+        }
+        for (int32_t j = 0; j < e->word_len[w]; j++) {
+            PyObject *id = PyLong_FromLong(e->word[w][j]);
+            if (id == NULL) {
+                Py_DECREF(word);
+                Py_DECREF(out);
+                return NULL;
+            }
+            PyList_SET_ITEM(word, j, id);
+        }
+        PyList_SET_ITEM(out, w, word);
+    }
+    return out;
+}
+
+/* pair_count(left, right): the current count of a pair (0 when absent). */
+static PyObject *Engine_pair_count(Engine *e, PyObject *args) {
+    int left, right;
+    if (!PyArg_ParseTuple(args, "ii", &left, &right)) return NULL;
+    if (e->slots == NULL) return PyLong_FromLong(0);
+    int32_t p = find_pair(e, left, right);
+    return PyLong_FromLongLong(p < 0 ? 0 : (long long)e->pairs[p].count);
+}
+
+static PyMethodDef Engine_methods[] = {
+    {"best", (PyCFunction)Engine_best, METH_NOARGS, "The top pair as (left, right, count), or None."},
+    {"apply", (PyCFunction)Engine_apply, METH_VARARGS,
+     "apply(left, right, new_id, new_key): merge the pair in every word holding it."},
+    {"words", (PyCFunction)Engine_words, METH_NOARGS, "Every word's current symbol ids."},
+    {"pair_count", (PyCFunction)Engine_pair_count, METH_VARARGS, "The current count of a pair."},
+    {NULL, NULL, 0, NULL},
+};
+
+static PyTypeObject EngineType = {
+    PyVarObject_HEAD_INIT(NULL, 0).tp_name = "bpe_spark._fastbpe.Engine",
+    .tp_doc = "Engine(words, counts, keys, first_id, lexicographic): compiled exact BPE merge state.",
+    .tp_basicsize = sizeof(Engine),
+    .tp_itemsize = 0,
+    .tp_flags = Py_TPFLAGS_DEFAULT,
+    .tp_new = PyType_GenericNew,
+    .tp_init = (initproc)Engine_init,
+    .tp_dealloc = (destructor)Engine_dealloc,
+    .tp_methods = Engine_methods,
+};
+
+static struct PyModuleDef fastbpe_module = {
+    PyModuleDef_HEAD_INIT, "_fastbpe", "Compiled core of bpe_spark's merge engine and encoder.", -1, NULL,
+};
+
+PyMODINIT_FUNC PyInit__fastbpe(void) {
+    if (PyType_Ready(&EngineType) < 0) return NULL;
+    PyObject *m = PyModule_Create(&fastbpe_module);
+    if (m == NULL) return NULL;
+    Py_INCREF(&EngineType);
+    if (PyModule_AddObject(m, "Engine", (PyObject *)&EngineType) < 0) {
+        Py_DECREF(&EngineType);
+        Py_DECREF(m);
+        return NULL;
+    }
+    return m;
+}
