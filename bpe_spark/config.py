@@ -71,6 +71,12 @@ class TrainerConfig:
             raise ConfigError(f"special_tokens has duplicates: {self.special_tokens!r}")
         if self.unk_token is not None and self.scheme != "char":
             raise ConfigError("unk_token applies to the char scheme only (bytes never are unknown)")
+        if self.unk_token is not None and self.unk_token not in self.special_tokens:
+            # subtle: without this, training would run to the end and only then fail to build the
+            # tokenizer, since a trained vocabulary holds no unk token of its own.
+            raise ConfigError(
+                f"unk_token {self.unk_token!r} must also be a special token; add it to special_tokens"
+            )
         compile_pattern(self.pattern)  # raises ConfigError for an unknown preset or a bad regex
         if self.scheme == "byte":
             floor = 256 + len(self.special_tokens)

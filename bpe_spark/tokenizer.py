@@ -275,6 +275,12 @@ class Tokenizer:
             if token_id is None:
                 if self._unk_id is None:
                     char = pretoken[min(position, len(pretoken) - 1)]
+                    if self.end_of_word == "fused" and position == len(pretoken) - 1 and char in index:
+                        raise UnknownCharacterError(
+                            f"character {char!r} (U+{ord(char):04X}) ends {pretoken!r} but never ended a "
+                            f"word in training, so {symbol!r} is not in the vocabulary; train with such "
+                            "words, or configure unk_token"
+                        )
                     raise UnknownCharacterError(
                         f"character {char!r} (U+{ord(char):04X}) in {pretoken!r} was not in the "
                         "training alphabet; train with it, or configure unk_token"
