@@ -559,3 +559,15 @@ def test_tokenizer_json_of_corpus_text_decodes(tmp_path):
     hf = HfTokenizer.from_file(str(export_model(tok, "tokenizer.json", tmp_path)[0]))
     ids = hf.encode(text).ids
     assert ids == tok.encode(text) and hf.decode(ids) == text
+
+
+def test_transformers_loads_the_export(tmp_path, byte_tok):
+    """Runs where transformers is installed (it is not a dependency of bpe-spark)."""
+    transformers = pytest.importorskip("transformers")
+    path = export_model(byte_tok, "tokenizer.json", tmp_path / "tokenizer.json")[0]
+    fast = transformers.PreTrainedTokenizerFast(tokenizer_file=str(path), eos_token="<|endoftext|>")
+    assert fast.eos_token_id == 358
+    for line in TEXT.splitlines(keepends=True)[:2]:
+        assert fast(line)["input_ids"] == byte_tok.encode(line)
+    text = "a<|endoftext|>b"
+    assert fast(text)["input_ids"] == byte_tok.encode(text, allowed_special="all")

@@ -158,3 +158,20 @@ def test_exports_reproduce_openai_files(tmp_path, gpt2, cl100k):
     assert reread.special_tokens == gpt2.special_tokens and reread.merges == gpt2.merges
     again = export_model(cl100k, "tiktoken", tmp_path / "cl100k.tiktoken")[0]
     assert again.read_bytes() == tiktoken_cache_file("cl100k_base").read_bytes()
+
+
+def test_cl100k_as_tokenizer_json(tmp_path, cl100k, tt_cl100k):
+    """cl100k exported to tokenizer.json (derived merges, ignore_merges for the whole-pretoken
+    lookup, the pattern's possessive interval rewritten for Oniguruma) gives tiktoken's ids in
+    ``tokenizers``, and imports back as the same rank-rule tokenizer."""
+    from tokenizers import Tokenizer as HfTokenizer
+
+    path = export_model(cl100k, "tokenizer.json", tmp_path / "tokenizer.json")[0]
+    hf = HfTokenizer.from_file(str(path))
+    lines = corpus_text("multilingual", 1_000_000).splitlines(keepends=True)
+    assert [e.ids for e in hf.encode_batch(lines)] == tt_cl100k.encode_batch(lines)
+    text = "<|fim_prefix|>def f():<|fim_suffix|>\n    return 1<|fim_middle|>"
+    assert hf.encode(text).ids == tt_cl100k.encode(text, allowed_special="all")
+    back = load_any(path)
+    assert (back.pattern, back.merge_rule, back.special_tokens) == ("cl100k", "ranks", CL100K_SPECIALS)
+    assert back.merge_ids == cl100k.merge_ids and back.vocab == cl100k.vocab
