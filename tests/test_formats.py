@@ -12,6 +12,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 import tiktoken
+from conftest import PEERS, corpus_lines, corpus_text
 from tiktoken.load import load_tiktoken_bpe
 from tokenizers import Tokenizer as HfTokenizer
 
@@ -19,10 +20,8 @@ from bpe_spark import ConfigError, ModelFormatError, Tokenizer, TrainerConfig, t
 from bpe_spark.cli import main as cli_main
 from bpe_spark.errors import OutputExistsError
 from bpe_spark.formats import detect_format, export_model, load_any
-from bpe_spark.formats import model_dir
 from bpe_spark.formats.hf_json import onig_pattern, python_pattern, to_hf_dict
 from bpe_spark.pretokenize import PRESETS
-from conftest import PEERS, corpus_lines, corpus_text
 
 SPECIALS = ("<|endoftext|>", "<|pad|>")
 TEXT = (
@@ -165,7 +164,7 @@ def test_existing_target_is_an_error_unless_overwrite(tmp_path, byte_tok):
 
 
 def test_failed_save_leaves_nothing_behind(tmp_path, byte_tok, monkeypatch):
-    import bpe_spark.formats.hf_json as hf_json
+    from bpe_spark.formats import hf_json
 
     def broken(tok, path):
         Path(path).write_text("{half")

@@ -12,10 +12,10 @@ from pathlib import Path
 
 import pytest
 import tiktoken
+from conftest import CORPUS_NAMES, PEERS, corpus_text, require_shared
 
 from bpe_spark import DisallowedSpecialTokenError, Tokenizer
 from bpe_spark.formats import export_model, load_any
-from conftest import CORPUS_NAMES, PEERS, corpus_text, require_shared
 
 CL100K_SPECIALS = {
     "<|endoftext|>": 100257,

@@ -8,13 +8,13 @@ from __future__ import annotations
 import json
 
 import pytest
+from conftest import corpus_lines
 from tokenizers import Tokenizer as HfTokenizer
 from tokenizers import decoders, models, pre_tokenizers, trainers
 
 from bpe_spark import TrainerConfig, train
 from bpe_spark.formats import export_model, load_any
 from bpe_spark.symbols import bytes_to_display
-from conftest import corpus_lines
 
 VOCAB_SIZE = 8000
 CORPUS_BYTES = 4_000_000

@@ -192,7 +192,7 @@ def load_any(path, **kwargs):
     from bpe_spark.formats.tiktoken_file import read_tiktoken
 
     if path.is_dir():
-        path = sorted(path.glob("*.tiktoken"))[0]
+        path = min(path.glob("*.tiktoken"))
     return read_tiktoken(path, **kwargs)
 
 

@@ -23,6 +23,7 @@ from pathlib import Path
 
 from bpe_spark.errors import ConfigError, ModelFormatError
 from bpe_spark.symbols import bytes_to_display, display_to_bytes
+from bpe_spark.tokenizer import Tokenizer
 
 MERGES_HEADER = "#version: 0.2"
 
@@ -47,8 +48,7 @@ def write_gpt2(tok, directory) -> None:
         fh.write("\n")
     with open(directory / "merges.txt", "w", encoding="utf-8") as fh:
         fh.write(MERGES_HEADER + "\n")
-        for left, right, _ in tok.merge_ids:
-            fh.write(f"{bytes_to_display(vocab[left])} {bytes_to_display(vocab[right])}\n")
+        fh.writelines(f"{bytes_to_display(vocab[left])} {bytes_to_display(vocab[right])}\n" for left, right, _ in tok.merge_ids)
 
 
 def _read_vocab(path: Path) -> dict[str, int]:
@@ -90,15 +90,13 @@ def read_gpt2(
     special_tokens: Iterable[str] | None = None,
     pattern: str = "gpt2",
     **unused,
-):
+) -> Tokenizer:
     """Load GPT-2 files (``merges_path`` defaults to ``merges.txt`` beside ``vocab.json``, or
     ``X_merges.txt`` beside ``X_vocab.json``).
 
     ``special_tokens``: the vocabulary entries to treat as special (in text form); by default the
     multi-byte tokens that no merge makes (GPT-2: ``<|endoftext|>``).
     """
-    from bpe_spark.tokenizer import Tokenizer
-
     if unused:
         raise ConfigError(f"GPT-2 loading takes no options {sorted(unused)}")
     vocab_path = Path(vocab_path)
@@ -119,14 +117,11 @@ def read_gpt2(
     made: set[int] = set()
     token_to_id = {value: token_id for token_id, value in sorted(values.items(), reverse=True)}
     try:
-        fh = open(merges_path, encoding="utf-8")
+        lines = merges_path.read_text(encoding="utf-8").split("\n")
     except FileNotFoundError:
         raise ModelFormatError(f"{merges_path}: no such file (GPT-2 needs vocab.json and merges.txt)") from None
-    with fh:
-        try:
-            lines = fh.read().split("\n")
-        except UnicodeDecodeError as exc:
-            raise ModelFormatError(f"{merges_path}: not UTF-8 ({exc})") from None
+    except UnicodeDecodeError as exc:
+        raise ModelFormatError(f"{merges_path}: not UTF-8 ({exc})") from None
     for line_no, line in enumerate(lines, start=1):
         line = line.rstrip("\r")
         if not line or (line_no == 1 and line.startswith("#version")):

@@ -17,6 +17,7 @@ field.
 
 from __future__ import annotations
 
+import itertools
 import json
 from pathlib import Path
 from typing import Any
@@ -26,6 +27,7 @@ import regex
 from bpe_spark.errors import ConfigError, ModelFormatError
 from bpe_spark.pretokenize import PRESETS
 from bpe_spark.symbols import bytes_to_display, bytes_to_unicode, display_to_bytes
+from bpe_spark.tokenizer import Tokenizer
 
 # Presets whose regex matches every character of any text: Split "Isolated" (which keeps the text
 # between matches too) then gives exactly our pretokens. Other patterns drop unmatched text, which
@@ -264,7 +266,7 @@ def _short(value) -> str:
     return text if len(text) <= 80 else text[:77] + "..."
 
 
-def read_tokenizer_json(path, *, special_tokens=None, **unused) -> "Tokenizer":  # noqa: F821
+def read_tokenizer_json(path, *, special_tokens=None, **unused) -> Tokenizer:
     """Load a byte-level BPE ``tokenizer.json``, keeping its ids."""
     if unused:
         raise ConfigError(f"tokenizer.json loading takes no options {sorted(unused)}")
@@ -283,9 +285,7 @@ def read_tokenizer_json(path, *, special_tokens=None, **unused) -> "Tokenizer": 
     return from_hf_dict(data, path)
 
 
-def from_hf_dict(data: Any, path="tokenizer.json") -> "Tokenizer":  # noqa: F821
-    from bpe_spark.tokenizer import Tokenizer
-
+def from_hf_dict(data: Any, path="tokenizer.json") -> Tokenizer:
     r = _Reader(Path(path))
     if not isinstance(data, dict):
         raise ModelFormatError(f"{path}: expected a JSON object at the top level")
@@ -366,7 +366,7 @@ def from_hf_dict(data: Any, path="tokenizer.json") -> "Tokenizer":  # noqa: F821
         # tiktoken-derived files (Llama 3 style): merges in order of the token they make, and a
         # pretoken that is a whole token taken as is. That is tiktoken's rank rule.
         made = [token_to_id[vocab[left] + vocab[right]] for left, right in merges]
-        if any(b <= a for a, b in zip(made, made[1:])):
+        if any(b <= a for a, b in itertools.pairwise(made)):
             raise r.fail("model.ignore_merges", "true, but the merges are not in the order of the ids they "
                          "make; bpe-spark can only reproduce ignore_merges for rank-ordered (tiktoken-style) files")
         merge_rule = "ranks"

@@ -30,6 +30,7 @@ from bpe_spark.config import TrainerConfig
 from bpe_spark.errors import BpeSparkError, ConfigError, ModelFormatError
 from bpe_spark.formats import EXPORT_FORMATS, MODEL_META_FILE, atomic_directory
 from bpe_spark.pretokenize import PRESETS
+from bpe_spark.tokenizer import Tokenizer
 
 FORMAT_VERSION = 1
 MERGES_FILE = "merges.parquet"
@@ -308,10 +309,8 @@ def _type_names(types) -> str:
     return " or ".join(t.__name__ for t in _tuple(types))
 
 
-def load_model(directory) -> "Tokenizer":  # noqa: F821
+def load_model(directory) -> Tokenizer:
     """Read a model directory back into exactly the Tokenizer that was saved."""
-    from bpe_spark.tokenizer import Tokenizer
-
     directory = Path(directory)
     if not directory.is_dir():
         raise ModelFormatError(f"{directory}: not a directory (a bpe-spark model is a directory)")

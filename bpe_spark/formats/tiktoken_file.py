@@ -28,7 +28,7 @@ from collections.abc import Mapping
 from pathlib import Path
 
 from bpe_spark.errors import ConfigError, ModelFormatError
-from bpe_spark.tokenizer import bpe_merge
+from bpe_spark.tokenizer import Tokenizer, bpe_merge
 
 _GPT2_SPECIALS = {"<|endoftext|>": 50256}
 # OpenAI's published files by the SHA-256 of their content (the hashes tiktoken itself checks).
@@ -149,15 +149,13 @@ def read_tiktoken(
     pattern: str | None = None,
     special_tokens: Mapping[str, int] | None = None,
     **unused,
-):
+) -> Tokenizer:
     """Load a ``.tiktoken`` file; ids are the file's ranks.
 
     OpenAI's files (cl100k_base, o200k_base, r50k_base, p50k_base) are recognised by content and
     get their pattern and special tokens; ``pattern=`` / ``special_tokens=`` override them, and
     are needed for any other file.
     """
-    from bpe_spark.tokenizer import Tokenizer
-
     if unused:
         raise ConfigError(f".tiktoken loading takes no options {sorted(unused)}")
     path = Path(path)
