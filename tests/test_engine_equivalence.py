@@ -1,0 +1,224 @@
+"""The compiled merge engine (``bpe_spark._fastbpe``) gives exactly what the pure-Python engine
+gives, and both give ``tokenizers``' BpeTrainer merges: on slices of the real corpora, and on
+many random small corpora (both tie-breaks, both schemes, floor / stop_after_reuse / budgets,
+runs resumed in steps)."""
+
+from __future__ import annotations
+
+import json
+import random
+import shutil
+import sysconfig
+
+import pytest
+from tokenizers import Tokenizer as HfTokenizer
+from tokenizers import models, pre_tokenizers, trainers
+
+from bpe_spark import TrainerConfig, train, train_from_counts
+from bpe_spark.errors import ConfigError
+from bpe_spark.symbols import bytes_to_display
+from bpe_spark.trainer import (
+    MergeEngine,
+    build_engine,
+    compiled_core_available,
+    count_pretokens,
+    new_token_budget,
+)
+from conftest import corpus_lines
+
+needs_compiled = pytest.mark.skipif(
+    not compiled_core_available(), reason="bpe_spark._fastbpe is not built (no C compiler)"
+)
+
+
+def _hf_merges(lines: list[str], vocab_size: int) -> list[str]:
+    hf = HfTokenizer(models.BPE())
+    hf.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
+    trainer = trainers.BpeTrainer(
+        vocab_size=vocab_size, show_progress=False, initial_alphabet=pre_tokenizers.ByteLevel.alphabet()
+    )
+    hf.train_from_iterator(lines, trainer)
+    merges = json.loads(hf.to_str())["model"]["merges"]
+    return [" ".join(m) if isinstance(m, list) else m for m in merges]
+
+
+def _display(tok) -> list[str]:
+    return [f"{bytes_to_display(left)} {bytes_to_display(right)}" for left, right in tok.merges]
+
+
+def _engines(counts: dict[str, int], cfg: TrainerConfig) -> tuple[MergeEngine, MergeEngine]:
+    python = build_engine(counts, cfg)
+    python = MergeEngine(python.table, python.words, python.counts, backend="python")
+    compiled = build_engine(counts, cfg)
+    compiled = MergeEngine(compiled.table, compiled.words, compiled.counts, backend="compiled")
+    return python, compiled
+
+
+def test_extension_is_built_where_a_compiler_exists():
+    """A machine with a C compiler and Python headers must get the compiled core from
+    ``pip install -e .``; otherwise the fast path would silently go untested."""
+    headers = sysconfig.get_paths()["include"]
+    has_toolchain = shutil.which(sysconfig.get_config_var("CC").split()[0] or "cc") is not None
+    has_headers = (__import__("pathlib").Path(headers) / "Python.h").exists()
+    if not (has_toolchain and has_headers):
+        pytest.skip("no C toolchain here: the pure-Python engine is the one in use")
+    assert compiled_core_available(), "run `pip install -e .` to build bpe_spark._fastbpe"
+    assert build_engine({"ab": 1}, TrainerConfig(vocab_size=257)).backend == "compiled"
+
+
+def test_backend_choice(monkeypatch):
+    cfg = TrainerConfig(vocab_size=260)
+    monkeypatch.setenv("BPE_SPARK_ENGINE", "python")
+    assert build_engine({"abc": 2}, cfg).backend == "python"
+    monkeypatch.setenv("BPE_SPARK_ENGINE", "fastest")
+    with pytest.raises(ConfigError, match="backend must be one of"):
+        build_engine({"abc": 2}, cfg)
+
+
+# --- real text: compiled == python == tokenizers ----------------------------------------------
+
+
+@needs_compiled
+@pytest.mark.parametrize(
+    "name, max_bytes, vocab_size",
+    [("en_books", 1_000_000, 3000), ("zh_classics", 600_000, 2000), ("multilingual", 600_000, 2000)],
+)
+def test_real_corpora_three_way(name, max_bytes, vocab_size):
+    lines = corpus_lines(name, max_bytes)
+    cfg = TrainerConfig(vocab_size=vocab_size, pattern="gpt2", tie_break="hf")
+    counts = count_pretokens(lines, cfg)
+    python, compiled = _engines(counts, cfg)
+    budget = new_token_budget(cfg, python.table)
+    python_merges = python.run(max_new_tokens=budget)
+    compiled_merges = compiled.run(max_new_tokens=budget)
+    assert len(python_merges) == vocab_size - 256
+    assert compiled_merges == python_merges
+    assert compiled.words == python.words
+    tok = train_from_counts(counts, cfg)
+    assert _display(tok) == _hf_merges(lines, vocab_size), name
+
+
+@needs_compiled
+@pytest.mark.parametrize("tie_break", ["hf", "lexicographic"])
+def test_real_corpus_char_scheme_and_lexicographic(tie_break):
+    lines = corpus_lines("multilingual", 300_000)
+    for end_of_word in ("separate", "fused"):
+        cfg = TrainerConfig(
+            vocab_size=3000, scheme="char", end_of_word=end_of_word, pattern="words", tie_break=tie_break
+        )
+        counts = count_pretokens(lines, cfg)
+        python, compiled = _engines(counts, cfg)
+        budget = new_token_budget(cfg, python.table)
+        assert compiled.run(max_new_tokens=budget) == python.run(max_new_tokens=budget)
+    cfg = TrainerConfig(vocab_size=1500, tie_break=tie_break)
+    counts = count_pretokens(lines, cfg)
+    python, compiled = _engines(counts, cfg)
+    assert compiled.run(max_new_tokens=1244) == python.run(max_new_tokens=1244)
+
+
+# --- random small corpora ---------------------------------------------------------------------
+
+ALPHABETS = ["ab", "abc", "abcd", "aé中b", "xyz ", "aaab"]
+
+
+def _random_lines(rng: random.Random) -> list[str]:
+    alphabet = rng.choice(ALPHABETS)
+    lines = []
+    for _ in range(rng.randint(1, 30)):
+        words = [
+            "".join(rng.choice(alphabet) for _ in range(rng.randint(1, 14)))
+            for _ in range(rng.randint(1, 6))
+        ]
+        lines.append(" ".join(words) + "\n")
+    return lines
+
+
+@needs_compiled
+def test_random_corpora_match_tokenizers():
+    """Small alphabets make id reuse (``ab+c`` and ``a+bc``) frequent: the rule tokenizers has."""
+    for seed in range(120):
+        rng = random.Random(seed)
+        lines = _random_lines(rng)
+        vocab_size = rng.randint(257, 420)
+        cfg = TrainerConfig(vocab_size=vocab_size)
+        ours = _display(train(lines, cfg))
+        assert ours == _hf_merges(lines, vocab_size), f"seed {seed}"
+
+
+def _random_config(rng: random.Random) -> TrainerConfig:
+    scheme = rng.choice(["byte", "char"])
+    return TrainerConfig(
+        vocab_size=rng.randint(300, 420) if scheme == "byte" else rng.randint(10, 120),
+        scheme=scheme,
+        end_of_word=rng.choice(["separate", "fused"]),
+        pattern=rng.choice(["gpt2", "whitespace"]),
+        tie_break=rng.choice(["hf", "lexicographic"]),
+        special_tokens=rng.choice([(), ("<|endoftext|>",), ("<s>", "</s>")]),
+    )
+
+
+def _random_plan(rng: random.Random) -> list[dict]:
+    """Steps with random floors, merge caps, minimum frequencies and stop_after_reuse, then
+    one unrestricted step: the distributed rounds drive the engine this way."""
+    plan = [
+        dict(
+            max_merges=rng.choice([None, 1, 3, 10]),
+            floor=rng.choice([None, 0, 1, 2, 5]),
+            min_frequency=rng.choice([0, 0, 2]),
+            stop_after_reuse=rng.random() < 0.5,
+        )
+        for _ in range(rng.randint(1, 25))
+    ]
+    return plan + [{}]
+
+
+def _run_plan(engine: MergeEngine, budget: int, plan: list[dict]) -> list:
+    start = len(engine.table)
+    taken = []
+    for step in plan:
+        created = len(engine.table) - start
+        taken.append(engine.run(max_new_tokens=budget - created, **step))
+    return taken
+
+
+@needs_compiled
+def test_random_corpora_compiled_equals_python():
+    for seed in range(150):
+        rng = random.Random(1000 + seed)
+        cfg = _random_config(rng)
+        counts = count_pretokens(_random_lines(rng), cfg)
+        if not counts:
+            continue
+        python, compiled = _engines(counts, cfg)
+        budget = new_token_budget(cfg, python.table)
+        plan = _random_plan(rng)
+        expected = _run_plan(python, budget, plan)
+        assert _run_plan(compiled, budget, plan) == expected, f"seed {seed} {cfg}"
+        assert compiled.words == python.words, f"seed {seed}"
+        assert compiled.best() == python.best(), f"seed {seed}"
+        assert compiled.table.values == python.table.values
+
+
+@needs_compiled
+def test_compiled_core_counts_beyond_64_bits_fall_back_to_python():
+    cfg = TrainerConfig(vocab_size=260)
+    counts = {"aaaa": 2**62, "ab": 3}
+    engine = build_engine(counts, cfg)
+    assert engine.backend == "python"  # 3 * 2**62 pair count does not fit the C core
+    assert engine.best() == ((97, 97), 3 * 2**62)
+    with pytest.raises(OverflowError):
+        MergeEngine(engine.table, [[97, 97, 97, 97]], [2**62], backend="compiled")
+
+
+@needs_compiled
+def test_compiled_core_rejects_ids_outside_its_table():
+    from bpe_spark import _fastbpe
+
+    with pytest.raises(ValueError, match="outside the engine's table"):
+        _fastbpe.Engine([[0, 300]], [1], list(range(256)), 0, False)
+    engine = _fastbpe.Engine([[0, 1, 0, 1]], [2], list(range(256)), 0, False)
+    assert engine.best() == (0, 1, 4)
+    with pytest.raises(ValueError, match="outside the engine's table"):
+        engine.apply(0, 1, 999, 256)
+    engine.apply(0, 1, 256, 256)
+    assert engine.words() == [[256, 256]] and engine.pair_count(256, 256) == 2
