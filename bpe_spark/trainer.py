@@ -17,6 +17,7 @@ import os
 import time
 from collections import Counter
 from collections.abc import Callable, Iterable, Mapping
+from itertools import pairwise
 from typing import NamedTuple
 
 from bpe_spark.config import TrainerConfig
@@ -103,7 +104,7 @@ class _PythonCore:
             count = counts[index]
             if len(word) < 2 or not count:
                 continue
-            for pair in zip(word, word[1:]):
+            for pair in pairwise(word):
                 pair_counts[pair] = get(pair, 0) + count
                 holders = holders_of.get(pair)
                 if holders is None:

@@ -11,6 +11,7 @@ import shutil
 import sysconfig
 
 import pytest
+from conftest import corpus_lines
 from tokenizers import Tokenizer as HfTokenizer
 from tokenizers import models, pre_tokenizers, trainers
 
@@ -24,7 +25,6 @@ from bpe_spark.trainer import (
     count_pretokens,
     new_token_budget,
 )
-from conftest import corpus_lines
 
 needs_compiled = pytest.mark.skipif(
     not compiled_core_available(), reason="bpe_spark._fastbpe is not built (no C compiler)"
@@ -161,12 +161,12 @@ def _random_plan(rng: random.Random) -> list[dict]:
     """Steps with random floors, merge caps, minimum frequencies and stop_after_reuse, then
     one unrestricted step: the distributed rounds drive the engine this way."""
     plan = [
-        dict(
-            max_merges=rng.choice([None, 1, 3, 10]),
-            floor=rng.choice([None, 0, 1, 2, 5]),
-            min_frequency=rng.choice([0, 0, 2]),
-            stop_after_reuse=rng.random() < 0.5,
-        )
+        {
+            "max_merges": rng.choice([None, 1, 3, 10]),
+            "floor": rng.choice([None, 0, 1, 2, 5]),
+            "min_frequency": rng.choice([0, 0, 2]),
+            "stop_after_reuse": rng.random() < 0.5,
+        }
         for _ in range(rng.randint(1, 25))
     ]
     return plan + [{}]
