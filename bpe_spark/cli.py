@@ -17,7 +17,7 @@ import argparse
 import sys
 from collections.abc import Sequence
 
-from bpe_spark.errors import BpeSparkError
+from bpe_spark.errors import BpeSparkError, ConfigError
 
 
 def _add_common(parser: argparse.ArgumentParser) -> None:
@@ -64,23 +64,164 @@ def _cmd_train(args: argparse.Namespace) -> int:
 
 
 # --- encode -----------------------------------------------------------------------------------
+_ENCODE_EXAMPLES = """
+examples:
+  bpe-spark encode --model models/en32k --input corpus.txt.gz --out ids/ --eos "<|endoftext|>"
+  bpe-spark encode --model models/en32k --input docs/ --input-format jsonl --id-column url \\
+      --out shards/ --output-format bin --eos "<|endoftext|>"
+  bpe-spark encode --model gpt2/vocab.json --input data.parquet --input-format parquet \\
+      --text-column content --out gpt2-ids/
+
+output: Parquet parts (id columns or doc_id, input_ids array<int32>, n_tokens) or binary shards
+(shard-NNNNN.bin token streams, uint16 when the vocabulary fits, + Megatron-style .idx), in
+input order, with _manifest.json written last, only when the job succeeds.
+"""
+
+
 def _setup_encode(parser: argparse.ArgumentParser) -> None:
+    parser.epilog = _ENCODE_EXAMPLES
+    parser.add_argument("--model", required=True, metavar="PATH",
+                        help="the tokenizer: a bpe-spark model directory, tokenizer.json, GPT-2 "
+                             "vocab.json (+ merges.txt beside it) or a .tiktoken file")
+    parser.add_argument("--input", required=True, nargs="+", metavar="PATH",
+                        help="input files, globs or directories (local, hdfs://, s3a://...)")
+    parser.add_argument("--out", required=True, metavar="DIR", help="output directory (must not exist unless --overwrite)")
+    parser.add_argument("--output-format", choices=("parquet", "bin"), default="parquet",
+                        help="Parquet parts or binary token shards (default: parquet)")
+    parser.add_argument("--input-format", choices=("text", "jsonl", "parquet"), default="text",
+                        help="text: one document per line, the newline kept (default); jsonl/parquet: one per row")
+    parser.add_argument("--document", choices=("line", "file"), default="line",
+                        help="text input: one document per line (default) or per file")
+    parser.add_argument("--text-column", default="text", metavar="C", help="jsonl/parquet column holding the text (default: text)")
+    parser.add_argument("--id-column", action="append", default=[], metavar="C",
+                        help="jsonl/parquet column to carry to the output as a document id, repeatable "
+                             "(default: a doc_id, the position in input order)")
+    parser.add_argument("--eos", metavar="T", help="append this token to every document (a special token such as '<|endoftext|>')")
+    parser.add_argument("--bos", metavar="T", help="prepend this token to every document")
+    parser.add_argument("--allow-special", action="store_true",
+                        help="encode special-token text in the data as the special token (default: as ordinary text)")
+    parser.add_argument("--dtype", choices=("auto", "uint16", "uint32"), default="auto",
+                        help="bin output token type (default auto: uint16 when every id < 65536)")
+    parser.add_argument("--shard-tokens", type=int, default=100_000_000, metavar="N",
+                        help="about N tokens per output file, cut at document boundaries (default 100000000)")
     _add_common(parser)
     parser.set_defaults(run=_cmd_encode)
 
 
+def _spark_properties(pairs: Sequence[str]) -> dict[str, str]:
+    props = {}
+    for pair in pairs:
+        key, sep, value = pair.partition("=")
+        if not sep or not key.strip():
+            raise ConfigError(f"--set expects KEY=VALUE, got {pair!r}")
+        props[key.strip()] = value.strip()
+    return props
+
+
 def _cmd_encode(args: argparse.Namespace) -> int:
-    raise NotImplementedError("bpe-spark encode")
+    import time
+
+    from bpe_spark.shards import token_dtype
+    from bpe_spark.tokenizer import Tokenizer
+
+    started = time.time()
+    tok = Tokenizer.load(args.model)  # a missing or broken model fails here, before Spark starts
+    if args.output_format == "bin":
+        token_dtype(tok.max_token_id, args.dtype)
+    elif args.dtype != "auto":
+        raise ConfigError("--dtype applies to --output-format bin (Parquet stores int32)")
+    if args.input_format != "text" and args.document != "line":
+        raise ConfigError("--document file applies to --input-format text only")
+    overrides = _spark_properties(args.spark_set)
+    if not args.verbose:
+        overrides.setdefault("spark.ui.showConsoleProgress", "false")
+
+    from bpe_spark.spark.encode import encode_dataset
+    from bpe_spark.spark.io import read_documents
+    from bpe_spark.spark.session import build_session
+
+    spark = build_session("bpe-spark encode", master=args.master, conf_file=args.conf, overrides=overrides)
+    if not args.verbose:
+        spark.sparkContext.setLogLevel("ERROR")
+    docs = read_documents(
+        spark, args.input, input_format=args.input_format, text_col=args.text_column,
+        document=args.document, keep_columns=args.id_column,
+    )
+    manifest = encode_dataset(
+        docs, tok, args.out, output_format=args.output_format, text_col=args.text_column,
+        id_cols=args.id_column, eos=args.eos, bos=args.bos,
+        special_tokens="allowed" if args.allow_special else "ordinary", dtype=args.dtype,
+        shard_tokens=args.shard_tokens, overwrite=args.overwrite,
+        source={"model": str(args.model), "input": list(args.input), "input_format": args.input_format,
+                "document": args.document},
+    )
+    bpt = manifest["bytes_per_token"]
+    print(
+        f"encoded {manifest['documents']} documents ({manifest['bytes']} bytes) to {manifest['tokens']} tokens"
+        f"{f' ({bpt:.3f} bytes/token)' if bpt else ''} in {len(manifest['shards'])} "
+        f"{'shard' if args.output_format == 'bin' else 'Parquet file'}(s) at {args.out} "
+        f"({time.time() - started:.1f} s)"
+    )
+    return 0
 
 
 # --- decode -----------------------------------------------------------------------------------
+_DECODE_EXAMPLES = """
+examples:
+  bpe-spark decode --model models/en32k --ids "15496 995"
+  bpe-spark decode --model models/en32k --input shards/ --limit 3
+  bpe-spark decode --model gpt2/vocab.json --input gpt2-ids/ --limit 10
+
+Each document is printed as its text (special tokens as their text), followed by a newline
+when it does not end with one. Runs locally, without Spark.
+"""
+
+
 def _setup_decode(parser: argparse.ArgumentParser) -> None:
-    _add_common(parser)
+    parser.epilog = _DECODE_EXAMPLES
+    parser.add_argument("--model", required=True, metavar="PATH", help="the tokenizer (any format bpe-spark loads)")
+    source = parser.add_mutually_exclusive_group(required=True)
+    source.add_argument("--ids", metavar="IDS", help='token ids separated by spaces or commas, e.g. "15496 995"')
+    source.add_argument("--input", metavar="PATH",
+                        help="an encode output: a Parquet directory or file, or a binary shard directory")
+    parser.add_argument("--limit", type=int, metavar="N", help="decode only the first N documents of --input")
     parser.set_defaults(run=_cmd_decode)
 
 
 def _cmd_decode(args: argparse.Namespace) -> int:
-    raise NotImplementedError("bpe-spark decode")
+    from bpe_spark.tokenizer import Tokenizer
+
+    tok = Tokenizer.load(args.model)
+    if args.limit is not None and args.limit < 0:
+        raise ConfigError(f"--limit must be >= 0, got {args.limit}")
+    if args.ids is not None:
+        if args.limit is not None:
+            raise ConfigError("--limit applies to --input")
+        documents = [_parse_ids(args.ids)]
+    else:
+        from bpe_spark.shards import iter_encoded_documents
+
+        documents = iter_encoded_documents(args.input, limit=args.limit)
+    vocab = tok.vocab
+    try:
+        for ids in documents:
+            bad = [i for i in ids if i not in vocab]
+            if bad:
+                raise ConfigError(f"token id {bad[0]} is not in the model's vocabulary (ids 0..{tok.max_token_id})")
+            text = tok.decode(ids)
+            sys.stdout.write(text if text.endswith("\n") else text + "\n")
+        sys.stdout.flush()
+    except BrokenPipeError:  # e.g. piped into head
+        return 0
+    return 0
+
+
+def _parse_ids(text: str) -> list[int]:
+    parts = text.replace(",", " ").split()
+    try:
+        return [int(part) for part in parts]
+    except ValueError:
+        raise ConfigError(f"--ids expects integers separated by spaces or commas, got {text!r}") from None
 
 
 # --- inspect / export -------------------------------------------------------------------------

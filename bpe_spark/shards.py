@@ -328,3 +328,48 @@ def read_manifest(directory: str | os.PathLike) -> dict[str, Any]:
     if manifest.get("format") != MANIFEST_FORMAT:
         raise ModelFormatError(f"{path}: field 'format' is {manifest.get('format')!r}, expected {MANIFEST_FORMAT!r}")
     return manifest
+
+
+def iter_encoded_documents(path: str | os.PathLike, *, limit: int | None = None, column: str = "input_ids") -> Iterator[list[int]]:
+    """The documents of any encode output, as lists of ids, in document order.
+
+    ``path``: a binary shard directory, a Parquet output directory (part files in name order) or
+    one Parquet file. A null ``input_ids`` (null text) reads as an empty document.
+    """
+    path = Path(path)
+    if not path.exists():
+        raise ModelFormatError(f"{path}: no such file or directory")
+    if limit is not None and limit <= 0:
+        return
+    manifest = read_manifest(path) if (path / MANIFEST_NAME).is_file() else None
+    count = 0
+    if (manifest and manifest.get("output_format") == "bin") or (path.is_dir() and any(path.glob("*.idx"))):
+        documents = iter(read_shards(path)) if manifest else _iter_loose_shards(path)
+        for ids in documents:
+            yield ids.tolist()
+            count += 1
+            if limit is not None and count >= limit:
+                return
+        return
+    import pyarrow.parquet as pq
+
+    files = [path] if path.is_file() else sorted(
+        p for p in path.rglob("*.parquet") if not any(part.startswith(("_", ".")) for part in p.relative_to(path).parts)
+    )
+    if not files:
+        raise ModelFormatError(f"{path}: holds neither binary shards (.bin/.idx) nor Parquet files")
+    for file in files:
+        parquet = pq.ParquetFile(file)
+        if column not in parquet.schema_arrow.names:
+            raise ModelFormatError(f"{file}: no column {column!r}; its columns are {parquet.schema_arrow.names}")
+        for batch in parquet.iter_batches(columns=[column], batch_size=1024):
+            for ids in batch.column(0).to_pylist():
+                yield ids or []
+                count += 1
+                if limit is not None and count >= limit:
+                    return
+
+
+def _iter_loose_shards(directory: Path) -> Iterator[np.ndarray]:
+    for idx in sorted(directory.glob("*.idx")):
+        yield from ShardReader(idx)

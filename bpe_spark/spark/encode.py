@@ -629,44 +629,69 @@ class _ParquetShard:
         self._sink.close()
 
 
+_BUCKET_BITS = 16
+_PLAN_FIELDS = ("shard", "first", "documents", "tokens", "text_bytes", "nulls")
+
+
 def _plan_shards(encoded: DataFrame, n_tokens_col: str, output_col: str, shard_tokens: int) -> list[dict]:
     """Cut the documents, in position order, into shards of about ``shard_tokens`` tokens.
 
     A document goes to the shard where its first token falls (token offset // shard_tokens),
     so the cut depends on the data only, never on the partitioning. Two small passes over
-    (position, n_tokens): totals per bucket of 65536 positions, then each bucket's documents.
+    (position, n_tokens): totals per bucket of 65536 positions, then the buckets' documents in
+    order, each bucket starting at the total of the buckets before it.
     """
-    bucket = F.shiftrightunsigned(F.col(_POS), 16).alias("bucket")
     sizes = encoded.select(
-        bucket, F.col(_POS).alias("pos"), F.col(n_tokens_col).cast("long").alias("tokens"),
-        F.col(_TEXT_BYTES).alias("text_bytes"), F.col(output_col).isNull().alias("is_null"),
+        F.shiftrightunsigned(F.col(_POS), _BUCKET_BITS).alias("bucket"), F.col(_POS).alias("pos"),
+        F.col(n_tokens_col).cast("long").alias("tokens"), F.col(_TEXT_BYTES).alias("text_bytes"),
+        F.col(output_col).isNull().cast("long").alias("is_null"),
     )
     totals = sorted(
-        (row["bucket"], row["tokens"]) for row in sizes.groupBy("bucket").agg(F.sum("tokens").alias("tokens")).collect()
+        (row["bucket"], row["tokens"])
+        for row in sizes.groupBy("bucket").agg(F.sum("tokens").alias("tokens")).collect()
     )
+    if not totals:
+        return []
     bucket_start, running = {}, 0
     for key, tokens in totals:
         bucket_start[key] = running
         running += tokens
 
-    def cut(table: pa.Table) -> pa.Table:
-        table = table.sort_by("pos")
-        tokens = table.column("tokens").to_numpy().astype(np.int64)
-        start = bucket_start[table.column("bucket")[0].as_py()] + np.cumsum(tokens) - tokens
-        raw = start // shard_tokens
-        table = table.append_column("shard", pa.array(raw, type=pa.int64()))
-        grouped = table.group_by("shard").aggregate(
-            [("pos", "min"), ("pos", "count"), ("tokens", "sum"), ("text_bytes", "sum"), ("is_null", "sum")]
-        )
-        return grouped.rename_columns(["shard", "first", "documents", "tokens", "text_bytes", "nulls"]).select(
-            ["shard", "first", "documents", "tokens", "text_bytes", "nulls"]
-        ).cast(pa.schema([(name, pa.int64()) for name in ["shard", "first", "documents", "tokens", "text_bytes", "nulls"]]))
+    def cut(batches):
+        state = {"bucket": None, "done": 0}
+        for batch in batches:
+            buckets = batch.column(0).to_numpy()
+            tokens = batch.column(2).to_numpy().astype(np.int64)
+            start = np.empty(len(tokens), dtype=np.int64)
+            change = np.flatnonzero(np.diff(buckets)) + 1
+            for lo, hi in zip([0, *change.tolist()], [*change.tolist(), len(tokens)]):
+                bucket = int(buckets[lo])
+                if bucket != state["bucket"]:
+                    state.update(bucket=bucket, done=bucket_start[bucket])
+                run = tokens[lo:hi]
+                start[lo:hi] = state["done"] + np.cumsum(run) - run
+                state["done"] += int(run.sum())
+            table = pa.table({
+                "shard": start // shard_tokens, "pos": batch.column(1), "tokens": tokens,
+                "text_bytes": batch.column(3), "is_null": batch.column(4),
+            })
+            grouped = table.group_by("shard").aggregate(
+                [("pos", "min"), ("pos", "count"), ("tokens", "sum"), ("text_bytes", "sum"), ("is_null", "sum")]
+            )
+            columns = [grouped.column(name) for name in
+                       ("shard", "pos_min", "pos_count", "tokens_sum", "text_bytes_sum", "is_null_sum")]
+            yield pa.RecordBatch.from_arrays([c.combine_chunks().cast(pa.int64()) for c in columns], _PLAN_FIELDS)
 
-    schema = "shard long, first long, documents long, tokens long, text_bytes long, nulls long"
-    pieces = sizes.groupBy("bucket").applyInArrow(cut, schema).collect()
+    partitions = max(1, min(len(totals), encoded.sparkSession.sparkContext.defaultParallelism))
+    schema = ", ".join(f"{name} long" for name in _PLAN_FIELDS)
+    pieces = (
+        sizes.repartitionByRange(partitions, "bucket").sortWithinPartitions("bucket", "pos")
+        .mapInArrow(cut, schema).collect()
+    )
     merged: dict[int, dict] = {}
     for row in pieces:
-        entry = merged.setdefault(row["shard"], {"first": row["first"], "documents": 0, "tokens": 0, "text_bytes": 0, "nulls": 0})
+        entry = merged.setdefault(row["shard"], {"first": row["first"], "documents": 0, "tokens": 0,
+                                                 "text_bytes": 0, "nulls": 0})
         entry["first"] = min(entry["first"], row["first"])
         for field in ("documents", "tokens", "text_bytes", "nulls"):
             entry[field] += row[field]
