@@ -1,0 +1,145 @@
+"""Pretokenize and count on the executors (DESIGN 2.1 step 2).
+
+Two engines give the same ``(pretoken, count)`` table:
+
+- ``jvm`` (the default presets without normalization): Spark SQL only. ``split`` cuts each
+  document at the special tokens, ``regexp_extract_all`` applies the Java form of the pattern
+  (:mod:`bpe_spark.spark.jregex`), ``explode`` + ``groupBy`` count. No Python runs per row, so
+  counting goes at Spark's native speed and scales with the executors.
+- ``python``: Arrow batches through ``mapInArrow`` with the core :class:`Pretokenizer`, counted
+  within each partition before the shuffle. Used for custom patterns and for ``lowercase`` /
+  ``NFC`` / ``NFKC``, where Java and Python differ (Java's ``toLowerCase`` and Python's
+  ``str.lower`` disagree on some characters, e.g. the Greek final sigma context; Java has no
+  Unicode-16 normalization tables).
+
+>>> counts = count_pretokens(docs, TrainerConfig(pattern="gpt2"))   # doctest: +SKIP
+>>> counts.orderBy(F.desc("count")).first()                         # doctest: +SKIP
+Row(pretoken=' the', count=412345)
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import Iterator
+
+import pyarrow as pa
+from pyspark.sql import DataFrame, Observation
+from pyspark.sql import functions as F
+from pyspark.sql.types import StringType
+
+from bpe_spark.config import TrainerConfig
+from bpe_spark.errors import ConfigError
+from bpe_spark.pretokenize import Pretokenizer
+from bpe_spark.spark.io import MissingColumnError
+from bpe_spark.spark.jregex import VERIFIED_PRESETS, java_pattern, special_tokens_regex
+
+ENGINES = ("auto", "jvm", "python")
+COUNTS_SCHEMA = "pretoken string, count long"
+# A partition's Counter is flushed downstream when it holds this many distinct pretokens.
+_FLUSH_DISTINCT = 1_000_000
+
+
+def choose_engine(cfg: TrainerConfig, engine: str = "auto") -> str:
+    """``jvm`` when Spark SQL's regex gives exactly the core's pretokens, else ``python``.
+
+    >>> choose_engine(TrainerConfig(pattern="cl100k"))
+    'jvm'
+    >>> choose_engine(TrainerConfig(pattern="words", lowercase=True))
+    'python'
+    """
+    if engine not in ENGINES:
+        raise ConfigError(f"engine must be one of {ENGINES}, got {engine!r}")
+    if engine != "auto":
+        if engine == "jvm" and (cfg.lowercase or cfg.normalization):
+            raise ConfigError(
+                "engine='jvm' cannot normalize exactly as the core does (lowercase / NFC / NFKC); "
+                "use engine='python' or 'auto'"
+            )
+        return engine
+    if cfg.pattern in VERIFIED_PRESETS and not cfg.lowercase and not cfg.normalization:
+        return "jvm"
+    return "python"
+
+
+def _text_column(df: DataFrame, text_col: str) -> None:
+    if text_col not in df.columns:
+        raise MissingColumnError(
+            f"the DataFrame has no column {text_col!r}; its columns are {df.columns}; pass text_col="
+        )
+    if not isinstance(df.schema[text_col].dataType, StringType):
+        raise ConfigError(
+            f"column {text_col!r} is {df.schema[text_col].dataType.simpleString()}, not a string"
+        )
+
+
+def count_pretokens(
+    df: DataFrame,
+    cfg: TrainerConfig,
+    *,
+    text_col: str = "text",
+    engine: str = "auto",
+    observation: Observation | None = None,
+) -> DataFrame:
+    """The ``(pretoken string, count long)`` table of the documents in ``df[text_col]``.
+
+    Special tokens split documents and are never counted; the table has one row per distinct
+    pretoken, in no particular order. Lazy: nothing runs until the result is used.
+    ``observation`` (a ``pyspark.sql.Observation``), when given, collects ``documents`` (non-empty
+    texts) and ``bytes`` (their UTF-8 size) during the same job, at no extra pass.
+
+    >>> count_pretokens(spark.createDataFrame([("a a",)], "text string"), cfg).collect()  # doctest: +SKIP
+    [Row(pretoken='a', count=1), Row(pretoken=' a', count=1)]
+    """
+    _text_column(df, text_col)
+    chosen = choose_engine(cfg, engine)
+    text = F.col(text_col)
+    docs = df.select(text.alias("text")).where(text.isNotNull() & (F.length(text) > 0))
+    if observation is not None:
+        docs = docs.observe(
+            observation,
+            F.count(F.lit(1)).alias("documents"),
+            F.coalesce(F.sum(F.octet_length("text")), F.lit(0)).alias("bytes"),
+        )
+    if chosen == "jvm":
+        return _count_jvm(docs, cfg)
+    return _count_python(docs, cfg)
+
+
+def _count_jvm(docs: DataFrame, cfg: TrainerConfig) -> DataFrame:
+    pattern = F.lit(java_pattern(cfg.pattern))
+    specials = special_tokens_regex(cfg.special_tokens)
+    if specials is None:
+        pretokens = F.regexp_extract_all("text", pattern, F.lit(0))
+    else:
+        segments = F.split("text", specials, -1)
+        pretokens = F.flatten(F.transform(segments, lambda s: F.regexp_extract_all(s, pattern, F.lit(0))))
+    return (
+        docs.select(F.explode(pretokens).alias("pretoken"))
+        .groupBy("pretoken")
+        .agg(F.count(F.lit(1)).alias("count"))
+    )
+
+
+def _count_python(docs: DataFrame, cfg: TrainerConfig) -> DataFrame:
+    settings = cfg.to_dict()
+
+    def count_partition(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+        pretokenizer = Pretokenizer.from_config(TrainerConfig.from_dict(settings))
+        counts: Counter = Counter()
+        for batch in batches:
+            pretokenizer.count(batch.column(0).to_pylist(), counts)
+            if len(counts) >= _FLUSH_DISTINCT:
+                yield _counts_batch(counts)
+                counts = Counter()
+        if counts:
+            yield _counts_batch(counts)
+
+    partial = docs.mapInArrow(count_partition, COUNTS_SCHEMA)
+    return partial.groupBy("pretoken").agg(F.sum("count").alias("count"))
+
+
+def _counts_batch(counts: Counter) -> pa.RecordBatch:
+    return pa.RecordBatch.from_arrays(
+        [pa.array(list(counts.keys()), pa.string()), pa.array(list(counts.values()), pa.int64())],
+        names=["pretoken", "count"],
+    )

@@ -1,0 +1,160 @@
+"""Readers: documents (DESIGN 1.1) and pretoken counts into DataFrames.
+
+Sources: text files (one document per line, the ``\\n`` kept; or one per file), JSON Lines and
+Parquet (one document per row, from a named column). Paths are anything Spark reads: local
+paths, globs, directories (read recursively), ``hdfs://``, ``s3a://``; ``.gz`` / ``.bz2`` text
+is decompressed by Spark's codecs.
+
+Line documents: Spark's line reader is told that only ``\\n`` ends a line (``lineSep``), so a
+``\\r`` stays inside its line, and each line gets its ``\\n`` back: ``"a\\r\\nb\\n"`` gives the
+documents ``"a\\r\\n"`` and ``"b\\n"``, as ``tokenizers`` trains on a file. Known difference: a
+file whose last line has no final newline still gets one on that line (Spark's reader cannot
+tell the two apart without reading each file twice); the shared corpora and files written by
+most tools end with a newline.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Sequence
+
+from pyspark.errors import AnalysisException
+from pyspark.sql import DataFrame, SparkSession
+from pyspark.sql import functions as F
+from pyspark.sql.types import StringType, StructField, StructType
+
+from bpe_spark.errors import BpeSparkError, ConfigError
+
+INPUT_FORMATS = ("text", "jsonl", "parquet")
+DOCUMENT_UNITS = ("line", "file")
+_JSON_SAMPLE_LINES = 200
+
+
+class InputError(BpeSparkError, ValueError):
+    """An input cannot be read as asked."""
+
+
+class InputNotFoundError(InputError, FileNotFoundError):
+    """An input path (or glob) matches no file."""
+
+
+class MissingColumnError(InputError, KeyError):
+    """The input has no column of the name asked for."""
+
+    def __str__(self) -> str:  # KeyError would repr() the message
+        return str(self.args[0]) if self.args else ""
+
+
+def _as_list(paths: str | Sequence[str]) -> list[str]:
+    paths = [paths] if isinstance(paths, str) else [str(p) for p in paths]
+    if not paths:
+        raise InputError("no input path given; pass at least one path, glob or directory")
+    return paths
+
+
+def _load(what, paths: list[str]) -> DataFrame:
+    """Run a reader, turning Spark's missing-path errors into :class:`InputNotFoundError`."""
+    try:
+        return what(paths)
+    except AnalysisException as exc:
+        message = str(exc)
+        if "PATH_NOT_FOUND" in message or "does not exist" in message.lower():
+            raise InputNotFoundError(
+                f"input path not found: {', '.join(paths)} ({message.splitlines()[0].strip()}); "
+                "check the path, glob or file-system URI"
+            ) from None
+        raise
+
+
+def read_documents(
+    spark: SparkSession,
+    paths: str | Sequence[str],
+    *,
+    input_format: str = "text",
+    text_col: str = "text",
+    document: str = "line",
+    keep_columns: Sequence[str] = (),
+) -> DataFrame:
+    """Documents as a DataFrame whose column ``text_col`` holds each document's text.
+
+    ``input_format``: ``text`` (``document="line"`` or ``"file"``), ``jsonl`` or ``parquet``;
+    for the last two ``text_col`` names the input's column (default ``text``) and
+    ``keep_columns`` names other columns to keep beside it (ids, say).
+
+    >>> docs = read_documents(spark, "data/sample/tiny_shakespeare.txt.gz")  # doctest: +SKIP
+    >>> docs.first().text                                                     # doctest: +SKIP
+    'First Citizen:\\n'
+    """
+    paths = _as_list(paths)
+    if input_format not in INPUT_FORMATS:
+        raise ConfigError(f"input_format must be one of {INPUT_FORMATS}, got {input_format!r}")
+    if document not in DOCUMENT_UNITS:
+        raise ConfigError(f"document must be one of {DOCUMENT_UNITS}, got {document!r}")
+    if document == "file" and input_format != "text":
+        raise ConfigError("document='file' applies to text input only (jsonl/parquet hold one per row)")
+    reader = spark.read.option("recursiveFileLookup", "true")
+    if input_format == "text":
+        if keep_columns:
+            raise ConfigError("text input has no columns to keep; keep_columns is for jsonl/parquet")
+        if document == "file":
+            frame = _load(lambda p: reader.option("wholetext", "true").text(p), paths)
+            return frame.select(F.col("value").alias(text_col))
+        frame = _load(lambda p: reader.option("lineSep", "\n").text(p), paths)
+        # subtle: the reader drops the "\n"; tokenizers trains on lines that keep it.
+        return frame.select(F.concat(F.col("value"), F.lit("\n")).alias(text_col))
+    if input_format == "parquet":
+        frame = _load(lambda p: reader.parquet(*p), paths)
+        _check_columns(frame.columns, [text_col, *keep_columns], paths)
+        if not isinstance(frame.schema[text_col].dataType, StringType):
+            raise InputError(
+                f"column {text_col!r} of {', '.join(paths)} is {frame.schema[text_col].dataType.simpleString()}, "
+                "not a string; name the text column with --text-column"
+            )
+        return frame.select(text_col, *keep_columns)
+    # JSON Lines: look at the first lines for the columns, then read with an explicit schema,
+    # so that Spark does not scan the whole input to infer one.
+    sample = _load(lambda p: reader.text(p), paths).limit(_JSON_SAMPLE_LINES).collect()
+    seen: dict[str, None] = {}
+    for row in sample:
+        try:
+            record = json.loads(row.value)
+        except ValueError:
+            continue
+        if isinstance(record, dict):
+            seen.update(dict.fromkeys(record))
+    if sample:
+        _check_columns(list(seen), [text_col, *keep_columns], paths, sampled=True)
+    fields = [StructField(text_col, StringType())] + [StructField(c, StringType()) for c in keep_columns]
+    if keep_columns:
+        inferred = spark.read.json(spark.sparkContext.parallelize([r.value for r in sample])).schema
+        fields = [StructField(text_col, StringType())] + [
+            inferred[c] if c in inferred.fieldNames() else StructField(c, StringType()) for c in keep_columns
+        ]
+    frame = _load(lambda p: reader.schema(StructType(fields)).json(p), paths)
+    return frame.select(text_col, *keep_columns)
+
+
+def _check_columns(columns: Sequence[str], wanted: Sequence[str], paths: list[str], sampled: bool = False) -> None:
+    missing = [c for c in wanted if c not in columns]
+    if missing:
+        where = f"the first {_JSON_SAMPLE_LINES} records of " if sampled else ""
+        raise MissingColumnError(
+            f"column {missing[0]!r} not found in {where}{', '.join(paths)}; its columns are "
+            f"{sorted(columns)}; name the text column with --text-column (text_col=)"
+        )
+
+
+def read_counts(
+    spark: SparkSession,
+    paths: str | Sequence[str],
+    *,
+    pretoken_col: str = "pretoken",
+    count_col: str = "count",
+) -> DataFrame:
+    """Pretoken counts (Parquet with a string and an integer column) as ``(pretoken, count)``."""
+    paths = _as_list(paths)
+    frame = _load(lambda p: spark.read.option("recursiveFileLookup", "true").parquet(*p), paths)
+    _check_columns(frame.columns, [pretoken_col, count_col], paths)
+    return frame.select(
+        F.col(pretoken_col).cast("string").alias("pretoken"), F.col(count_col).cast("long").alias("count")
+    )
