@@ -10,6 +10,7 @@ from hypothesis import strategies as st
 
 from bpe_spark import TrainerConfig, train, train_from_counts
 from bpe_spark.formats.subword_nmt import Segmenter
+from bpe_spark.trainer import MergeEngine, initial_table, new_token_budget, word_symbols
 from conftest import corpus_text
 from naive_bpe import naive_train
 
@@ -109,6 +110,13 @@ def test_engine_equals_naive_reference(case):
         min_frequency=cfg.min_frequency,
         max_merges=cfg.max_merges,
     )
-    assert tok.merges == reference.merges
+    assert tok.merges == reference.merges  # the default engine (the compiled core when built)
     assert tok.metadata["merge_counts"] == reference.counts
     assert tok.vocab == reference.vocab
+    # the pure-Python core, explicitly
+    table = initial_table(cfg, counts)
+    engine = MergeEngine(table, [word_symbols(w, table, cfg) for w in counts], list(counts.values()), backend="python")
+    merges = engine.run(max_new_tokens=new_token_budget(cfg, table), max_merges=cfg.max_merges,
+                        min_frequency=cfg.min_frequency)
+    assert [(table.value(m.left), table.value(m.right)) for m in merges] == reference.merges
+    assert [m.count for m in merges] == reference.counts
