@@ -54,13 +54,18 @@ def test_byte_model_round_trip(tmp_path, byte_tok):
     out = tmp_path / "model"
     byte_tok.save(out)
     assert sorted(p.name for p in out.iterdir()) == [
-        "bpe_spark.json", "merges.parquet", "tokenizer.json", "vocab.parquet"
+        "bpe_spark.json",
+        "merges.parquet",
+        "tokenizer.json",
+        "vocab.parquet",
     ]
     back = Tokenizer.load(out)
     _same(byte_tok, back)
     assert back.config == byte_tok.config and back.metadata["rounds"] == byte_tok.metadata["rounds"]
     sample = "The dog's café 🙂<|pad|> naïve"
-    assert back.encode(sample, allowed_special="all") == byte_tok.encode(sample, allowed_special="all")
+    assert back.encode(sample, allowed_special="all") == byte_tok.encode(
+        sample, allowed_special="all"
+    )
     assert pickle.loads(pickle.dumps(back)).to_dict() == byte_tok.to_dict()
 
 
@@ -68,7 +73,16 @@ def test_model_files_hold_design_columns(tmp_path, byte_tok):
     out = tmp_path / "model"
     byte_tok.save(out)
     merges = pq.read_table(out / "merges.parquet")
-    assert merges.schema.names == ["rank", "left", "right", "id", "left_bytes", "right_bytes", "token_bytes", "count"]
+    assert merges.schema.names == [
+        "rank",
+        "left",
+        "right",
+        "id",
+        "left_bytes",
+        "right_bytes",
+        "token_bytes",
+        "count",
+    ]
     assert [f.type for f in merges.schema] == [pa.int32()] * 4 + [pa.binary()] * 3 + [pa.int64()]
     rows = merges.to_pylist()
     assert [r["rank"] for r in rows] == list(range(len(byte_tok.merges)))
@@ -79,7 +93,9 @@ def test_model_files_hold_design_columns(tmp_path, byte_tok):
 
     vocab = pq.read_table(out / "vocab.parquet")
     assert [(f.name, f.type) for f in vocab.schema] == [
-        ("id", pa.int32()), ("token_bytes", pa.binary()), ("kind", pa.string())
+        ("id", pa.int32()),
+        ("token_bytes", pa.binary()),
+        ("kind", pa.string()),
     ]
     kinds = {r["id"]: (r["kind"], r["token_bytes"]) for r in vocab.to_pylist()}
     assert len(kinds) == byte_tok.vocab_size == 360
@@ -87,10 +103,15 @@ def test_model_files_hold_design_columns(tmp_path, byte_tok):
     assert kinds[358] == ("special", b"<|endoftext|>") and kinds[359] == ("special", b"<|pad|>")
 
     meta = json.loads((out / "bpe_spark.json").read_text())
-    assert meta["format_version"] == 1 and meta["scheme"] == "byte" and meta["merge_rule"] == "pairs"
+    assert (
+        meta["format_version"] == 1 and meta["scheme"] == "byte" and meta["merge_rule"] == "pairs"
+    )
     assert meta["tie_break"] == "hf" and meta["config"] == byte_tok.config.to_dict()
     assert meta["pattern"] == {"name": "gpt2", "regex": PRESETS["gpt2"]}
-    assert meta["special_tokens"] == [{"token": "<|endoftext|>", "id": 358}, {"token": "<|pad|>", "id": 359}]
+    assert meta["special_tokens"] == [
+        {"token": "<|endoftext|>", "id": 358},
+        {"token": "<|pad|>", "id": 359},
+    ]
     assert meta["stats"]["distinct_pretokens"] == byte_tok.metadata["stats"]["distinct_pretokens"]
     assert meta["timings"] == {"count_seconds": 0.5, "merge_seconds": 1.25}
     assert meta["metadata"]["rounds"] == byte_tok.metadata["rounds"]
@@ -98,9 +119,17 @@ def test_model_files_hold_design_columns(tmp_path, byte_tok):
 
 @pytest.mark.parametrize("end_of_word", ["separate", "fused"])
 def test_char_model_round_trip(tmp_path, end_of_word):
-    cfg = TrainerConfig(vocab_size=120, scheme="char", end_of_word=end_of_word, pattern="words",
-                        lowercase=True, normalization="NFKC", special_tokens=("<unk>", "<s>"),
-                        unk_token="<unk>", tie_break="lexicographic")
+    cfg = TrainerConfig(
+        vocab_size=120,
+        scheme="char",
+        end_of_word=end_of_word,
+        pattern="words",
+        lowercase=True,
+        normalization="NFKC",
+        special_tokens=("<unk>", "<s>"),
+        unk_token="<unk>",
+        tie_break="lexicographic",
+    )
     tok = train(["Ünïcode wörds and more wörds, lower lowest newest widest"] * 3, cfg)
     out = tmp_path / "char"
     tok.save(out)
@@ -130,12 +159,20 @@ def test_save_with_exports(tmp_path, byte_tok):
     out = tmp_path / "m"
     byte_tok.save(out, exports=("gpt2", "tiktoken"))
     names = sorted(p.name for p in out.iterdir())
-    assert names == ["bpe_spark.json", "merges.parquet", "merges.txt", "model.tiktoken",
-                     "tokenizer.json", "vocab.json", "vocab.parquet"]
+    assert names == [
+        "bpe_spark.json",
+        "merges.parquet",
+        "merges.txt",
+        "model.tiktoken",
+        "tokenizer.json",
+        "vocab.json",
+        "vocab.parquet",
+    ]
     gpt2 = load_any(out / "vocab.json")
     assert gpt2.merges == byte_tok.merges and gpt2.special_tokens == byte_tok.special_tokens
     assert json.loads((out / "bpe_spark.json").read_text())["files"]["exports"] == {
-        "gpt2": ["vocab.json", "merges.txt"], "tiktoken": ["model.tiktoken"]
+        "gpt2": ["vocab.json", "merges.txt"],
+        "tiktoken": ["model.tiktoken"],
     }
     with pytest.raises(ConfigError, match="unknown export format 'bpe'"):
         byte_tok.save(tmp_path / "m2", exports=("bpe",))
@@ -154,7 +191,9 @@ def test_existing_target_is_an_error_unless_overwrite(tmp_path, byte_tok):
     out = tmp_path / "model"
     byte_tok.save(out)
     before = (out / "merges.parquet").read_bytes()
-    with pytest.raises(OutputExistsError, match=r"model already exists; pass overwrite=True \(--overwrite\)"):
+    with pytest.raises(
+        OutputExistsError, match=r"model already exists; pass overwrite=True \(--overwrite\)"
+    ):
         byte_tok.save(out)
     smaller = train(["abc abc abd"], TrainerConfig(vocab_size=258))
     smaller.save(out, overwrite=True)
@@ -226,7 +265,9 @@ def test_truncated_json_names_line(saved):
     path = saved / "bpe_spark.json"
     text = path.read_text()
     path.write_text(text[: len(text) // 2])
-    with pytest.raises(ModelFormatError, match=r"bpe_spark\.json: line \d+, column \d+: invalid JSON"):
+    with pytest.raises(
+        ModelFormatError, match=r"bpe_spark\.json: line \d+, column \d+: invalid JSON"
+    ):
         Tokenizer.load(saved)
 
 
@@ -238,9 +279,18 @@ def test_truncated_json_names_line(saved):
         (lambda m: m.update(lowercase="yes"), r"field 'lowercase' is 'yes'; expected bool"),
         (lambda m: m.update(pattern={"name": "gpt5"}), r"field 'pattern.name' is 'gpt5'"),
         (lambda m: m.update(normalization="NFD"), r"field 'normalization' is 'NFD'"),
-        (lambda m: m.update(special_tokens=[{"token": "<|endoftext|>"}]), r"field 'special_tokens\[0\]'"),
-        (lambda m: m.update(num_merges=3), r"merges\.parquet: 102 rows, but bpe_spark\.json field 'num_merges' says 3"),
-        (lambda m: m["config"].update(vocab_size="big"), r"field 'config' is invalid: vocab_size must be an integer"),
+        (
+            lambda m: m.update(special_tokens=[{"token": "<|endoftext|>"}]),
+            r"field 'special_tokens\[0\]'",
+        ),
+        (
+            lambda m: m.update(num_merges=3),
+            r"merges\.parquet: 102 rows, but bpe_spark\.json field 'num_merges' says 3",
+        ),
+        (
+            lambda m: m["config"].update(vocab_size="big"),
+            r"field 'config' is invalid: vocab_size must be an integer",
+        ),
     ],
 )
 def test_bad_json_fields_are_named(saved, edit, message):
@@ -257,7 +307,9 @@ def _edit_column(path: Path, name: str, edit) -> None:
     values = table.column(name).to_pylist()
     edit(values)
     index = table.schema.get_field_index(name)
-    table = table.set_column(index, table.schema.field(name), pa.array(values, type=table.schema.field(name).type))
+    table = table.set_column(
+        index, table.schema.field(name), pa.array(values, type=table.schema.field(name).type)
+    )
     _rewrite(path, table)
 
 
@@ -272,27 +324,68 @@ def test_bad_parquet_contents_name_row_and_field(saved):
             Tokenizer.load(saved)
         path.write_bytes(saved_bytes)
 
-    expect("left", lambda v: v.__setitem__(5, 99999), r"merges\.parquet: row 5: field 'left' is 99999, which is not a vocab")
+    expect(
+        "left",
+        lambda v: v.__setitem__(5, 99999),
+        r"merges\.parquet: row 5: field 'left' is 99999, which is not a vocab",
+    )
     expect("id", lambda v: v.__setitem__(3, -1), r"merges\.parquet: row 3: field 'id' is -1")
     expect("rank", lambda v: v.__setitem__(2, 7), r"merges\.parquet: row 2: field 'rank' is 7")
-    expect("token_bytes", lambda v: v.__setitem__(4, b"zz"), r"row 4: field 'token_bytes' is not left_bytes \+ right_bytes")
+    expect(
+        "token_bytes",
+        lambda v: v.__setitem__(4, b"zz"),
+        r"row 4: field 'token_bytes' is not left_bytes \+ right_bytes",
+    )
     expect("right_bytes", lambda v: v.__setitem__(1, b"?"), r"row 1: field 'right_bytes' differs")
-    expect("id", lambda v: v.__setitem__(6, 256), r"row 6: field 'id' is 256, but the vocabulary gives left\+right the id 262")
+    expect(
+        "id",
+        lambda v: v.__setitem__(6, 256),
+        r"row 6: field 'id' is 256, but the vocabulary gives left\+right the id 262",
+    )
     vocab = saved / "vocab.parquet"
-    expect("kind", lambda v: v.__setitem__(10, "word"), r"vocab\.parquet: row 10 \(id 10\): field 'kind' is 'word'", vocab)
-    expect("id", lambda v: v.__setitem__(11, 10), r"vocab\.parquet: row 11 \(id 10\): field 'id' repeats", vocab)
-    expect("token_bytes", lambda v: v.__setitem__(12, b"ab"), r"row 12 \(id 12\): field 'kind' is 'byte' but token_bytes has 2", vocab)
-    expect("token_bytes", lambda v: v.__setitem__(359, b"\xff"), r"row 359 \(id 359\): field 'token_bytes' is not UTF-8", vocab)
-    expect("token_bytes", lambda v: v.__setitem__(359, b"<other>"), r"rows of kind 'special' .* differ", vocab)
+    expect(
+        "kind",
+        lambda v: v.__setitem__(10, "word"),
+        r"vocab\.parquet: row 10 \(id 10\): field 'kind' is 'word'",
+        vocab,
+    )
+    expect(
+        "id",
+        lambda v: v.__setitem__(11, 10),
+        r"vocab\.parquet: row 11 \(id 10\): field 'id' repeats",
+        vocab,
+    )
+    expect(
+        "token_bytes",
+        lambda v: v.__setitem__(12, b"ab"),
+        r"row 12 \(id 12\): field 'kind' is 'byte' but token_bytes has 2",
+        vocab,
+    )
+    expect(
+        "token_bytes",
+        lambda v: v.__setitem__(359, b"\xff"),
+        r"row 359 \(id 359\): field 'token_bytes' is not UTF-8",
+        vocab,
+    )
+    expect(
+        "token_bytes",
+        lambda v: v.__setitem__(359, b"<other>"),
+        r"rows of kind 'special' .* differ",
+        vocab,
+    )
     assert merges.read_bytes() == original
 
 
 def test_wrong_column_type_is_named(saved):
     path = saved / "vocab.parquet"
     original = pq.read_table(path)
-    table = original.set_column(0, pa.field("id", pa.int64()), original.column("id").cast(pa.int64()))
+    table = original.set_column(
+        0, pa.field("id", pa.int64()), original.column("id").cast(pa.int64())
+    )
     _rewrite(path, table)
-    with pytest.raises(ModelFormatError, match=r"vocab\.parquet: column 'id' has type int64, expected int32"):
+    with pytest.raises(
+        ModelFormatError, match=r"vocab\.parquet: column 'id' has type int64, expected int32"
+    ):
         Tokenizer.load(saved)
     _rewrite(path, original.drop_columns(["kind"]))
     with pytest.raises(ModelFormatError, match=r"vocab\.parquet: column 'kind' is missing"):
@@ -302,12 +395,24 @@ def test_wrong_column_type_is_named(saved):
 # --- tokenizer.json ---------------------------------------------------------------------------
 @pytest.mark.parametrize(
     ("pattern", "lowercase", "normalization"),
-    [("gpt2", False, None), ("cl100k", False, None), ("o200k", True, "NFKC"), ("words", True, None),
-     (r"\S+|\s", False, "NFC")],
+    [
+        ("gpt2", False, None),
+        ("cl100k", False, None),
+        ("o200k", True, "NFKC"),
+        ("words", True, None),
+        (r"\S+|\s", False, "NFC"),
+    ],
 )
-def test_tokenizer_json_export_matches_tokenizers(tmp_path, ml_lines, pattern, lowercase, normalization):
-    cfg = TrainerConfig(vocab_size=700, pattern=pattern, lowercase=lowercase, normalization=normalization,
-                        special_tokens=SPECIALS)
+def test_tokenizer_json_export_matches_tokenizers(
+    tmp_path, ml_lines, pattern, lowercase, normalization
+):
+    cfg = TrainerConfig(
+        vocab_size=700,
+        pattern=pattern,
+        lowercase=lowercase,
+        normalization=normalization,
+        special_tokens=SPECIALS,
+    )
     tok = train(ml_lines, cfg)
     path = export_model(tok, "tokenizer.json", tmp_path)[0]
     assert path == tmp_path / "tokenizer.json"
@@ -319,15 +424,23 @@ def test_tokenizer_json_export_matches_tokenizers(tmp_path, ml_lines, pattern, l
     assert hf.encode(text).ids == tok.encode(text, allowed_special="all")
     back = load_any(path)  # import keeps pattern, normalization, specials, merges and ids
     assert (back.pattern, back.lowercase, back.normalization) == (pattern, lowercase, normalization)
-    assert back.merge_ids == tok.merge_ids and back.vocab == tok.vocab and back.special_tokens == tok.special_tokens
+    assert (
+        back.merge_ids == tok.merge_ids
+        and back.vocab == tok.vocab
+        and back.special_tokens == tok.special_tokens
+    )
     assert back.encode_batch(ml_lines[:50]) == ours[:50]
 
 
 def test_tokenizer_json_with_reused_token_id(tmp_path):
     # Two merges make "abc" (ids as tokenizers assigns them: the second reuses id 258).
     vocab = {b: bytes([b]) for b in range(256)} | {256: b"bc", 257: b"ab", 258: b"abc", 259: b"cab"}
-    tok = Tokenizer(scheme="byte", vocab=vocab, merges=[(98, 99), (97, 98), (97, 256), (257, 99), (99, 257)],
-                    special_tokens={"<s>": 260})
+    tok = Tokenizer(
+        scheme="byte",
+        vocab=vocab,
+        merges=[(98, 99), (97, 98), (97, 256), (257, 99), (99, 257)],
+        special_tokens={"<s>": 260},
+    )
     assert [m[2] for m in tok.merge_ids] == [256, 257, 258, 258, 259]
     data = to_hf_dict(tok)
     assert data["model"]["merges"] == ["b c", "a b", "a bc", "ab c", "c ab"]
@@ -355,19 +468,54 @@ def _write_json(path: Path, data) -> Path:
 @pytest.mark.parametrize(
     ("edit", "message"),
     [
-        (lambda d: d["model"].update(type="WordPiece"), r"field 'model.type': 'WordPiece' is not supported"),
+        (
+            lambda d: d["model"].update(type="WordPiece"),
+            r"field 'model.type': 'WordPiece' is not supported",
+        ),
         (lambda d: d["model"].update(dropout=0.1), r"field 'model.dropout'"),
-        (lambda d: d["model"]["merges"].__setitem__(3, "Ġ nosuchtoken"), r"field 'model.merges\[3\]': token 'nosuchtoken' is not in model.vocab"),
-        (lambda d: d["model"]["merges"].__setitem__(2, "a b c"), r"field 'model.merges\[2\]': .* is not a pair"),
-        (lambda d: d.update(normalizer={"type": "BertNormalizer"}), r"field 'normalizer.type': 'BertNormalizer' is not supported"),
-        (lambda d: d.update(pre_tokenizer={"type": "ByteLevel", "add_prefix_space": True}), r"field 'pre_tokenizer.add_prefix_space'"),
-        (lambda d: d.update(pre_tokenizer={"type": "Whitespace"}), r"field 'pre_tokenizer.type': 'Whitespace'"),
-        (lambda d: d.update(post_processor={"type": "TemplateProcessing"}), r"field 'post_processor.type'"),
+        (
+            lambda d: d["model"]["merges"].__setitem__(3, "Ġ nosuchtoken"),
+            r"field 'model.merges\[3\]': token 'nosuchtoken' is not in model.vocab",
+        ),
+        (
+            lambda d: d["model"]["merges"].__setitem__(2, "a b c"),
+            r"field 'model.merges\[2\]': .* is not a pair",
+        ),
+        (
+            lambda d: d.update(normalizer={"type": "BertNormalizer"}),
+            r"field 'normalizer.type': 'BertNormalizer' is not supported",
+        ),
+        (
+            lambda d: d.update(pre_tokenizer={"type": "ByteLevel", "add_prefix_space": True}),
+            r"field 'pre_tokenizer.add_prefix_space'",
+        ),
+        (
+            lambda d: d.update(pre_tokenizer={"type": "Whitespace"}),
+            r"field 'pre_tokenizer.type': 'Whitespace'",
+        ),
+        (
+            lambda d: d.update(post_processor={"type": "TemplateProcessing"}),
+            r"field 'post_processor.type'",
+        ),
         (lambda d: d.update(truncation={"max_length": 5}), r"field 'truncation'"),
-        (lambda d: d["added_tokens"][0].update(special=False), r"field 'added_tokens\[0\].special'"),
-        (lambda d: d["model"]["vocab"].update({"naïve中": 5000}), r"field 'model.vocab\['naïve中'\]': character '中'"),
-        (lambda d: d["model"]["vocab"].pop("Ā"), r"field 'model.vocab': lacks single bytes \['Ā'\]"),
-        (lambda d: d["model"].update(ignore_merges=True, merges=list(reversed(d["model"]["merges"]))), r"field 'model.ignore_merges'"),
+        (
+            lambda d: d["added_tokens"][0].update(special=False),
+            r"field 'added_tokens\[0\].special'",
+        ),
+        (
+            lambda d: d["model"]["vocab"].update({"naïve中": 5000}),
+            r"field 'model.vocab\['naïve中'\]': character '中'",
+        ),
+        (
+            lambda d: d["model"]["vocab"].pop("Ā"),
+            r"field 'model.vocab': lacks single bytes \['Ā'\]",
+        ),
+        (
+            lambda d: d["model"].update(
+                ignore_merges=True, merges=list(reversed(d["model"]["merges"]))
+            ),
+            r"field 'model.ignore_merges'",
+        ),
     ],
 )
 def test_bad_tokenizer_json_names_the_field(tmp_path, byte_tok, edit, message):
@@ -383,7 +531,9 @@ def test_truncated_tokenizer_json_names_line(tmp_path, byte_tok):
     path = export_model(byte_tok, "tokenizer.json", tmp_path / "tokenizer.json")[0]
     text = path.read_text()
     path.write_text(text[: len(text) * 2 // 3])
-    with pytest.raises(ModelFormatError, match=r"tokenizer\.json: line \d+, column \d+: invalid JSON"):
+    with pytest.raises(
+        ModelFormatError, match=r"tokenizer\.json: line \d+, column \d+: invalid JSON"
+    ):
         load_any(path)
 
 
@@ -395,8 +545,12 @@ def test_tokenizers_gpt2_style_file_imports(tmp_path, ml_lines):
     hf = HfTokenizer(models.BPE())
     hf.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
     hf.decoder = decoders.ByteLevel()
-    trainer = trainers.BpeTrainer(vocab_size=600, special_tokens=["<|endoftext|>"], show_progress=False,
-                                  initial_alphabet=pre_tokenizers.ByteLevel.alphabet())
+    trainer = trainers.BpeTrainer(
+        vocab_size=600,
+        special_tokens=["<|endoftext|>"],
+        show_progress=False,
+        initial_alphabet=pre_tokenizers.ByteLevel.alphabet(),
+    )
     hf.train_from_iterator(ml_lines, trainer)
     path = tmp_path / "hf.json"
     hf.save(str(path))
@@ -424,9 +578,14 @@ def test_gpt2_files_import_and_export_exactly(tmp_path, gpt2_tok):
     assert gpt2_tok.special_tokens == {"<|endoftext|>": 50256} and len(gpt2_tok.merges) == 50000
     assert gpt2_tok.merges[0] == (b" ", b"t") and gpt2_tok.vocab[0] == b"!"
     out = export_model(gpt2_tok, "gpt2", tmp_path / "gpt2")
-    assert json.loads(out[0].read_text()) == json.loads((PEERS / "cs336" / "gpt2_vocab.json").read_text())
+    assert json.loads(out[0].read_text()) == json.loads(
+        (PEERS / "cs336" / "gpt2_vocab.json").read_text()
+    )
     original = (PEERS / "cs336" / "gpt2_merges.txt").read_text().splitlines()
-    assert out[1].read_text().splitlines() == ["#version: 0.2", *original]  # CS336's copy has no header
+    assert out[1].read_text().splitlines() == [
+        "#version: 0.2",
+        *original,
+    ]  # CS336's copy has no header
     assert detect_format(tmp_path / "gpt2") == "gpt2"
     assert load_any(tmp_path / "gpt2").to_dict()["merges"] == gpt2_tok.to_dict()["merges"]
 
@@ -450,7 +609,9 @@ def test_bad_gpt2_files_name_file_and_line(tmp_path, byte_tok):
     with pytest.raises(ModelFormatError, match=r"merges\.txt: line 5: expected two tokens"):
         load_any(directory)
     merges.write_text("\n".join(lines[:2] + ["Ġ zzzzzz"] + lines[3:]) + "\n")
-    with pytest.raises(ModelFormatError, match=r"merges\.txt: line 3: token 'zzzzzz' is not in vocab\.json"):
+    with pytest.raises(
+        ModelFormatError, match=r"merges\.txt: line 3: token 'zzzzzz' is not in vocab\.json"
+    ):
         load_any(directory)
     merges.write_text("\n".join(lines) + "\n")
     vocab = directory / "vocab.json"
@@ -467,13 +628,19 @@ def test_tiktoken_export_is_read_by_tiktoken(tmp_path, byte_tok, ml_lines):
     path = export_model(byte_tok, "tiktoken", tmp_path / "ours.tiktoken")[0]
     ranks = load_tiktoken_bpe(str(path))
     assert len(ranks) == 358 and ranks[b"A"] == 65
-    enc = tiktoken.Encoding("ours", pat_str=PRESETS["gpt2"], mergeable_ranks=ranks,
-                            special_tokens={"<|endoftext|>": 358, "<|pad|>": 359})
+    enc = tiktoken.Encoding(
+        "ours",
+        pat_str=PRESETS["gpt2"],
+        mergeable_ranks=ranks,
+        special_tokens={"<|endoftext|>": 358, "<|pad|>": 359},
+    )
     back = load_any(path, pattern="gpt2", special_tokens={"<|endoftext|>": 358, "<|pad|>": 359})
     assert back.merge_rule == "ranks" and back.merges == byte_tok.merges  # derived from ranks
     text = "".join(ml_lines[:300])
     assert back.encode(text) == enc.encode(text, disallowed_special=())
-    assert back.encode("a<|pad|>", allowed_special="all") == enc.encode("a<|pad|>", allowed_special="all")
+    assert back.encode("a<|pad|>", allowed_special="all") == enc.encode(
+        "a<|pad|>", allowed_special="all"
+    )
     with pytest.raises(ConfigError, match="pass pattern="):
         load_any(path)
 
@@ -517,38 +684,113 @@ def test_cli_inspect_and_export(tmp_path, byte_tok, capsys):
     byte_tok.save(tmp_path / "model")
     assert cli_main(["inspect", str(tmp_path / "model"), "--merges", "3"]) == 0
     shown = capsys.readouterr().out
-    for expected in ('scheme: "byte"', "vocab_size: 360", f"merges: {len(byte_tok.merges)}",
-                     '"<|endoftext|>": 358', 'pattern: "gpt2"', "first merges (3):", "distinct_pretokens:"):
+    for expected in (
+        'scheme: "byte"',
+        "vocab_size: 360",
+        f"merges: {len(byte_tok.merges)}",
+        '"<|endoftext|>": 358',
+        'pattern: "gpt2"',
+        "first merges (3):",
+        "distinct_pretokens:",
+    ):
         assert expected in shown
     assert cli_main(["inspect", str(tmp_path / "model"), "--json"]) == 0
     summary = json.loads(capsys.readouterr().out)
     assert summary["vocab_size"] == 360 and summary["stats"]["distinct_pretokens"] > 0
     for fmt, out in (("gpt2", "g"), ("tiktoken", "t.tiktoken"), ("tokenizer.json", "t.json")):
-        assert cli_main(["export", "--model", str(tmp_path / "model"), "--format", fmt,
-                         "--out", str(tmp_path / out)]) == 0
+        assert (
+            cli_main(
+                [
+                    "export",
+                    "--model",
+                    str(tmp_path / "model"),
+                    "--format",
+                    fmt,
+                    "--out",
+                    str(tmp_path / out),
+                ]
+            )
+            == 0
+        )
     assert capsys.readouterr().out.split() == [
-        str(tmp_path / "g" / "vocab.json"), str(tmp_path / "g" / "merges.txt"),
-        str(tmp_path / "t.tiktoken"), str(tmp_path / "t.json"),
+        str(tmp_path / "g" / "vocab.json"),
+        str(tmp_path / "g" / "merges.txt"),
+        str(tmp_path / "t.tiktoken"),
+        str(tmp_path / "t.json"),
     ]
     assert load_any(tmp_path / "t.json").merge_ids == byte_tok.merge_ids
-    assert cli_main(["export", "--model", str(tmp_path / "model"), "--format", "gpt2",
-                     "--out", str(tmp_path / "g")]) == 2
+    assert (
+        cli_main(
+            [
+                "export",
+                "--model",
+                str(tmp_path / "model"),
+                "--format",
+                "gpt2",
+                "--out",
+                str(tmp_path / "g"),
+            ]
+        )
+        == 2
+    )
     assert "g already exists; pass overwrite=True (--overwrite)" in capsys.readouterr().err
-    assert cli_main(["export", "--model", str(tmp_path / "model"), "--format", "gpt2",
-                     "--out", str(tmp_path / "g"), "--overwrite"]) == 0
+    assert (
+        cli_main(
+            [
+                "export",
+                "--model",
+                str(tmp_path / "model"),
+                "--format",
+                "gpt2",
+                "--out",
+                str(tmp_path / "g"),
+                "--overwrite",
+            ]
+        )
+        == 0
+    )
 
 
 def test_cli_export_subword_nmt(tmp_path, capsys):
-    cfg = TrainerConfig(vocab_size=60, scheme="char", end_of_word="fused", pattern="whitespace",
-                        tie_break="lexicographic")
+    cfg = TrainerConfig(
+        vocab_size=60,
+        scheme="char",
+        end_of_word="fused",
+        pattern="whitespace",
+        tie_break="lexicographic",
+    )
     tok = train(["low lower newest widest low newest"], cfg)
     tok.save(tmp_path / "char")
-    assert cli_main(["export", "--model", str(tmp_path / "char"), "--format", "subword-nmt",
-                     "--out", str(tmp_path / "codes.bpe")]) == 0
+    assert (
+        cli_main(
+            [
+                "export",
+                "--model",
+                str(tmp_path / "char"),
+                "--format",
+                "subword-nmt",
+                "--out",
+                str(tmp_path / "codes.bpe"),
+            ]
+        )
+        == 0
+    )
     lines = (tmp_path / "codes.bpe").read_text().splitlines()
     assert lines[0].startswith("#version") and len(lines) == 1 + len(tok.merges)
-    assert cli_main(["export", "--model", str(tmp_path / "char"), "--format", "gpt2",
-                     "--out", str(tmp_path / "g")]) == 2
+    assert (
+        cli_main(
+            [
+                "export",
+                "--model",
+                str(tmp_path / "char"),
+                "--format",
+                "gpt2",
+                "--out",
+                str(tmp_path / "g"),
+            ]
+        )
+        == 2
+    )
     assert "char scheme" in capsys.readouterr().err and not (tmp_path / "g").exists()
 
 

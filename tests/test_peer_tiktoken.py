@@ -75,12 +75,17 @@ def test_files_are_recognised(gpt2, cl100k):
 def test_cs336_encode_cases(gpt2, tt_gpt2):
     cases = json.loads((PEERS / "cs336" / "expected_gpt2_ids.json").read_text())["cases"]
     names = {case["name"] for case in cases}
-    assert {"tinystories_sample.txt", "address.txt", "german.txt", "special_token_trailing_newlines.txt",
-            "special_token_double_newlines_non_whitespace.txt"} <= names
+    assert {
+        "tinystories_sample.txt",
+        "address.txt",
+        "german.txt",
+        "special_token_trailing_newlines.txt",
+        "special_token_double_newlines_non_whitespace.txt",
+    } <= names
     for case in cases:
         text = case["text"]
         if case["source"].startswith("file:"):
-            text = (PEERS / "cs336" / case["source"][len("file:"):]).read_text(encoding="utf-8")
+            text = (PEERS / "cs336" / case["source"][len("file:") :]).read_text(encoding="utf-8")
             assert text == case["text"]
         allowed = _allowed(case["allowed_special"])
         ids = gpt2.encode(text, allowed_special=allowed)
@@ -121,7 +126,9 @@ def test_public_vectors(gpt2, cl100k):
                 assert tok.token_to_id(bytes.fromhex(vector["bytes_hex"])) == vector["ids"][0]
                 assert len(vector["ids"]) == 1
                 continue
-            ids = tok.encode(vector["text"], allowed_special=_allowed(vector.get("allowed_special")))
+            ids = tok.encode(
+                vector["text"], allowed_special=_allowed(vector.get("allowed_special"))
+            )
             assert ids == vector["ids"], (key, vector["text"])
             assert tok.decode(ids) == vector["text"]
             checked += 1
@@ -132,9 +139,12 @@ def test_special_token_policy_matches_tiktoken(gpt2, cl100k, tt_cl100k):
     with pytest.raises(DisallowedSpecialTokenError, match="allowed_special"):
         gpt2.encode("a <|endoftext|>")
     text = "x<|fim_prefix|>y<|endofprompt|>"
-    assert cl100k.encode(text, disallowed_special=()) == tt_cl100k.encode(text, disallowed_special=())
-    assert cl100k.encode(text, allowed_special={"<|fim_prefix|>"}, disallowed_special=()) == \
-        tt_cl100k.encode(text, allowed_special={"<|fim_prefix|>"}, disallowed_special=())
+    assert cl100k.encode(text, disallowed_special=()) == tt_cl100k.encode(
+        text, disallowed_special=()
+    )
+    assert cl100k.encode(
+        text, allowed_special={"<|fim_prefix|>"}, disallowed_special=()
+    ) == tt_cl100k.encode(text, allowed_special={"<|fim_prefix|>"}, disallowed_special=())
     assert cl100k.encode_ordinary(text) == tt_cl100k.encode_ordinary(text)
 
 
@@ -173,5 +183,9 @@ def test_cl100k_as_tokenizer_json(tmp_path, cl100k, tt_cl100k):
     text = "<|fim_prefix|>def f():<|fim_suffix|>\n    return 1<|fim_middle|>"
     assert hf.encode(text).ids == tt_cl100k.encode(text, allowed_special="all")
     back = load_any(path)
-    assert (back.pattern, back.merge_rule, back.special_tokens) == ("cl100k", "ranks", CL100K_SPECIALS)
+    assert (back.pattern, back.merge_rule, back.special_tokens) == (
+        "cl100k",
+        "ranks",
+        CL100K_SPECIALS,
+    )
     assert back.merge_ids == cl100k.merge_ids and back.vocab == cl100k.vocab

@@ -35,7 +35,9 @@ def _sibling(target: Path, tag: str) -> Path:
 
 def _refuse_existing(target: Path, overwrite: bool) -> None:
     if not overwrite and (target.exists() or target.is_symlink()):
-        raise OutputExistsError(f"{target} already exists; pass overwrite=True (--overwrite) to replace it")
+        raise OutputExistsError(
+            f"{target} already exists; pass overwrite=True (--overwrite) to replace it"
+        )
 
 
 def _make_parents(directory: Path) -> list[Path]:
@@ -58,7 +60,9 @@ def _remove_created(created: list[Path]) -> None:
 
 def _replace(staged: Path, target: Path, overwrite: bool) -> None:
     """Move the finished ``staged`` output to ``target``; the old one goes only after that."""
-    _refuse_existing(target, overwrite)  # subtle: checked again, something may have appeared meanwhile
+    _refuse_existing(
+        target, overwrite
+    )  # subtle: checked again, something may have appeared meanwhile
     if not (target.exists() or target.is_symlink()):
         staged.rename(target)
         return
@@ -155,7 +159,11 @@ def detect_format(path) -> str:
                 top = json.load(fh)
         except (ValueError, UnicodeDecodeError):
             return "tokenizer.json"  # its reader reports the line and column of the damage
-        return "tokenizer.json" if isinstance(top, dict) and isinstance(top.get("model"), dict) else "gpt2"
+        return (
+            "tokenizer.json"
+            if isinstance(top, dict) and isinstance(top.get("model"), dict)
+            else "gpt2"
+        )
     first_line = head.split(b"\n", 1)[0].split()
     if len(first_line) == 2 and first_line[1].isdigit():
         return "tiktoken"
@@ -177,7 +185,9 @@ def load_any(path, **kwargs):
         from bpe_spark.formats.model_dir import load_model
 
         if kwargs:
-            raise ConfigError(f"a bpe-spark model directory takes no load options, got {sorted(kwargs)}")
+            raise ConfigError(
+                f"a bpe-spark model directory takes no load options, got {sorted(kwargs)}"
+            )
         return load_model(path.parent if path.is_file() else path)
     if kind == "tokenizer.json":
         from bpe_spark.formats.hf_json import read_tokenizer_json
@@ -260,7 +270,9 @@ def describe(tok, *, first_merges: int = 10) -> dict:
         summary["unk_token"] = tok.unk_token
     if tok.config is not None:
         summary["tie_break"] = tok.config.tie_break
-    summary["first_merges"] = [[show(left), show(right)] for left, right in tok.merges[:first_merges]]
+    summary["first_merges"] = [
+        [show(left), show(right)] for left, right in tok.merges[:first_merges]
+    ]
     for key, value in tok.metadata.items():
         if key != "merge_counts":
             summary[key] = value
@@ -273,8 +285,11 @@ def describe_text(tok, *, first_merges: int = 10) -> str:
     for key, value in describe(tok, first_merges=first_merges).items():
         if key == "first_merges":
             lines.append(f"first merges ({len(value)}):")
-            lines.extend(f"  {i:>5}  {json.dumps(left, ensure_ascii=False)} + "
-                         f"{json.dumps(right, ensure_ascii=False)}" for i, (left, right) in enumerate(value))
+            lines.extend(
+                f"  {i:>5}  {json.dumps(left, ensure_ascii=False)} + "
+                f"{json.dumps(right, ensure_ascii=False)}"
+                for i, (left, right) in enumerate(value)
+            )
         elif isinstance(value, dict) and value and key != "special_tokens":
             lines.append(f"{key}:")
             lines.extend(f"  {k}: {json.dumps(v, ensure_ascii=False)}" for k, v in value.items())

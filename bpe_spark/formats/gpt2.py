@@ -40,15 +40,20 @@ def write_gpt2(tok, directory) -> None:
     for token, token_id in tok.special_tokens.items():
         key = bytes_to_display(token.encode("utf-8"))
         if key in entries:
-            raise ConfigError(f"special token {token!r} has the same text as token {entries[key]}; "
-                              "GPT-2 files cannot hold both")
+            raise ConfigError(
+                f"special token {token!r} has the same text as token {entries[key]}; "
+                "GPT-2 files cannot hold both"
+            )
         entries[key] = token_id
     with open(directory / "vocab.json", "w", encoding="utf-8") as fh:
         json.dump(dict(sorted(entries.items(), key=lambda item: item[1])), fh, ensure_ascii=False)
         fh.write("\n")
     with open(directory / "merges.txt", "w", encoding="utf-8") as fh:
         fh.write(MERGES_HEADER + "\n")
-        fh.writelines(f"{bytes_to_display(vocab[left])} {bytes_to_display(vocab[right])}\n" for left, right, _ in tok.merge_ids)
+        fh.writelines(
+            f"{bytes_to_display(vocab[left])} {bytes_to_display(vocab[right])}\n"
+            for left, right, _ in tok.merge_ids
+        )
 
 
 def _read_vocab(path: Path) -> dict[str, int]:
@@ -56,9 +61,13 @@ def _read_vocab(path: Path) -> dict[str, int]:
         with open(path, encoding="utf-8") as fh:
             data = json.load(fh)
     except FileNotFoundError:
-        raise ModelFormatError(f"{path}: no such file (GPT-2 needs vocab.json and merges.txt)") from None
+        raise ModelFormatError(
+            f"{path}: no such file (GPT-2 needs vocab.json and merges.txt)"
+        ) from None
     except json.JSONDecodeError as exc:
-        raise ModelFormatError(f"{path}: line {exc.lineno}, column {exc.colno}: invalid JSON ({exc.msg})") from None
+        raise ModelFormatError(
+            f"{path}: line {exc.lineno}, column {exc.colno}: invalid JSON ({exc.msg})"
+        ) from None
     except UnicodeDecodeError as exc:
         raise ModelFormatError(f"{path}: not UTF-8 ({exc})") from None
     if not isinstance(data, dict):
@@ -68,7 +77,9 @@ def _read_vocab(path: Path) -> dict[str, int]:
         if not isinstance(token_id, int) or isinstance(token_id, bool) or token_id < 0:
             raise ModelFormatError(f"{path}: field {key!r}: id {token_id!r} is not an integer >= 0")
         if token_id in seen:
-            raise ModelFormatError(f"{path}: field {key!r}: id {token_id} is also the id of {seen[token_id]!r}")
+            raise ModelFormatError(
+                f"{path}: field {key!r}: id {token_id} is also the id of {seen[token_id]!r}"
+            )
         if not key:
             raise ModelFormatError(f"{path}: field '': the empty token")
         seen[token_id] = key
@@ -102,7 +113,9 @@ def read_gpt2(
     vocab_path = Path(vocab_path)
     if merges_path is None:
         # vocab.json -> merges.txt, gpt2_vocab.json -> gpt2_merges.txt
-        stem = vocab_path.name[: -len("vocab.json")] if vocab_path.name.endswith("vocab.json") else ""
+        stem = (
+            vocab_path.name[: -len("vocab.json")] if vocab_path.name.endswith("vocab.json") else ""
+        )
         merges_path = vocab_path.with_name(stem + "merges.txt")
     merges_path = Path(merges_path)
     raw_vocab = _read_vocab(vocab_path)
@@ -119,7 +132,9 @@ def read_gpt2(
     try:
         lines = merges_path.read_text(encoding="utf-8").split("\n")
     except FileNotFoundError:
-        raise ModelFormatError(f"{merges_path}: no such file (GPT-2 needs vocab.json and merges.txt)") from None
+        raise ModelFormatError(
+            f"{merges_path}: no such file (GPT-2 needs vocab.json and merges.txt)"
+        ) from None
     except UnicodeDecodeError as exc:
         raise ModelFormatError(f"{merges_path}: not UTF-8 ({exc})") from None
     for line_no, line in enumerate(lines, start=1):
@@ -128,12 +143,16 @@ def read_gpt2(
             continue
         parts = line.split(" ")
         if len(parts) != 2 or not parts[0] or not parts[1]:
-            raise ModelFormatError(f"{merges_path}: line {line_no}: expected two tokens separated by one space, got {line!r}")
+            raise ModelFormatError(
+                f"{merges_path}: line {line_no}: expected two tokens separated by one space, got {line!r}"
+            )
         ids = []
         for part in parts:
             token_id = raw_vocab.get(part)
             if token_id is None or token_id not in values:
-                raise ModelFormatError(f"{merges_path}: line {line_no}: token {part!r} is not in {vocab_path.name}")
+                raise ModelFormatError(
+                    f"{merges_path}: line {line_no}: token {part!r} is not in {vocab_path.name}"
+                )
             ids.append(token_id)
         merged = values[ids[0]] + values[ids[1]]
         new_id = token_to_id.get(merged)
@@ -145,7 +164,9 @@ def read_gpt2(
         merges.append((ids[0], ids[1]))
     if special_tokens is None:
         chosen = {
-            token_id for token_id, value in values.items() if len(value) > 1 and token_id not in made
+            token_id
+            for token_id, value in values.items()
+            if len(value) > 1 and token_id not in made
         } | set(unprintable)
     else:
         by_text = {_special_text(key): token_id for key, token_id in raw_vocab.items()}
@@ -163,19 +184,25 @@ def read_gpt2(
     specials = {}
     for token_id in sorted(chosen):
         if token_id in made:
-            raise ConfigError(f"token {token_id} is made by a merge, so it cannot be a special token")
+            raise ConfigError(
+                f"token {token_id} is made by a merge, so it cannot be a special token"
+            )
         key = unprintable.get(token_id) or bytes_to_display(values[token_id])
         specials[_special_text(key)] = token_id
         values.pop(token_id, None)
     missing = [b for b in range(256) if bytes([b]) not in token_to_id]
     if missing:
-        raise ModelFormatError(f"{vocab_path}: lacks single bytes {[bytes_to_display(bytes([b])) for b in missing[:8]]}; "
-                               "a GPT-2 vocabulary needs all 256")
+        raise ModelFormatError(
+            f"{vocab_path}: lacks single bytes {[bytes_to_display(bytes([b])) for b in missing[:8]]}; "
+            "a GPT-2 vocabulary needs all 256"
+        )
     return Tokenizer(
         scheme="byte",
         vocab=values,
         merges=merges,
         special_tokens=specials,
         pattern=pattern,
-        metadata={"source": {"format": "gpt2", "vocab": str(vocab_path), "merges": str(merges_path)}},
+        metadata={
+            "source": {"format": "gpt2", "vocab": str(vocab_path), "merges": str(merges_path)}
+        },
     )

@@ -165,7 +165,12 @@ def _normalizer(tok) -> dict | None:
 
 
 def _byte_level(*, use_regex: bool) -> dict:
-    return {"type": "ByteLevel", "add_prefix_space": False, "trim_offsets": True, "use_regex": use_regex}
+    return {
+        "type": "ByteLevel",
+        "add_prefix_space": False,
+        "trim_offsets": True,
+        "use_regex": use_regex,
+    }
 
 
 def _pre_tokenizer(tok) -> dict:
@@ -173,16 +178,28 @@ def _pre_tokenizer(tok) -> dict:
         return _byte_level(use_regex=True)  # ByteLevel's own regex is the GPT-2 pattern
     source = onig_pattern(PRESETS.get(tok.pattern, tok.pattern))
     if tok.pattern in _COVERING_PRESETS:
-        split = {"type": "Split", "pattern": {"Regex": source}, "behavior": "Isolated", "invert": False}
+        split = {
+            "type": "Split",
+            "pattern": {"Regex": source},
+            "behavior": "Isolated",
+            "invert": False,
+        }
     else:
-        split = {"type": "Split", "pattern": {"Regex": source}, "behavior": "Removed", "invert": True}
+        split = {
+            "type": "Split",
+            "pattern": {"Regex": source},
+            "behavior": "Removed",
+            "invert": True,
+        }
     return {"type": "Sequence", "pretokenizers": [split, _byte_level(use_regex=False)]}
 
 
 def to_hf_dict(tok) -> dict[str, Any]:
     """The ``tokenizer.json`` content of a byte-scheme tokenizer."""
     if tok.scheme != "byte":
-        raise ConfigError("tokenizer.json export needs a byte-scheme tokenizer; this one is char scheme")
+        raise ConfigError(
+            "tokenizer.json export needs a byte-scheme tokenizer; this one is char scheme"
+        )
     vocab = tok.to_dict()["vocab"]
     model_vocab: dict[str, int] = {}
     for token_id in sorted(vocab):
@@ -193,10 +210,20 @@ def to_hf_dict(tok) -> dict[str, Any]:
         # otherwise tokenizers numbers added tokens after the vocab, which breaks gaps in ids.
         model_vocab.setdefault(token, token_id)
         added_tokens.append(
-            {"id": token_id, "content": token, "single_word": False, "lstrip": False,
-             "rstrip": False, "normalized": False, "special": True}
+            {
+                "id": token_id,
+                "content": token,
+                "single_word": False,
+                "lstrip": False,
+                "rstrip": False,
+                "normalized": False,
+                "special": True,
+            }
         )
-    merges = [f"{bytes_to_display(vocab[left])} {bytes_to_display(vocab[right])}" for left, right, _ in tok.merge_ids]
+    merges = [
+        f"{bytes_to_display(vocab[left])} {bytes_to_display(vocab[right])}"
+        for left, right, _ in tok.merge_ids
+    ]
     return {
         "version": "1.0",
         "truncation": None,
@@ -247,8 +274,12 @@ class _Reader:
         value = obj[key]
         if value is None and default is None:
             return None
-        if not isinstance(value, types) or (isinstance(value, bool) and bool not in _as_tuple(types)):
-            raise self.fail(f"{field}.{key}" if field else key, f"{_short(value)} is not {_names(types)}")
+        if not isinstance(value, types) or (
+            isinstance(value, bool) and bool not in _as_tuple(types)
+        ):
+            raise self.fail(
+                f"{field}.{key}" if field else key, f"{_short(value)} is not {_names(types)}"
+            )
         return value
 
 
@@ -257,8 +288,17 @@ def _as_tuple(types) -> tuple:
 
 
 def _names(types) -> str:
-    return " or ".join({dict: "an object", list: "a list", str: "a string", int: "an integer",
-                        bool: "a boolean", float: "a number"}.get(t, t.__name__) for t in _as_tuple(types))
+    return " or ".join(
+        {
+            dict: "an object",
+            list: "a list",
+            str: "a string",
+            int: "an integer",
+            bool: "a boolean",
+            float: "a number",
+        }.get(t, t.__name__)
+        for t in _as_tuple(types)
+    )
 
 
 def _short(value) -> str:
@@ -277,11 +317,15 @@ def read_tokenizer_json(path, *, special_tokens=None, **unused) -> Tokenizer:
     except FileNotFoundError:
         raise ModelFormatError(f"{path}: no such file") from None
     except json.JSONDecodeError as exc:
-        raise ModelFormatError(f"{path}: line {exc.lineno}, column {exc.colno}: invalid JSON ({exc.msg})") from None
+        raise ModelFormatError(
+            f"{path}: line {exc.lineno}, column {exc.colno}: invalid JSON ({exc.msg})"
+        ) from None
     except UnicodeDecodeError as exc:
         raise ModelFormatError(f"{path}: not UTF-8 ({exc})") from None
     if special_tokens is not None:
-        raise ConfigError("tokenizer.json names its special tokens itself (added_tokens); drop special_tokens=")
+        raise ConfigError(
+            "tokenizer.json names its special tokens itself (added_tokens); drop special_tokens="
+        )
     return from_hf_dict(data, path)
 
 
@@ -295,26 +339,41 @@ def from_hf_dict(data: Any, path="tokenizer.json") -> Tokenizer:
     model = r.get(data, "model", "", dict)
     model_type = model.get("type", "BPE")
     if model_type != "BPE":
-        raise r.fail("model.type", f"{model_type!r} is not supported; bpe-spark reads BPE models only")
+        raise r.fail(
+            "model.type", f"{model_type!r} is not supported; bpe-spark reads BPE models only"
+        )
     if model.get("dropout") not in (None, 0, 0.0):
-        raise r.fail("model.dropout", f"{model['dropout']!r}: BPE dropout is not supported (set null)")
+        raise r.fail(
+            "model.dropout", f"{model['dropout']!r}: BPE dropout is not supported (set null)"
+        )
     for key in ("continuing_subword_prefix", "end_of_word_suffix"):
         if model.get(key):
-            raise r.fail(f"model.{key}", f"{model[key]!r}: not supported for byte-level BPE (set null)")
+            raise r.fail(
+                f"model.{key}", f"{model[key]!r}: not supported for byte-level BPE (set null)"
+            )
     if model.get("byte_fallback"):
         raise r.fail("model.byte_fallback", "byte fallback is not supported (set false)")
     pattern = _read_pre_tokenizer(r, data.get("pre_tokenizer"))
     normalization, lowercase = _read_normalizer(r, data.get("normalizer"))
     decoder = data.get("decoder")
-    if decoder is not None and (not isinstance(decoder, dict) or decoder.get("type") != "ByteLevel"):
-        raise r.fail("decoder.type", f"{_short(decoder)}: only the ByteLevel decoder (or null) is supported")
+    if decoder is not None and (
+        not isinstance(decoder, dict) or decoder.get("type") != "ByteLevel"
+    ):
+        raise r.fail(
+            "decoder.type", f"{_short(decoder)}: only the ByteLevel decoder (or null) is supported"
+        )
     post = data.get("post_processor")
     if post is not None and (not isinstance(post, dict) or post.get("type") != "ByteLevel"):
         kind = post.get("type") if isinstance(post, dict) else post
-        raise r.fail("post_processor.type", f"{kind!r} adds or changes ids; only ByteLevel (or null) is supported")
+        raise r.fail(
+            "post_processor.type",
+            f"{kind!r} adds or changes ids; only ByteLevel (or null) is supported",
+        )
 
     raw_vocab = r.get(model, "vocab", "model", dict)
-    specials = _read_added_tokens(r, data.get("added_tokens", []), normalizer=data.get("normalizer"))
+    specials = _read_added_tokens(
+        r, data.get("added_tokens", []), normalizer=data.get("normalizer")
+    )
     special_ids = set(specials.values())
     vocab: dict[int, bytes] = {}
     for key, token_id in raw_vocab.items():
@@ -326,8 +385,10 @@ def from_hf_dict(data: Any, path="tokenizer.json") -> Tokenizer:
             value = display_to_bytes(key)
         except KeyError:
             bad = next(ch for ch in key if ch not in set(bytes_to_unicode()))
-            raise r.fail(f"model.vocab[{key!r}]", f"character {bad!r} is outside the byte-level alphabet; "
-                         "is this a byte-level BPE?") from None
+            raise r.fail(
+                f"model.vocab[{key!r}]",
+                f"character {bad!r} is outside the byte-level alphabet; is this a byte-level BPE?",
+            ) from None
         if not value:
             raise r.fail("model.vocab", "holds the empty string")
         if token_id in vocab:
@@ -344,7 +405,7 @@ def from_hf_dict(data: Any, path="tokenizer.json") -> Tokenizer:
         elif isinstance(entry, list):
             parts = entry
         else:
-            raise r.fail(field, f"{_short(entry)} is neither \"left right\" nor [left, right]")
+            raise r.fail(field, f'{_short(entry)} is neither "left right" nor [left, right]')
         if len(parts) != 2 or not all(isinstance(p, str) and p for p in parts):
             raise r.fail(field, f"{_short(entry)} is not a pair of two tokens")
         ids = []
@@ -355,20 +416,28 @@ def from_hf_dict(data: Any, path="tokenizer.json") -> Tokenizer:
             ids.append(token_id)
         merged = vocab[ids[0]] + vocab[ids[1]]
         if merged not in token_to_id:
-            raise r.fail(field, f"the merged token {bytes_to_display(merged)!r} is not in model.vocab")
+            raise r.fail(
+                field, f"the merged token {bytes_to_display(merged)!r} is not in model.vocab"
+            )
         merges.append((ids[0], ids[1]))
     missing = [b for b in range(256) if bytes([b]) not in token_to_id]
     if missing:
-        raise r.fail("model.vocab", f"lacks single bytes {[bytes_to_display(bytes([b])) for b in missing[:8]]}; "
-                     "a byte-level vocabulary needs all 256")
+        raise r.fail(
+            "model.vocab",
+            f"lacks single bytes {[bytes_to_display(bytes([b])) for b in missing[:8]]}; "
+            "a byte-level vocabulary needs all 256",
+        )
     merge_rule = "pairs"
     if model.get("ignore_merges"):
         # tiktoken-derived files (Llama 3 style): merges in order of the token they make, and a
         # pretoken that is a whole token taken as is. That is tiktoken's rank rule.
         made = [token_to_id[vocab[left] + vocab[right]] for left, right in merges]
         if any(b <= a for a, b in itertools.pairwise(made)):
-            raise r.fail("model.ignore_merges", "true, but the merges are not in the order of the ids they "
-                         "make; bpe-spark can only reproduce ignore_merges for rank-ordered (tiktoken-style) files")
+            raise r.fail(
+                "model.ignore_merges",
+                "true, but the merges are not in the order of the ids they "
+                "make; bpe-spark can only reproduce ignore_merges for rank-ordered (tiktoken-style) files",
+            )
         merge_rule = "ranks"
     unk = model.get("unk_token")
     metadata = {"source": {"format": "tokenizer.json", "path": str(path)}}
@@ -398,14 +467,20 @@ def _read_added_tokens(r: _Reader, added: Any, *, normalizer: Any) -> dict[str, 
         content = r.get(entry, "content", field, str)
         token_id = r.get(entry, "id", field, int)
         if not entry.get("special", False):
-            raise r.fail(f"{field}.special", f"{content!r} is an added token that is not special; "
-                         "bpe-spark supports special added tokens only")
+            raise r.fail(
+                f"{field}.special",
+                f"{content!r} is an added token that is not special; "
+                "bpe-spark supports special added tokens only",
+            )
         for flag in ("single_word", "lstrip", "rstrip"):
             if entry.get(flag):
                 raise r.fail(f"{field}.{flag}", f"true for {content!r}: not supported")
         if entry.get("normalized") and normalizer is not None:
-            raise r.fail(f"{field}.normalized", f"true for {content!r} with a normalizer: bpe-spark finds "
-                         "special tokens in the raw text")
+            raise r.fail(
+                f"{field}.normalized",
+                f"true for {content!r} with a normalizer: bpe-spark finds "
+                "special tokens in the raw text",
+            )
         if content in specials:
             raise r.fail(field, f"{content!r} is listed twice")
         specials[content] = token_id
@@ -425,10 +500,17 @@ def _read_normalizer(r: _Reader, normalizer: Any) -> tuple[str | None, bool]:
         kind = step.get("type") if isinstance(step, dict) else None
         where = f"{field}[{i}].type" if field.endswith("normalizers") else "normalizer.type"
         if kind not in _NORMALIZERS | {"Lowercase"}:
-            raise r.fail(where, f"{kind!r} is not supported; bpe-spark normalizes with NFC, NFKC and/or Lowercase")
+            raise r.fail(
+                where,
+                f"{kind!r} is not supported; bpe-spark normalizes with NFC, NFKC and/or Lowercase",
+            )
         types.append(kind)
     forms = [t for t in types if t in _NORMALIZERS]
-    if len(forms) > 1 or types.count("Lowercase") > 1 or (forms and types[0] == "Lowercase" and len(types) > 1):
+    if (
+        len(forms) > 1
+        or types.count("Lowercase") > 1
+        or (forms and types[0] == "Lowercase" and len(types) > 1)
+    ):
         raise r.fail(field, f"{types}: bpe-spark applies at most one Unicode form, then Lowercase")
     return (forms[0] if forms else None), "Lowercase" in types
 
@@ -439,12 +521,17 @@ def _is_byte_level(step: Any) -> bool:
 
 def _check_byte_level(r: _Reader, step: dict, field: str) -> None:
     if step.get("add_prefix_space", True):
-        raise r.fail(f"{field}.add_prefix_space", "true: a prefix space changes the text; only false is supported")
+        raise r.fail(
+            f"{field}.add_prefix_space",
+            "true: a prefix space changes the text; only false is supported",
+        )
 
 
 def _read_pre_tokenizer(r: _Reader, pre: Any) -> str:
     if pre is None:
-        raise r.fail("pre_tokenizer", "null: bpe-spark reads byte-level BPE (a ByteLevel pre-tokenizer)")
+        raise r.fail(
+            "pre_tokenizer", "null: bpe-spark reads byte-level BPE (a ByteLevel pre-tokenizer)"
+        )
     if _is_byte_level(pre):
         _check_byte_level(r, pre, "pre_tokenizer")
         if pre.get("use_regex", True):
@@ -452,7 +539,10 @@ def _read_pre_tokenizer(r: _Reader, pre: Any) -> str:
         return r"[\s\S]+"  # no split: the whole text is one pretoken
     if not (isinstance(pre, dict) and pre.get("type") == "Sequence"):
         kind = pre.get("type") if isinstance(pre, dict) else pre
-        raise r.fail("pre_tokenizer.type", f"{kind!r} is not supported; expected ByteLevel or Sequence[Split, ByteLevel]")
+        raise r.fail(
+            "pre_tokenizer.type",
+            f"{kind!r} is not supported; expected ByteLevel or Sequence[Split, ByteLevel]",
+        )
     steps = r.get(pre, "pretokenizers", "pre_tokenizer", list)
     field = "pre_tokenizer.pretokenizers"
     if len(steps) == 1 and _is_byte_level(steps[0]):
@@ -461,7 +551,9 @@ def _read_pre_tokenizer(r: _Reader, pre: Any) -> str:
         raise r.fail(field, "expected [Split, ByteLevel(use_regex=false)]")
     _check_byte_level(r, steps[1], f"{field}[1]")
     if steps[1].get("use_regex", True):
-        raise r.fail(f"{field}[1].use_regex", "true after a Split would split twice; expected false")
+        raise r.fail(
+            f"{field}[1].use_regex", "true after a Split would split twice; expected false"
+        )
     split = steps[0]
     if not (isinstance(split, dict) and split.get("type") == "Split"):
         kind = split.get("type") if isinstance(split, dict) else split
@@ -474,13 +566,18 @@ def _read_pre_tokenizer(r: _Reader, pre: Any) -> str:
     else:
         source = None
     if not isinstance(source, str) or not source:
-        raise r.fail(f"{field}[0].pattern", f"{_short(pattern)}: expected {{\"Regex\": ...}} or {{\"String\": ...}}")
+        raise r.fail(
+            f"{field}[0].pattern",
+            f'{_short(pattern)}: expected {{"Regex": ...}} or {{"String": ...}}',
+        )
     name = _preset_name(source)
     source = PRESETS[name] if name in PRESETS else python_pattern(source)
     try:
         regex.compile(source)
     except regex.error as exc:
-        raise r.fail(f"{field}[0].pattern", f"the regex does not compile in Python's regex module: {exc}") from None
+        raise r.fail(
+            f"{field}[0].pattern", f"the regex does not compile in Python's regex module: {exc}"
+        ) from None
     behavior = split.get("behavior")
     invert = split.get("invert", False)
     if behavior == "Removed" and invert:
@@ -491,8 +588,11 @@ def _read_pre_tokenizer(r: _Reader, pre: Any) -> str:
         # subtle: Isolated also keeps each run of text between matches as a piece; this
         # alternation yields the same pieces from findall.
         return rf"(?:{source})|(?:(?!(?:{source}))[\s\S])+"
-    raise r.fail(f"{field}[0].behavior", f"{behavior!r} with invert={invert!r} is not supported; "
-                 "expected Isolated (invert false) or Removed (invert true)")
+    raise r.fail(
+        f"{field}[0].behavior",
+        f"{behavior!r} with invert={invert!r} is not supported; "
+        "expected Isolated (invert false) or Removed (invert true)",
+    )
 
 
 def _preset_name(source: str) -> str:

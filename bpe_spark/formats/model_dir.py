@@ -142,7 +142,9 @@ def _check_json_value(value: Any, where: str) -> None:
     if isinstance(value, dict):
         for key, item in value.items():
             if not isinstance(key, str):
-                raise ConfigError(f"tok.metadata{where} has the non-string key {key!r}; use str keys")
+                raise ConfigError(
+                    f"tok.metadata{where} has the non-string key {key!r}; use str keys"
+                )
             _check_json_value(item, f"{where}[{key!r}]")
         return
     raise ConfigError(
@@ -167,14 +169,18 @@ def model_metadata(tok, exports: Iterable[str] = ()) -> dict[str, Any]:
         "scheme": tok.scheme,
         "merge_rule": tok.merge_rule,
         "tie_break": tok.config.tie_break if tok.config is not None else None,
-        "pattern": {"name": tok.pattern if tok.pattern in PRESETS else None,
-                    "regex": PRESETS.get(tok.pattern, tok.pattern)},
+        "pattern": {
+            "name": tok.pattern if tok.pattern in PRESETS else None,
+            "regex": PRESETS.get(tok.pattern, tok.pattern),
+        },
         "lowercase": tok.lowercase,
         "normalization": tok.normalization,
         "end_of_word": tok.end_of_word,
         "end_of_word_marker": tok.end_of_word_marker,
         "unk_token": tok.unk_token,
-        "special_tokens": [{"token": token, "id": token_id} for token, token_id in tok.special_tokens.items()],
+        "special_tokens": [
+            {"token": token, "id": token_id} for token, token_id in tok.special_tokens.items()
+        ],
         "vocab_size": tok.vocab_size,
         "num_merges": len(tok.merge_ids),
         "merge_counts_in_parquet": counts_in_parquet,
@@ -204,7 +210,9 @@ def save_model(tok, directory, *, overwrite: bool = False, exports: Iterable[str
         if fmt not in EXPORT_FORMATS:
             raise ConfigError(f"unknown export format {fmt!r}; choose from {EXPORT_FORMATS}")
     if tok.scheme != "byte" and fmt_needs_byte(exports):
-        raise ConfigError(f"exports {[f for f in exports if f != 'subword-nmt']} need a byte-scheme tokenizer")
+        raise ConfigError(
+            f"exports {[f for f in exports if f != 'subword-nmt']} need a byte-scheme tokenizer"
+        )
     meta = model_metadata(tok, exports)  # validates metadata before anything is written
     with atomic_directory(directory, overwrite=overwrite) as staged:
         pq.write_table(merges_table(tok), staged / MERGES_FILE)
@@ -242,7 +250,9 @@ def _write_export(tok, fmt: str, directory: Path) -> None:
 # --- reading ----------------------------------------------------------------------------------
 def _read_table(path: Path, schema: pa.Schema) -> pa.Table:
     if not path.is_file():
-        raise ModelFormatError(f"{path}: missing; a model directory needs {MERGES_FILE}, {VOCAB_FILE} and {MODEL_META_FILE}")
+        raise ModelFormatError(
+            f"{path}: missing; a model directory needs {MERGES_FILE}, {VOCAB_FILE} and {MODEL_META_FILE}"
+        )
     try:
         table = pq.read_table(path)
     except (pa.ArrowException, OSError) as exc:
@@ -253,11 +263,17 @@ def _read_table(path: Path, schema: pa.Schema) -> pa.Table:
                 f"{path}: column {field.name!r} is missing; expected columns {schema.names}"
             )
         actual = table.schema.field(field.name).type
-        if actual != field.type and not (pa.types.is_large_binary(actual) and field.type == pa.binary()):
-            raise ModelFormatError(f"{path}: column {field.name!r} has type {actual}, expected {field.type}")
+        if actual != field.type and not (
+            pa.types.is_large_binary(actual) and field.type == pa.binary()
+        ):
+            raise ModelFormatError(
+                f"{path}: column {field.name!r} has type {actual}, expected {field.type}"
+            )
     for name in schema.names:
         if field_nulls(table, name) and name != "count":
-            raise ModelFormatError(f"{path}: column {name!r} has null at row {field_nulls(table, name)[0]}")
+            raise ModelFormatError(
+                f"{path}: column {name!r} has null at row {field_nulls(table, name)[0]}"
+            )
     return table.select(schema.names)
 
 
@@ -275,7 +291,9 @@ def _load_meta(path: Path) -> dict[str, Any]:
         with open(path, encoding="utf-8") as fh:
             meta = json.load(fh)
     except json.JSONDecodeError as exc:
-        raise ModelFormatError(f"{path}: line {exc.lineno}, column {exc.colno}: invalid JSON ({exc.msg})") from None
+        raise ModelFormatError(
+            f"{path}: line {exc.lineno}, column {exc.colno}: invalid JSON ({exc.msg})"
+        ) from None
     except UnicodeDecodeError as exc:
         raise ModelFormatError(f"{path}: not UTF-8 ({exc})") from None
     if not isinstance(meta, dict):
@@ -297,7 +315,9 @@ def _field(meta: dict, name: str, types, path: Path, *, optional: bool = False):
     if value is None and optional:
         return None
     if not isinstance(value, types) or isinstance(value, bool) and bool not in _tuple(types):
-        raise ModelFormatError(f"{path}: field {name!r} is {value!r}; expected {_type_names(types)}")
+        raise ModelFormatError(
+            f"{path}: field {name!r} is {value!r}; expected {_type_names(types)}"
+        )
     return value
 
 
@@ -318,21 +338,33 @@ def load_model(directory) -> Tokenizer:
     meta = _load_meta(meta_path)
     scheme = _field(meta, "scheme", str, meta_path)
     if scheme not in ("byte", "char"):
-        raise ModelFormatError(f"{meta_path}: field 'scheme' is {scheme!r}; expected 'byte' or 'char'")
+        raise ModelFormatError(
+            f"{meta_path}: field 'scheme' is {scheme!r}; expected 'byte' or 'char'"
+        )
     pattern_field = _field(meta, "pattern", dict, meta_path)
     name, regex_source = pattern_field.get("name"), pattern_field.get("regex")
     if name is not None and name not in PRESETS:
-        raise ModelFormatError(f"{meta_path}: field 'pattern.name' is {name!r}; expected one of {sorted(PRESETS)} or null")
+        raise ModelFormatError(
+            f"{meta_path}: field 'pattern.name' is {name!r}; expected one of {sorted(PRESETS)} or null"
+        )
     if name is not None and regex_source is not None and PRESETS[name] != regex_source:
-        raise ModelFormatError(f"{meta_path}: field 'pattern.regex' differs from the {name!r} preset it names")
+        raise ModelFormatError(
+            f"{meta_path}: field 'pattern.regex' differs from the {name!r} preset it names"
+        )
     if name is None and not isinstance(regex_source, str):
         raise ModelFormatError(f"{meta_path}: field 'pattern' needs a 'name' or a 'regex'")
     specials_field = _field(meta, "special_tokens", list, meta_path)
     special_tokens: dict[str, int] = {}
     for i, entry in enumerate(specials_field):
-        if not (isinstance(entry, dict) and isinstance(entry.get("token"), str)
-                and isinstance(entry.get("id"), int) and not isinstance(entry.get("id"), bool)):
-            raise ModelFormatError(f"{meta_path}: field 'special_tokens[{i}]' must be {{\"token\": str, \"id\": int}}, got {entry!r}")
+        if not (
+            isinstance(entry, dict)
+            and isinstance(entry.get("token"), str)
+            and isinstance(entry.get("id"), int)
+            and not isinstance(entry.get("id"), bool)
+        ):
+            raise ModelFormatError(
+                f'{meta_path}: field \'special_tokens[{i}]\' must be {{"token": str, "id": int}}, got {entry!r}'
+            )
         special_tokens[entry["token"]] = entry["id"]
     metadata = _field(meta, "metadata", dict, meta_path)
     config_data = _field(meta, "config", dict, meta_path, optional=True)
@@ -352,19 +384,27 @@ def load_model(directory) -> Tokenizer:
     merges, counts = _read_merges(merges_path, vocab)
     num_merges = _field(meta, "num_merges", int, meta_path)
     if num_merges != len(merges):
-        raise ModelFormatError(f"{merges_path}: {len(merges)} rows, but {meta_path.name} field 'num_merges' says {num_merges}")
+        raise ModelFormatError(
+            f"{merges_path}: {len(merges)} rows, but {meta_path.name} field 'num_merges' says {num_merges}"
+        )
     if _field(meta, "merge_counts_in_parquet", bool, meta_path):
         if any(c is None for c in counts):
             row = counts.index(None)
-            raise ModelFormatError(f"{merges_path}: row {row}: field 'count' is null, but {meta_path.name} says counts are stored")
+            raise ModelFormatError(
+                f"{merges_path}: row {row}: field 'count' is null, but {meta_path.name} says counts are stored"
+            )
         metadata = dict(metadata)
         metadata["merge_counts"] = counts
     normalization = _field(meta, "normalization", str, meta_path, optional=True)
     if normalization not in (None, "NFC", "NFKC"):
-        raise ModelFormatError(f"{meta_path}: field 'normalization' is {normalization!r}; expected null, 'NFC' or 'NFKC'")
+        raise ModelFormatError(
+            f"{meta_path}: field 'normalization' is {normalization!r}; expected null, 'NFC' or 'NFKC'"
+        )
     end_of_word = _field(meta, "end_of_word", str, meta_path, optional=True)
     if end_of_word not in (None, "separate", "fused"):
-        raise ModelFormatError(f"{meta_path}: field 'end_of_word' is {end_of_word!r}; expected null, 'separate' or 'fused'")
+        raise ModelFormatError(
+            f"{meta_path}: field 'end_of_word' is {end_of_word!r}; expected null, 'separate' or 'fused'"
+        )
     try:
         return Tokenizer(
             scheme=scheme,
@@ -382,7 +422,9 @@ def load_model(directory) -> Tokenizer:
             metadata=metadata,
         )
     except ConfigError as exc:
-        raise ModelFormatError(f"{directory}: the files do not make a valid tokenizer: {exc}") from None
+        raise ModelFormatError(
+            f"{directory}: the files do not make a valid tokenizer: {exc}"
+        ) from None
 
 
 def _read_vocab(path: Path, scheme: str) -> tuple[dict[int, bytes | str], dict[str, int]]:
@@ -390,7 +432,9 @@ def _read_vocab(path: Path, scheme: str) -> tuple[dict[int, bytes | str], dict[s
     vocab: dict[int, bytes | str] = {}
     specials: dict[str, int] = {}
     columns = table.to_pydict()
-    for row, (token_id, token_bytes, kind) in enumerate(zip(columns["id"], columns["token_bytes"], columns["kind"])):
+    for row, (token_id, token_bytes, kind) in enumerate(
+        zip(columns["id"], columns["token_bytes"], columns["kind"])
+    ):
         where = f"{path}: row {row} (id {token_id})"
         if token_id < 0:
             raise ModelFormatError(f"{where}: field 'id' is negative")
@@ -404,7 +448,9 @@ def _read_vocab(path: Path, scheme: str) -> tuple[dict[int, bytes | str], dict[s
             try:
                 text = token_bytes.decode("utf-8")
             except UnicodeDecodeError:
-                raise ModelFormatError(f"{where}: field 'token_bytes' is not UTF-8, as a {kind} token must be") from None
+                raise ModelFormatError(
+                    f"{where}: field 'token_bytes' is not UTF-8, as a {kind} token must be"
+                ) from None
             if kind == "special":
                 specials[text] = token_id
             else:
@@ -413,12 +459,16 @@ def _read_vocab(path: Path, scheme: str) -> tuple[dict[int, bytes | str], dict[s
         if kind == "char":
             raise ModelFormatError(f"{where}: field 'kind' is 'char' in a byte-scheme model")
         if kind == "byte" and len(token_bytes) != 1:
-            raise ModelFormatError(f"{where}: field 'kind' is 'byte' but token_bytes has {len(token_bytes)} bytes")
+            raise ModelFormatError(
+                f"{where}: field 'kind' is 'byte' but token_bytes has {len(token_bytes)} bytes"
+            )
         vocab[token_id] = token_bytes
     return vocab, specials
 
 
-def _read_merges(path: Path, vocab: dict[int, bytes | str]) -> tuple[list[tuple[int, int]], list[int | None]]:
+def _read_merges(
+    path: Path, vocab: dict[int, bytes | str]
+) -> tuple[list[tuple[int, int]], list[int | None]]:
     table = _read_table(path, MERGES_SCHEMA)
     columns = table.to_pydict()
     first_id: dict[bytes | str, int] = {}
@@ -429,13 +479,19 @@ def _read_merges(path: Path, vocab: dict[int, bytes | str]) -> tuple[list[tuple[
         rank, left, right, new_id = (columns[name][row] for name in ("rank", "left", "right", "id"))
         where = f"{path}: row {row}"
         if rank != row:
-            raise ModelFormatError(f"{where}: field 'rank' is {rank}; ranks must run 0, 1, 2, ... in row order")
+            raise ModelFormatError(
+                f"{where}: field 'rank' is {rank}; ranks must run 0, 1, 2, ... in row order"
+            )
         for name, token_id in (("left", left), ("right", right), ("id", new_id)):
             if token_id not in vocab:
-                raise ModelFormatError(f"{where}: field {name!r} is {token_id}, which is not a vocab.parquet id (or is a special token)")
+                raise ModelFormatError(
+                    f"{where}: field {name!r} is {token_id}, which is not a vocab.parquet id (or is a special token)"
+                )
         for name, token_id in (("left_bytes", left), ("right_bytes", right)):
             if columns[name][row] != _as_bytes(vocab[token_id]):
-                raise ModelFormatError(f"{where}: field {name!r} differs from the vocab.parquet bytes of id {token_id}")
+                raise ModelFormatError(
+                    f"{where}: field {name!r} differs from the vocab.parquet bytes of id {token_id}"
+                )
         token_bytes = columns["token_bytes"][row]
         if token_bytes != columns["left_bytes"][row] + columns["right_bytes"][row]:
             raise ModelFormatError(f"{where}: field 'token_bytes' is not left_bytes + right_bytes")

@@ -49,8 +49,16 @@ KNOWN_FILES: dict[str, tuple[str, str, dict[str, int]]] = {
         "o200k",
         {"<|endoftext|>": 199999, "<|endofprompt|>": 200018},
     ),
-    "306cd27f03c1a714eca7108e03d66b7dc042abe8c258b44c199a7ed9838dd930": ("r50k_base", "gpt2", _GPT2_SPECIALS),
-    "94b5ca7dff4d00767bc256fdd1b27e5b17361d7b8a5f968547f9f23eb70d2069": ("p50k_base", "gpt2", _GPT2_SPECIALS),
+    "306cd27f03c1a714eca7108e03d66b7dc042abe8c258b44c199a7ed9838dd930": (
+        "r50k_base",
+        "gpt2",
+        _GPT2_SPECIALS,
+    ),
+    "94b5ca7dff4d00767bc256fdd1b27e5b17361d7b8a5f968547f9f23eb70d2069": (
+        "p50k_base",
+        "gpt2",
+        _GPT2_SPECIALS,
+    ),
 }
 
 
@@ -65,7 +73,9 @@ def write_tiktoken(tok, path) -> None:
     for token_id in sorted(vocab):
         value = vocab[token_id]
         if value in seen:
-            raise ConfigError(f"ids {seen[value]} and {token_id} hold the same bytes; a .tiktoken file cannot")
+            raise ConfigError(
+                f"ids {seen[value]} and {token_id} hold the same bytes; a .tiktoken file cannot"
+            )
         seen[value] = token_id
         lines.append(f"{base64.b64encode(value).decode('ascii')} {token_id}\n")
     with open(path, "w", encoding="ascii") as fh:
@@ -87,20 +97,28 @@ def parse_ranks(path) -> tuple[dict[int, bytes], str]:
             continue
         parts = line.split()
         if len(parts) != 2:
-            raise ModelFormatError(f"{path}: line {line_no}: expected 'base64-token rank', got {line[:60]!r}")
+            raise ModelFormatError(
+                f"{path}: line {line_no}: expected 'base64-token rank', got {line[:60]!r}"
+            )
         try:
             token = base64.b64decode(parts[0], validate=True)
         except (binascii.Error, ValueError):
-            raise ModelFormatError(f"{path}: line {line_no}: {parts[0][:60]!r} is not base64") from None
+            raise ModelFormatError(
+                f"{path}: line {line_no}: {parts[0][:60]!r} is not base64"
+            ) from None
         if not parts[1].isdigit():
-            raise ModelFormatError(f"{path}: line {line_no}: rank {parts[1][:20]!r} is not an integer >= 0")
+            raise ModelFormatError(
+                f"{path}: line {line_no}: rank {parts[1][:20]!r} is not an integer >= 0"
+            )
         rank = int(parts[1])
         if not token:
             raise ModelFormatError(f"{path}: line {line_no}: the empty token")
         if rank in ranks:
             raise ModelFormatError(f"{path}: line {line_no}: rank {rank} is given twice")
         if token in seen:
-            raise ModelFormatError(f"{path}: line {line_no}: token {token!r} already has rank {seen[token]}")
+            raise ModelFormatError(
+                f"{path}: line {line_no}: token {token!r} already has rank {seen[token]}"
+            )
         ranks[rank] = token
         seen[token] = rank
     if not ranks:
@@ -174,11 +192,15 @@ def read_tiktoken(
     special_tokens = dict(special_tokens)
     for token, token_id in special_tokens.items():
         if token_id in ranks:
-            raise ConfigError(f"special token {token!r} has id {token_id}, which {path} gives to {ranks[token_id]!r}")
+            raise ConfigError(
+                f"special token {token!r} has id {token_id}, which {path} gives to {ranks[token_id]!r}"
+            )
     values = set(ranks.values())
     missing = [b for b in range(256) if bytes([b]) not in values]
     if missing:
-        raise ModelFormatError(f"{path}: lacks single bytes {missing[:8]}; a byte-level vocabulary needs all 256")
+        raise ModelFormatError(
+            f"{path}: lacks single bytes {missing[:8]}; a byte-level vocabulary needs all 256"
+        )
     merges, orphans = derive_merges(ranks)
     metadata = {"source": {"format": "tiktoken", "path": str(path), "sha256": digest}}
     if name:
