@@ -270,8 +270,10 @@ def describe(tok, *, first_merges: int = 10) -> dict:
         summary["unk_token"] = tok.unk_token
     if tok.config is not None:
         summary["tie_break"] = tok.config.tie_break
+    counts = tok.metadata.get("merge_counts") or []
     summary["first_merges"] = [
-        [show(left), show(right)] for left, right in tok.merges[:first_merges]
+        [show(left), show(right), counts[rank] if rank < len(counts) else None]
+        for rank, (left, right) in enumerate(tok.merges[:first_merges])
     ]
     for key, value in tok.metadata.items():
         if key != "merge_counts":
@@ -286,9 +288,9 @@ def describe_text(tok, *, first_merges: int = 10) -> str:
         if key == "first_merges":
             lines.append(f"first merges ({len(value)}):")
             lines.extend(
-                f"  {i:>5}  {json.dumps(left, ensure_ascii=False)} + "
-                f"{json.dumps(right, ensure_ascii=False)}"
-                for i, (left, right) in enumerate(value)
+                f"  {rank:>5}  {json.dumps(left, ensure_ascii=False)} + "
+                f"{json.dumps(right, ensure_ascii=False)}" + (f"  (count {count})" if count else "")
+                for rank, (left, right, count) in enumerate(value)
             )
         elif isinstance(value, dict) and value and key != "special_tokens":
             lines.append(f"{key}:")
