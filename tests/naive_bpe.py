@@ -12,6 +12,7 @@ rebuilt here from its definition).
 
 from __future__ import annotations
 
+import itertools
 from dataclasses import dataclass, field
 
 MARKER = "</w>"
@@ -23,7 +24,9 @@ def gpt2_byte_order() -> list[int]:
     Printable bytes keep their own code point; the other 68 bytes map to 256, 257, ... in
     byte order, so they sort after every printable byte.
     """
-    printable = set(range(ord("!"), ord("~") + 1)) | set(range(0xA1, 0xAD)) | set(range(0xAE, 0x100))
+    printable = (
+        set(range(ord("!"), ord("~") + 1)) | set(range(0xA1, 0xAD)) | set(range(0xAE, 0x100))
+    )
     return sorted(printable) + [b for b in range(256) if b not in printable]
 
 
@@ -78,7 +81,7 @@ def naive_train(
     while created < budget and (max_merges is None or len(result.merges) < max_merges):
         pair_counts: dict[tuple, int] = {}
         for word, symbols in sequences.items():
-            for pair in zip(symbols, symbols[1:]):
+            for pair in itertools.pairwise(symbols):
                 pair_counts[pair] = pair_counts.get(pair, 0) + words[word]
         if not pair_counts:
             break

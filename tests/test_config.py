@@ -12,7 +12,13 @@ from bpe_spark import ConfigError, TrainerConfig
 
 def test_defaults():
     cfg = TrainerConfig()
-    assert (cfg.vocab_size, cfg.scheme, cfg.pattern, cfg.tie_break, cfg.min_frequency) == (32000, "byte", "gpt2", "hf", 0)
+    assert (cfg.vocab_size, cfg.scheme, cfg.pattern, cfg.tie_break, cfg.min_frequency) == (
+        32000,
+        "byte",
+        "gpt2",
+        "hf",
+        0,
+    )
     assert cfg.special_tokens == () and cfg.unk_token is None and cfg.max_merges is None
     assert cfg.pattern_regex.startswith("'s|'t")
 
@@ -27,14 +33,27 @@ def test_frozen_and_replace_validates():
 
 
 def test_special_tokens_normalized_to_a_tuple():
-    assert TrainerConfig(vocab_size=300, special_tokens=["<a>", "<b>"]).special_tokens == ("<a>", "<b>")
+    assert TrainerConfig(vocab_size=300, special_tokens=["<a>", "<b>"]).special_tokens == (
+        "<a>",
+        "<b>",
+    )
     assert TrainerConfig(vocab_size=300, special_tokens="<a>").special_tokens == ("<a>",)
 
 
 def test_round_trip_through_json():
-    cfg = TrainerConfig(vocab_size=500, scheme="char", end_of_word="fused", pattern=r"\w+", lowercase=True,
-                        normalization="NFKC", special_tokens=("<unk>", "<s>"), min_frequency=2,
-                        tie_break="lexicographic", unk_token="<unk>", max_merges=100)
+    cfg = TrainerConfig(
+        vocab_size=500,
+        scheme="char",
+        end_of_word="fused",
+        pattern=r"\w+",
+        lowercase=True,
+        normalization="NFKC",
+        special_tokens=("<unk>", "<s>"),
+        min_frequency=2,
+        tie_break="lexicographic",
+        unk_token="<unk>",
+        max_merges=100,
+    )
     data = json.loads(json.dumps(cfg.to_dict()))
     assert TrainerConfig.from_dict(data) == cfg
     with pytest.raises(ConfigError, match="unknown TrainerConfig fields \\['vocab'\\]"):

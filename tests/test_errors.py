@@ -20,7 +20,13 @@ from bpe_spark.formats.subword_nmt import read_codes
 
 
 def test_every_error_is_a_bpe_spark_error_and_a_value_error():
-    for error in (ConfigError, EmptyCorpusError, ModelFormatError, UnknownCharacterError, DisallowedSpecialTokenError):
+    for error in (
+        ConfigError,
+        EmptyCorpusError,
+        ModelFormatError,
+        UnknownCharacterError,
+        DisallowedSpecialTokenError,
+    ):
         assert issubclass(error, BpeSparkError) and issubclass(error, ValueError)
 
 
@@ -28,7 +34,10 @@ def test_vocab_size_below_bytes_plus_specials():
     with pytest.raises(ConfigError) as info:
         TrainerConfig(vocab_size=257, special_tokens=("<|endoftext|>", "<|pad|>"))
     assert "256 byte symbols + 2 special tokens = 258; set vocab_size >= 258" in str(info.value)
-    assert len(train("ab ab", TrainerConfig(vocab_size=258, special_tokens=("<a>", "<b>"))).merges) == 0
+    assert (
+        len(train("ab ab", TrainerConfig(vocab_size=258, special_tokens=("<a>", "<b>"))).merges)
+        == 0
+    )
 
 
 def test_vocab_size_below_alphabet_plus_specials_char_scheme():
@@ -36,7 +45,9 @@ def test_vocab_size_below_alphabet_plus_specials_char_scheme():
     cfg = TrainerConfig(vocab_size=6, scheme="char", pattern="words", special_tokens=("<s>",))
     with pytest.raises(ConfigError) as info:
         train("abc de", cfg)
-    assert "initial alphabet (6 symbols) + 1 special tokens = 7; set vocab_size >= 7" in str(info.value)
+    assert "initial alphabet (6 symbols) + 1 special tokens = 7; set vocab_size >= 7" in str(
+        info.value
+    )
     fused = cfg.replace(end_of_word="fused")  # a b c d e + c</w> e</w> = 7 symbols
     with pytest.raises(ConfigError, match="set vocab_size >= 8"):
         train("abc de", fused)
@@ -44,7 +55,9 @@ def test_vocab_size_below_alphabet_plus_specials_char_scheme():
 
 
 def test_unknown_preset_and_invalid_regex():
-    with pytest.raises(ConfigError, match=r"unknown pattern preset 'gtp2'; choose one of \['cl100k', 'gpt2'"):
+    with pytest.raises(
+        ConfigError, match=r"unknown pattern preset 'gtp2'; choose one of \['cl100k', 'gpt2'"
+    ):
         TrainerConfig(pattern="gtp2")
     with pytest.raises(ConfigError, match=r"invalid pretokenization regex .*unknown property"):
         TrainerConfig(pattern=r"\p{Foo}")
@@ -71,7 +84,10 @@ def test_disallowed_special_token_names_token_and_option():
     message = str(info.value)
     assert "'<|endoftext|>' at offset 5" in message
     assert "allowed_special={'<|endoftext|>'}" in message and "disallowed_special=()" in message
-    assert tok.encode("hello<|endoftext|>", allowed_special="all")[-1] == tok.special_tokens["<|endoftext|>"]
+    assert (
+        tok.encode("hello<|endoftext|>", allowed_special="all")[-1]
+        == tok.special_tokens["<|endoftext|>"]
+    )
 
 
 def test_unknown_character_without_unk_token():
@@ -83,14 +99,20 @@ def test_unknown_character_without_unk_token():
 
 
 def test_known_character_never_seen_at_a_word_end_fused():
-    tok = train(["low lower newest"], TrainerConfig(vocab_size=40, scheme="char", pattern="words",
-                                                   end_of_word="fused"))
-    with pytest.raises(UnknownCharacterError, match="'o' .* never ended a word in training, so 'o</w>'"):
+    tok = train(
+        ["low lower newest"],
+        TrainerConfig(vocab_size=40, scheme="char", pattern="words", end_of_word="fused"),
+    )
+    with pytest.raises(
+        UnknownCharacterError, match="'o' .* never ended a word in training, so 'o</w>'"
+    ):
         tok.encode("lo")
 
 
 def test_unk_token_replaces_unknown_characters():
-    cfg = TrainerConfig(vocab_size=40, scheme="char", pattern="words", special_tokens=("<unk>",), unk_token="<unk>")
+    cfg = TrainerConfig(
+        vocab_size=40, scheme="char", pattern="words", special_tokens=("<unk>",), unk_token="<unk>"
+    )
     tok = train(["low lower newest"], cfg)
     assert tok.tokens("lowly") == ["lo", "w", "l", "<unk>", "</w>"]
     assert tok.decode(tok.encode("lowly")) == "lowl<unk>"
@@ -102,7 +124,9 @@ def test_unk_token_must_be_a_special_token():
 
 
 def test_bad_config_values():
-    with pytest.raises(ConfigError, match="scheme must be one of \\('byte', 'char'\\), got 'bytes'"):
+    with pytest.raises(
+        ConfigError, match="scheme must be one of \\('byte', 'char'\\), got 'bytes'"
+    ):
         TrainerConfig(scheme="bytes")
     with pytest.raises(ConfigError, match="min_frequency must be an integer >= 0, got -2"):
         TrainerConfig(min_frequency=-2)

@@ -6,10 +6,10 @@ import json
 import time
 
 import pytest
+from conftest import PEERS, require_shared
 
 from bpe_spark import TrainerConfig, train
 from bpe_spark.symbols import display_to_bytes
-from conftest import PEERS, require_shared
 
 CS336 = PEERS / "cs336"
 CFG = TrainerConfig(

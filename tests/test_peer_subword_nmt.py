@@ -3,10 +3,23 @@
 from __future__ import annotations
 
 import pytest
-
-from bpe_spark import ConfigError, ModelFormatError, TrainerConfig, UnknownCharacterError, train, train_from_counts
-from bpe_spark.formats.subword_nmt import SUBWORD_NMT_WORDS, Segmenter, read_codes, segment_line, write_codes
 from conftest import PEERS, require_shared
+
+from bpe_spark import (
+    ConfigError,
+    ModelFormatError,
+    TrainerConfig,
+    UnknownCharacterError,
+    train,
+    train_from_counts,
+)
+from bpe_spark.formats.subword_nmt import (
+    SUBWORD_NMT_WORDS,
+    Segmenter,
+    read_codes,
+    segment_line,
+    write_codes,
+)
 
 SNMT = PEERS / "subword-nmt"
 CFG = TrainerConfig(
@@ -117,8 +130,14 @@ def test_subword_nmt_pattern_splits_like_subword_nmt(tmp_path):
 
 
 def test_version_0_1_is_separate_end_of_word_and_round_trips(tmp_path):
-    cfg = TrainerConfig(vocab_size=100, scheme="char", end_of_word="separate", pattern="whitespace",
-                        tie_break="lexicographic", max_merges=10)
+    cfg = TrainerConfig(
+        vocab_size=100,
+        scheme="char",
+        end_of_word="separate",
+        pattern="whitespace",
+        tie_break="lexicographic",
+        max_merges=10,
+    )
     tok = train_from_counts({"low": 5, "lower": 2, "newest": 6, "widest": 3}, cfg)
     path = tmp_path / "codes"
     write_codes(tok, path)
@@ -126,7 +145,9 @@ def test_version_0_1_is_separate_end_of_word_and_round_trips(tmp_path):
     assert text.splitlines()[:3] == ["t </w>", "s t</w>", "e st</w>"]  # no header: version 0.1
     back = read_codes(path)
     assert back.end_of_word == "separate" and back.merges == tok.merges
-    assert Segmenter(back).segment_line("lowest newest\n") == Segmenter(tok).segment_line("lowest newest\n")
+    assert Segmenter(back).segment_line("lowest newest\n") == Segmenter(tok).segment_line(
+        "lowest newest\n"
+    )
     assert Segmenter(back).segment_line("lowest newest\n") == "low@@ est newest\n"
 
 
@@ -136,6 +157,8 @@ def test_fused_round_trip_and_max_merges(trained, tmp_path):
     back = read_codes(path)
     assert back.merges == trained.merges
     assert read_codes(path, max_merges=5).merges == trained.merges[:5]
+    with pytest.raises(ConfigError, match="max_merges"):
+        read_codes(path, max_merges=-1)
 
 
 def test_duplicate_lines_first_one_counts(tmp_path):

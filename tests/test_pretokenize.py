@@ -3,13 +3,13 @@
 
 from __future__ import annotations
 
-import regex
 import pytest
+import regex
 import tiktoken
-
-from bpe_spark import ConfigError, PRESETS, Pretokenizer
-from bpe_spark.pretokenize import SpecialTokenMatcher, compile_pattern, normalize
 from conftest import corpus_text
+
+from bpe_spark import PRESETS, ConfigError, Pretokenizer
+from bpe_spark.pretokenize import SpecialTokenMatcher, compile_pattern, normalize
 
 GPT2_ENCODER_PY = r"""'s|'t|'re|'ve|'m|'ll|'d| ?\p{L}+| ?\p{N}+| ?[^\s\p{L}\p{N}]+|\s+(?!\S)|\s+"""
 SAMPLES = [
@@ -32,7 +32,7 @@ def test_gpt2_is_gpt2s_encoder_pattern():
 
 def test_cl100k_and_o200k_are_tiktokens_patterns(monkeypatch):
     assert PRESETS["cl100k"] == tiktoken.get_encoding("cl100k_base")._pat_str
-    import tiktoken_ext.openai_public as openai_public
+    from tiktoken_ext import openai_public
 
     # read o200k's pattern without downloading its ranks
     monkeypatch.setattr(openai_public, "load_tiktoken_bpe", lambda *args, **kwargs: {})
@@ -56,8 +56,21 @@ def test_presets_agree_with_tiktoken_patterns_on_real_text(name):
 
 
 def test_words_and_whitespace_presets():
-    assert Pretokenizer("words", lowercase=True).pretokens("Hello, World!") == ["hello", ",", "world", "!"]
-    assert Pretokenizer("words").pretokens("daisy-chain (as well)") == ["daisy", "-", "chain", "(", "as", "well", ")"]
+    assert Pretokenizer("words", lowercase=True).pretokens("Hello, World!") == [
+        "hello",
+        ",",
+        "world",
+        "!",
+    ]
+    assert Pretokenizer("words").pretokens("daisy-chain (as well)") == [
+        "daisy",
+        "-",
+        "chain",
+        "(",
+        "as",
+        "well",
+        ")",
+    ]
     assert Pretokenizer("whitespace").pretokens(" a\tb  c,d\n") == ["a", "b", "c,d"]
 
 
@@ -74,7 +87,12 @@ def test_custom_regex():
 def test_special_tokens_longest_first():
     matcher = SpecialTokenMatcher(["<|a|>", "<|a|><|b|>", "<|b|>"])
     assert matcher.split("x<|a|><|b|>y<|a|>z<|b|>") == [
-        ("x", False), ("<|a|><|b|>", True), ("y", False), ("<|a|>", True), ("z", False), ("<|b|>", True)
+        ("x", False),
+        ("<|a|><|b|>", True),
+        ("y", False),
+        ("<|a|>", True),
+        ("z", False),
+        ("<|b|>", True),
     ]
     assert SpecialTokenMatcher(["<s>", "<s>x"]).split("<s>x<s>") == [("<s>x", True), ("<s>", True)]
 

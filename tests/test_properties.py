@@ -3,36 +3,58 @@ tokenizer, and the engine against the naive reference trainer, merge for merge."
 
 from __future__ import annotations
 
-from functools import lru_cache
+from functools import cache
 
+from conftest import corpus_text
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
+from naive_bpe import naive_train
 
 from bpe_spark import TrainerConfig, train, train_from_counts
 from bpe_spark.formats.subword_nmt import Segmenter
 from bpe_spark.trainer import MergeEngine, initial_table, new_token_budget, word_symbols
-from conftest import corpus_text
-from naive_bpe import naive_train
 
 SPECIALS = ("<|endoftext|>", "<|pad|>", "<|end|>")
 
 
-@lru_cache(maxsize=None)
+@cache
 def byte_tokenizer():
     text = corpus_text("multilingual", 150_000)
-    return train(text.splitlines(keepends=True), TrainerConfig(vocab_size=1200, special_tokens=SPECIALS))
+    return train(
+        text.splitlines(keepends=True), TrainerConfig(vocab_size=1200, special_tokens=SPECIALS)
+    )
 
 
-@lru_cache(maxsize=None)
+@cache
 def fused_tokenizer():
     text = corpus_text("en_books", 150_000)
-    cfg = TrainerConfig(vocab_size=800, scheme="char", end_of_word="fused", pattern="whitespace",
-                        tie_break="lexicographic")
+    cfg = TrainerConfig(
+        vocab_size=800,
+        scheme="char",
+        end_of_word="fused",
+        pattern="whitespace",
+        tie_break="lexicographic",
+    )
     return train(text.splitlines(keepends=True), cfg)
 
 
 texts = st.text(max_size=200) | st.lists(
-    st.sampled_from(["<|endoftext|>", "<|end", "|>", "<|pad|>", " ", "\n", "é", "東京", "👍🏽", "the", "\r\n", "'s"]),
+    st.sampled_from(
+        [
+            "<|endoftext|>",
+            "<|end",
+            "|>",
+            "<|pad|>",
+            " ",
+            "\n",
+            "é",
+            "東京",
+            "👍🏽",
+            "the",
+            "\r\n",
+            "'s",
+        ]
+    ),
     max_size=30,
 ).map("".join)
 
@@ -76,8 +98,12 @@ def training_cases(draw):
         words = st.lists(st.sampled_from(["a", "b", "</w>"]), min_size=1, max_size=4).map("".join)
     else:
         words = st.text(alphabet=alphabet, min_size=1, max_size=8)
-    counts = draw(st.dictionaries(words, st.integers(1, 30) | st.just(2**33 + 1), min_size=1, max_size=12))
-    scheme, end_of_word = draw(st.sampled_from([("byte", "separate"), ("char", "separate"), ("char", "fused")]))
+    counts = draw(
+        st.dictionaries(words, st.integers(1, 30) | st.just(2**33 + 1), min_size=1, max_size=12)
+    )
+    scheme, end_of_word = draw(
+        st.sampled_from([("byte", "separate"), ("char", "separate"), ("char", "fused")])
+    )
     tie_break = draw(st.sampled_from(["hf", "lexicographic"]))
     specials = draw(st.sampled_from([(), ("<s>",), ("<s>", "<pad>")]))
     if scheme == "byte":
@@ -85,13 +111,22 @@ def training_cases(draw):
     elif end_of_word == "separate":
         alphabet_size = len({ch for word in counts for ch in word}) + 1
     else:
-        alphabet_size = len({ch for word in counts for ch in word}) + len({word[-1] for word in counts})
+        alphabet_size = len({ch for word in counts for ch in word}) + len(
+            {word[-1] for word in counts}
+        )
     vocab_size = alphabet_size + len(specials) + draw(st.integers(0, 40))
     min_frequency = draw(st.sampled_from([0, 0, 1, 2, 5]))
     max_merges = draw(st.sampled_from([None, None, 3, 10]))
-    cfg = TrainerConfig(vocab_size=vocab_size, scheme=scheme, end_of_word=end_of_word, pattern="whitespace",
-                        tie_break=tie_break, special_tokens=specials, min_frequency=min_frequency,
-                        max_merges=max_merges)
+    cfg = TrainerConfig(
+        vocab_size=vocab_size,
+        scheme=scheme,
+        end_of_word=end_of_word,
+        pattern="whitespace",
+        tie_break=tie_break,
+        special_tokens=specials,
+        min_frequency=min_frequency,
+        max_merges=max_merges,
+    )
     return counts, cfg
 
 
@@ -115,8 +150,16 @@ def test_engine_equals_naive_reference(case):
     assert tok.vocab == reference.vocab
     # the pure-Python core, explicitly
     table = initial_table(cfg, counts)
-    engine = MergeEngine(table, [word_symbols(w, table, cfg) for w in counts], list(counts.values()), backend="python")
-    merges = engine.run(max_new_tokens=new_token_budget(cfg, table), max_merges=cfg.max_merges,
-                        min_frequency=cfg.min_frequency)
+    engine = MergeEngine(
+        table,
+        [word_symbols(w, table, cfg) for w in counts],
+        list(counts.values()),
+        backend="python",
+    )
+    merges = engine.run(
+        max_new_tokens=new_token_budget(cfg, table),
+        max_merges=cfg.max_merges,
+        min_frequency=cfg.min_frequency,
+    )
     assert [(table.value(m.left), table.value(m.right)) for m in merges] == reference.merges
     assert [m.count for m in merges] == reference.counts

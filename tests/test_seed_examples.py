@@ -6,9 +6,9 @@ from __future__ import annotations
 import json
 
 import pytest
+from conftest import PEERS, require_shared
 
 from bpe_spark import Tokenizer, TrainerConfig, train, train_from_counts
-from conftest import PEERS, require_shared
 
 ALICE = """Alice was beginning to get very tired of sitting by her sister on the bank, and of having
 nothing to do: once or twice she had peeped into the book her sister was reading, but it
@@ -19,12 +19,38 @@ a daisy-chain would be worth the trouble of getting up and picking the daisies, 
 suddenly a White Rabbit with pink eyes ran close by her."""
 QUERY = "Alice thought reading was tiresome without pictures."
 SEED_CFG = TrainerConfig(
-    vocab_size=10_000, scheme="char", end_of_word="separate", pattern="words", lowercase=True, max_merges=75
+    vocab_size=10_000,
+    scheme="char",
+    end_of_word="separate",
+    pattern="words",
+    lowercase=True,
+    max_merges=75,
 )
 SENNRICH = {"low": 5, "lower": 2, "newest": 6, "widest": 3}
-SENNRICH_LEXICOGRAPHIC = ["t </w>", "s t</w>", "e st</w>", "o w", "l ow", "w est</w>", "n e", "ne west</w>",
-                          "low </w>", "w i"]
-SENNRICH_HF = ["e s", "t </w>", "es t</w>", "l o", "lo w", "e w", "n ew", "new est</w>", "low </w>", "d est</w>"]
+SENNRICH_LEXICOGRAPHIC = [
+    "t </w>",
+    "s t</w>",
+    "e st</w>",
+    "o w",
+    "l ow",
+    "w est</w>",
+    "n e",
+    "ne west</w>",
+    "low </w>",
+    "w i",
+]
+SENNRICH_HF = [
+    "e s",
+    "t </w>",
+    "es t</w>",
+    "l o",
+    "lo w",
+    "e w",
+    "n ew",
+    "new est</w>",
+    "low </w>",
+    "d est</w>",
+]
 
 
 def toy_examples() -> dict:
@@ -34,7 +60,9 @@ def toy_examples() -> dict:
 
 def hf_trainer_tests() -> dict:
     require_shared()
-    return json.loads((PEERS / "hf_tokenizers" / "trainer_rs_tests.json").read_text(encoding="utf-8"))
+    return json.loads(
+        (PEERS / "hf_tokenizers" / "trainer_rs_tests.json").read_text(encoding="utf-8")
+    )
 
 
 def joined(merges) -> list[str]:
@@ -47,12 +75,67 @@ def joined(merges) -> list[str]:
 @pytest.mark.parametrize(
     ("tie_break", "expected"),
     [
-        ("hf", ["al", "ice</w>", "th", "ou", "g", "h", "t</w>", "r", "e", "ad", "ing</w>", "was</w>",
-                "ti", "r", "e", "s", "o", "m", "e</w>", "with", "ou", "t</w>", "pic", "tur", "es</w>",
-                ".", "</w>"]),
-        ("lexicographic", ["a", "lice</w>", "th", "ou", "g", "h", "t</w>", "re", "a", "d", "ing</w>",
-                           "was</w>", "ti", "re", "s", "o", "m", "e</w>", "with", "ou", "t</w>",
-                           "pictures</w>", ".", "</w>"]),
+        (
+            "hf",
+            [
+                "al",
+                "ice</w>",
+                "th",
+                "ou",
+                "g",
+                "h",
+                "t</w>",
+                "r",
+                "e",
+                "ad",
+                "ing</w>",
+                "was</w>",
+                "ti",
+                "r",
+                "e",
+                "s",
+                "o",
+                "m",
+                "e</w>",
+                "with",
+                "ou",
+                "t</w>",
+                "pic",
+                "tur",
+                "es</w>",
+                ".",
+                "</w>",
+            ],
+        ),
+        (
+            "lexicographic",
+            [
+                "a",
+                "lice</w>",
+                "th",
+                "ou",
+                "g",
+                "h",
+                "t</w>",
+                "re",
+                "a",
+                "d",
+                "ing</w>",
+                "was</w>",
+                "ti",
+                "re",
+                "s",
+                "o",
+                "m",
+                "e</w>",
+                "with",
+                "ou",
+                "t</w>",
+                "pictures</w>",
+                ".",
+                "</w>",
+            ],
+        ),
     ],
 )
 def test_seed_alice_example(tie_break, expected):
@@ -64,8 +147,16 @@ def test_seed_alice_example(tie_break, expected):
     assert all(token in learned for token in tokens)
     # every word ends in </w>, and the subwords of each word spell it
     words = "".join(tokens).split("</w>")
-    assert words[-1] == "" and words[:-1] == ["alice", "thought", "reading", "was", "tiresome", "without",
-                                             "pictures", "."]
+    assert words[-1] == "" and words[:-1] == [
+        "alice",
+        "thought",
+        "reading",
+        "was",
+        "tiresome",
+        "without",
+        "pictures",
+        ".",
+    ]
     assert tok.decode(tok.encode(QUERY)) == "alice thought reading was tiresome without pictures ."
 
 
@@ -78,10 +169,18 @@ def test_seed_alice_frequent_words_become_single_tokens():
 # --- acceptance 6: Sennrich et al. (2016) toy vocabulary ------------------------------------------
 
 
-@pytest.mark.parametrize(("tie_break", "expected"), [("lexicographic", SENNRICH_LEXICOGRAPHIC), ("hf", SENNRICH_HF)])
+@pytest.mark.parametrize(
+    ("tie_break", "expected"), [("lexicographic", SENNRICH_LEXICOGRAPHIC), ("hf", SENNRICH_HF)]
+)
 def test_sennrich_toy_vocabulary(tie_break, expected):
-    cfg = TrainerConfig(vocab_size=1000, scheme="char", end_of_word="separate", pattern="whitespace",
-                        tie_break=tie_break, max_merges=10)
+    cfg = TrainerConfig(
+        vocab_size=1000,
+        scheme="char",
+        end_of_word="separate",
+        pattern="whitespace",
+        tie_break=tie_break,
+        max_merges=10,
+    )
     tok = train_from_counts(SENNRICH, cfg)
     assert joined(tok.merges) == expected
     # the same counts given as text train the same merges
@@ -91,12 +190,22 @@ def test_sennrich_toy_vocabulary(tie_break, expected):
 
 def test_sennrich_fixture_lexicographic_list_and_final_segmentation():
     example = toy_examples()["sennrich2016_algorithm1"]
-    counts = {key.replace(" ", "").removesuffix("</w>"): count for key, count in example["vocab"].items()}
+    counts = {
+        key.replace(" ", "").removesuffix("</w>"): count for key, count in example["vocab"].items()
+    }
     assert counts == SENNRICH
-    cfg = TrainerConfig(vocab_size=1000, scheme="char", end_of_word="separate", pattern="whitespace",
-                        tie_break="lexicographic", max_merges=example["num_merges"])
+    cfg = TrainerConfig(
+        vocab_size=1000,
+        scheme="char",
+        end_of_word="separate",
+        pattern="whitespace",
+        tie_break="lexicographic",
+        max_merges=example["num_merges"],
+    )
     tok = train_from_counts(counts, cfg)
-    assert [list(merge) for merge in tok.merges] == example["expected_merges_lexicographically_greatest_tiebreak"]
+    assert [list(merge) for merge in tok.merges] == example[
+        "expected_merges_lexicographically_greatest_tiebreak"
+    ]
     # the words as the 10 merges leave them (the fixture's first-seen rule agrees here)
     for key in example["final_vocab_both_rules"]:
         word = key.replace(" ", "").removesuffix("</w>")
@@ -107,16 +216,24 @@ def test_cs336_handout_training_example():
     example = toy_examples()["cs336_handout_bpe_example"]
     specials = tuple(example["special_tokens"])
     n = len(example["expected_merges"])
-    cfg = TrainerConfig(vocab_size=256 + len(specials) + n, pattern="whitespace", special_tokens=specials,
-                        tie_break="lexicographic")
+    cfg = TrainerConfig(
+        vocab_size=256 + len(specials) + n,
+        pattern="whitespace",
+        special_tokens=specials,
+        tie_break="lexicographic",
+    )
     tok = train(example["corpus"], cfg)
     assert [f"{a.decode()} {b.decode()}" for a, b in tok.merges] == example["expected_merges"]
     six = train(example["corpus"], cfg.replace(vocab_size=256 + len(specials) + 6))
-    assert [six.vocab[256 + i].decode() for i in range(6)] == example["after_6_merges_vocab_additions"]
+    assert [six.vocab[256 + i].decode() for i in range(6)] == example[
+        "after_6_merges_vocab_additions"
+    ]
     assert six.tokens("newest") == example["after_6_merges_encode_newest"]
     # with the GPT-2 pattern instead, the spaces stay attached to words
     gpt2 = train(example["corpus"], cfg.replace(pattern="gpt2"))
-    expected = [pair.replace("|", " ") for pair in example["note_if_gpt2_regex_used_instead_first_12"]]
+    expected = [
+        pair.replace("|", " ") for pair in example["note_if_gpt2_regex_used_instead_first_12"]
+    ]
     assert [f"{a.decode()} {b.decode()}" for a, b in gpt2.merges] == expected
 
 
@@ -125,8 +242,13 @@ def test_cs336_handout_encoding_example():
     vocab = {int(i): token for i, token in example["vocab"].items()}
     ids = {token: i for i, token in vocab.items()}
     # a char-level vocabulary without an end-of-word marker, GPT-2 pretokenization
-    tok = Tokenizer(scheme="char", vocab=vocab, merges=[(ids[a], ids[b]) for a, b in example["merges"]],
-                    pattern="gpt2", end_of_word=None)
+    tok = Tokenizer(
+        scheme="char",
+        vocab=vocab,
+        merges=[(ids[a], ids[b]) for a, b in example["merges"]],
+        pattern="gpt2",
+        end_of_word=None,
+    )
     assert tok.encode(example["text"]) == example["expected_ids"]
     assert tok.decode(example["expected_ids"]) == example["text"]
 
@@ -145,8 +267,12 @@ def test_hf_trainer_word_counts():
     case = hf_trainer_tests()["test_train"]
     counts, expected_vocab = case["word_counts"], case["expected_vocab"]
     expected_merges = [tuple(pair) for pair in case["expected_merges_in_order"]]
-    cfg = TrainerConfig(vocab_size=case["vocab_size"], pattern="whitespace", min_frequency=case["min_frequency"],
-                        tie_break="hf")
+    cfg = TrainerConfig(
+        vocab_size=case["vocab_size"],
+        pattern="whitespace",
+        min_frequency=case["min_frequency"],
+        tie_break="hf",
+    )
     tok = train_from_counts(counts, cfg)
     assert [(a.decode(), b.decode()) for a, b in tok.merges] == expected_merges
     # merged tokens in creation order, after the alphabet, as in the expected vocabulary
@@ -154,14 +280,20 @@ def test_hf_trainer_word_counts():
     assert [tok.vocab[256 + i].decode() for i in range(len(merged))] == merged
     # lexicographic takes the other side of the 'a re' / 'i s' tie
     lexi = train_from_counts(counts, cfg.replace(tie_break="lexicographic"))
-    assert [(a.decode(), b.decode()) for a, b in lexi.merges] == [("r", "e"), ("i", "s"), ("a", "re")]
+    assert [(a.decode(), b.decode()) for a, b in lexi.merges] == [
+        ("r", "e"),
+        ("i", "s"),
+        ("a", "re"),
+    ]
 
 
 def test_hf_trainer_alphabet_ids_match_char_scheme():
     # Our char scheme numbers the alphabet by code point from 0, as tokenizers does; the rest of
     # its vocabulary differs only because our char scheme always marks word ends.
     case = hf_trainer_tests()["test_train"]
-    cfg = TrainerConfig(vocab_size=1000, scheme="char", end_of_word="fused", pattern="whitespace", min_frequency=2)
+    cfg = TrainerConfig(
+        vocab_size=1000, scheme="char", end_of_word="fused", pattern="whitespace", min_frequency=2
+    )
     tok = train_from_counts(case["word_counts"], cfg)
     alphabet = {token: i for token, i in case["expected_vocab"].items() if len(token) == 1}
     assert {tok.vocab[i]: i for i in range(len(alphabet))} == alphabet
@@ -169,6 +301,8 @@ def test_hf_trainer_alphabet_ids_match_char_scheme():
 
 def test_hf_train_from_iterator_stops_when_pairs_run_out():
     case = hf_trainer_tests()["python_test_train_from_iterator"]
-    tok = train(case["train_texts"], TrainerConfig(vocab_size=30000, pattern="gpt2", tie_break="hf"))
+    tok = train(
+        case["train_texts"], TrainerConfig(vocab_size=30000, pattern="gpt2", tie_break="hf")
+    )
     assert tok.vocab_size < 30000
     assert tok.tokens(case["encode"]) == case["expected_token_bytes"]

@@ -6,6 +6,7 @@ from __future__ import annotations
 import pickle
 
 import pytest
+from conftest import corpus_text
 
 from bpe_spark import (
     ConfigError,
@@ -16,7 +17,6 @@ from bpe_spark import (
     train,
 )
 from bpe_spark.tokenizer import bpe_merge
-from conftest import corpus_text
 
 EOT, PAD = "<|endoftext|>", "<|pad|>"
 
@@ -24,13 +24,17 @@ EOT, PAD = "<|endoftext|>", "<|pad|>"
 @pytest.fixture(scope="module")
 def tok() -> Tokenizer:
     text = corpus_text("en_books", 300_000)
-    return train(text.splitlines(keepends=True), TrainerConfig(vocab_size=700, special_tokens=(EOT, PAD)))
+    return train(
+        text.splitlines(keepends=True), TrainerConfig(vocab_size=700, special_tokens=(EOT, PAD))
+    )
 
 
 @pytest.fixture(scope="module")
 def char_tok() -> Tokenizer:
     text = corpus_text("en_books", 100_000)
-    cfg = TrainerConfig(vocab_size=400, scheme="char", end_of_word="fused", pattern="words", lowercase=True)
+    cfg = TrainerConfig(
+        vocab_size=400, scheme="char", end_of_word="fused", pattern="words", lowercase=True
+    )
     return train(text.splitlines(), cfg)
 
 
@@ -64,7 +68,9 @@ def test_special_tokens_are_disallowed_by_default(tok):
     with pytest.raises(DisallowedSpecialTokenError) as info:
         tok.encode(f"a{EOT}b")
     message = str(info.value)
-    assert repr(EOT) in message and "allowed_special" in message and "disallowed_special=()" in message
+    assert (
+        repr(EOT) in message and "allowed_special" in message and "disallowed_special=()" in message
+    )
 
 
 def test_allowed_special(tok):
@@ -123,15 +129,25 @@ def test_tokens_for_people(tok):
 def test_vocab_and_merges_views(tok):
     assert len(tok.vocab) == tok.vocab_size == 700
     assert tok.vocab[tok.special_tokens[EOT]] == EOT.encode()
-    assert all(tok.vocab[new_id] == tok.vocab[left] + tok.vocab[right] for left, right, new_id in tok.merge_ids)
+    assert all(
+        tok.vocab[new_id] == tok.vocab[left] + tok.vocab[right]
+        for left, right, new_id in tok.merge_ids
+    )
     assert tok.merges[0] == (tok.vocab[tok.merge_ids[0][0]], tok.vocab[tok.merge_ids[0][1]])
-    assert tok.token_to_id(EOT) == 698 and tok.token_to_id(b"a") == 97 and tok.id_to_token(97) == b"a"
+    assert (
+        tok.token_to_id(EOT) == 698 and tok.token_to_id(b"a") == 97 and tok.id_to_token(97) == b"a"
+    )
 
 
 def test_pickle_round_trip(tok, char_tok):
-    for original, text in ((tok, corpus_text("en_books", 20_000) + EOT), (char_tok, corpus_text("en_books", 20_000))):
+    for original, text in (
+        (tok, corpus_text("en_books", 20_000) + EOT),
+        (char_tok, corpus_text("en_books", 20_000)),
+    ):
         clone = pickle.loads(pickle.dumps(original))
-        assert clone.encode(text, disallowed_special=()) == original.encode(text, disallowed_special=())
+        assert clone.encode(text, disallowed_special=()) == original.encode(
+            text, disallowed_special=()
+        )
         assert clone.vocab == original.vocab and clone.merges == original.merges
         assert clone.special_tokens == original.special_tokens
         assert clone.config == original.config
@@ -164,8 +180,14 @@ def test_char_scheme_unknown_character(char_tok):
 
 
 def test_char_scheme_unk_token():
-    cfg = TrainerConfig(vocab_size=60, scheme="char", end_of_word="separate", pattern="words",
-                        special_tokens=("<unk>",), unk_token="<unk>")
+    cfg = TrainerConfig(
+        vocab_size=60,
+        scheme="char",
+        end_of_word="separate",
+        pattern="words",
+        special_tokens=("<unk>",),
+        unk_token="<unk>",
+    )
     tok = train(["hello world, hello there"], cfg)
     assert tok.special_tokens == {"<unk>": 0}
     ids = tok.encode("hellz wörld")
@@ -184,7 +206,9 @@ def test_constructor_checks_plain_data():
     with pytest.raises(ConfigError, match="makes 'ba'"):
         Tokenizer(scheme="char", vocab=vocab, merges=[(1, 0)], end_of_word=None)
     with pytest.raises(ConfigError, match="which the vocabulary uses"):
-        Tokenizer(scheme="char", vocab=vocab, merges=[], special_tokens={"<s>": 2}, end_of_word=None)
+        Tokenizer(
+            scheme="char", vocab=vocab, merges=[], special_tokens={"<s>": 2}, end_of_word=None
+        )
     with pytest.raises(ConfigError, match="256 single bytes"):
         Tokenizer(scheme="byte", vocab={0: b"a"}, merges=[])
     with pytest.raises(ConfigError, match="scheme"):

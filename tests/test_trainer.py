@@ -6,11 +6,18 @@ from __future__ import annotations
 import random
 
 import pytest
+from naive_bpe import naive_train
 
-from bpe_spark import ConfigError, EmptyCorpusError, TrainerConfig, count_pretokens, train, train_from_counts
+from bpe_spark import (
+    ConfigError,
+    EmptyCorpusError,
+    TrainerConfig,
+    count_pretokens,
+    train,
+    train_from_counts,
+)
 from bpe_spark.symbols import SymbolTable
 from bpe_spark.trainer import Merge, MergeEngine, build_engine, merge_symbols, new_token_budget
-from naive_bpe import naive_train
 
 A, B, C = ord("a"), ord("b"), ord("c")
 
@@ -45,19 +52,28 @@ def test_counts_are_64_bit():
     assert tok.merges == [(b"e", b"f"), (b"a", b"b"), (b"c", b"d")]
     assert tok.metadata["merge_counts"] == [2**40, big, 2**31 + 1]
     # counts summed over words beyond 2**32 stay exact
-    tok = train_from_counts({"xy": 2**32 - 1, "xyz": 2**32 - 1, "zz": 2**33 - 3}, byte_cfg(vocab_size=257))
+    tok = train_from_counts(
+        {"xy": 2**32 - 1, "xyz": 2**32 - 1, "zz": 2**33 - 3}, byte_cfg(vocab_size=257)
+    )
     assert tok.merges == [(b"x", b"y")] and tok.metadata["merge_counts"] == [2**33 - 2]
 
 
 @pytest.mark.parametrize("tie_break", ["hf", "lexicographic"])
-@pytest.mark.parametrize(("scheme", "end_of_word"), [("byte", "separate"), ("char", "separate"), ("char", "fused")])
+@pytest.mark.parametrize(
+    ("scheme", "end_of_word"), [("byte", "separate"), ("char", "separate"), ("char", "fused")]
+)
 def test_result_does_not_depend_on_input_order(tie_break, scheme, end_of_word):
     rng = random.Random(7)
     # many equal counts, so that every merge after the first few is decided by the tie-break
     words = ["".join(rng.choice("abcdé") for _ in range(rng.randint(1, 7))) for _ in range(60)]
     counts = {word: 1 + i % 3 for i, word in enumerate(words)}
-    cfg = TrainerConfig(vocab_size=300, scheme=scheme, end_of_word=end_of_word, pattern="whitespace",
-                        tie_break=tie_break)
+    cfg = TrainerConfig(
+        vocab_size=300,
+        scheme=scheme,
+        end_of_word=end_of_word,
+        pattern="whitespace",
+        tie_break=tie_break,
+    )
     reference = train_from_counts(counts, cfg)
     assert len(reference.merges) > 20
     for seed in range(3):
@@ -74,8 +90,12 @@ def test_result_does_not_depend_on_input_order(tie_break, scheme, end_of_word):
 def test_tie_break_policies_on_a_plain_tie():
     # (a, b) and (c, d) both occur 3 times
     counts = {"ab": 3, "cd": 3}
-    assert train_from_counts(counts, byte_cfg(vocab_size=257, tie_break="hf")).merges == [(b"a", b"b")]
-    assert train_from_counts(counts, byte_cfg(vocab_size=257, tie_break="lexicographic")).merges == [(b"c", b"d")]
+    assert train_from_counts(counts, byte_cfg(vocab_size=257, tie_break="hf")).merges == [
+        (b"a", b"b")
+    ]
+    assert train_from_counts(
+        counts, byte_cfg(vocab_size=257, tie_break="lexicographic")
+    ).merges == [(b"c", b"d")]
 
 
 def test_hf_byte_order_is_the_gpt2_display_order():
@@ -106,7 +126,9 @@ def test_vocab_size_counts_everything_and_max_merges_caps():
     assert len(tok.merges) == 270 - 256 - 2
     assert tok.special_tokens == {"<|a|>": 268, "<|b|>": 269}
     assert len(train(text, cfg.replace(max_merges=5)).merges) == 5
-    char = train(text, TrainerConfig(vocab_size=40, scheme="char", pattern="words", special_tokens=("<s>",)))
+    char = train(
+        text, TrainerConfig(vocab_size=40, scheme="char", pattern="words", special_tokens=("<s>",))
+    )
     assert char.vocab_size == 40 and char.special_tokens == {"<s>": 0}
     alphabet = sorted(set(text) - {" "})
     assert [char.vocab[1 + i] for i in range(len(alphabet))] == alphabet
@@ -128,17 +150,23 @@ def test_special_tokens_are_boundaries():
 
 def test_merge_ids_and_counts_are_reported():
     seen = []
-    tok = train_from_counts({"abab": 2, "ab": 1}, byte_cfg(vocab_size=258), progress=lambda n, m: seen.append((n, m)))
+    tok = train_from_counts(
+        {"abab": 2, "ab": 1}, byte_cfg(vocab_size=258), progress=lambda n, m: seen.append((n, m))
+    )
     assert seen == [(1, Merge(A, B, 256, 5)), (2, Merge(256, 256, 257, 2))]
     assert tok.merge_ids == [(A, B, 256), (256, 256, 257)]
-    assert tok.metadata["stats"]["distinct_pretokens"] == 2 and tok.metadata["stats"]["pretokens"] == 3
+    assert (
+        tok.metadata["stats"]["distinct_pretokens"] == 2 and tok.metadata["stats"]["pretokens"] == 3
+    )
 
 
 def test_a_merge_whose_token_exists_reuses_its_id():
     # Literal "</w>" text in the fused char scheme: merging the characters of "a</w>" (not at a
     # word end) makes the string of the end-of-word symbol "a</w>", which already has an id.
     counts = {"a": 1, "a</w>b": 3, "a</w>c": 3, "a</w>d": 3}
-    cfg = TrainerConfig(vocab_size=100, scheme="char", end_of_word="fused", pattern="whitespace", tie_break="hf")
+    cfg = TrainerConfig(
+        vocab_size=100, scheme="char", end_of_word="fused", pattern="whitespace", tie_break="hf"
+    )
     tok = train_from_counts(counts, cfg)
     existing = tok.token_to_id("a</w>")
     assert existing == 8  # alphabet / < > a b c d w = ids 0..7, then a</w>
@@ -148,7 +176,9 @@ def test_a_merge_whose_token_exists_reuses_its_id():
     values = list(tok.vocab.values())
     assert len(values) == len(set(values))  # no token twice
     assert tok.vocab_size == len(tok.vocab) == 8 + 4 + len(tok.merges) - 1
-    reference = naive_train(counts, scheme="char", end_of_word="fused", tie_break="hf", vocab_size=100)
+    reference = naive_train(
+        counts, scheme="char", end_of_word="fused", tie_break="hf", vocab_size=100
+    )
     assert reference.merges == tok.merges and reference.vocab == tok.vocab
 
 
@@ -182,7 +212,10 @@ def test_engine_stop_after_reuse():
 
 def test_engine_floor_stops_at_or_below_the_bound_and_resumes_exactly():
     rng = random.Random(3)
-    counts = {"".join(rng.choice("abcd") for _ in range(rng.randint(2, 9))): rng.randint(1, 40) for _ in range(80)}
+    counts = {
+        "".join(rng.choice("abcd") for _ in range(rng.randint(2, 9))): rng.randint(1, 40)
+        for _ in range(80)
+    }
     cfg = byte_cfg(vocab_size=400)
     whole = build_engine(counts, cfg).run(max_new_tokens=144)
     engine = build_engine(counts, cfg)

@@ -73,7 +73,9 @@ def _parse_version(line: str, path: Path) -> tuple[int, ...]:
     try:
         version = tuple(int(part) for part in re.sub(r"(\.0+)*$", "", value).split("."))
     except ValueError:
-        raise ModelFormatError(f"{path}, line 1: unreadable version {value!r}; expected '#version: 0.2'") from None
+        raise ModelFormatError(
+            f"{path}, line 1: unreadable version {value!r}; expected '#version: 0.2'"
+        ) from None
     if version not in _VERSION_END_OF_WORD:
         raise ModelFormatError(
             f"{path}, line 1: subword-nmt codes version {value!r} is not supported (0.1 and 0.2 are)"
@@ -99,10 +101,14 @@ def read_codes(path, *, max_merges: int | None = None, pattern: str = "whitespac
     :data:`SUBWORD_NMT_WORDS` to split on spaces only, exactly as subword-nmt does.
     """
     path = Path(path)
+    if max_merges is not None and (not isinstance(max_merges, int) or max_merges < 0):
+        raise ConfigError(f"max_merges must be None or an integer >= 0, got {max_merges!r}")
     try:
-        text = path.read_text(encoding="utf-8")
+        text = path.read_text(encoding="utf-8-sig")
     except UnicodeDecodeError as exc:
-        raise ModelFormatError(f"{path}: not UTF-8 text ({exc}); is this a subword-nmt codes file?") from None
+        raise ModelFormatError(
+            f"{path}: not UTF-8 text ({exc}); is this a subword-nmt codes file?"
+        ) from None
     lines = text.rstrip("\n").split("\n") if text.strip() else []
     first_line = 1
     version = (0, 1)
@@ -124,7 +130,14 @@ def read_codes(path, *, max_merges: int | None = None, pattern: str = "whitespac
             )
         pairs.append((parts[0], parts[1], line_no))
 
-    alphabet = sorted({ch for left, right, _ in pairs for side in (left, right) for ch in _chars_of(side, end_of_word)})
+    alphabet = sorted(
+        {
+            ch
+            for left, right, _ in pairs
+            for side in (left, right)
+            for ch in _chars_of(side, end_of_word)
+        }
+    )
     values: list[str] = list(alphabet)
     values += [ch + _MARKER for ch in alphabet] if end_of_word == "fused" else [_MARKER]
     ids = {value: token_id for token_id, value in enumerate(values)}
@@ -148,7 +161,11 @@ def read_codes(path, *, max_merges: int | None = None, pattern: str = "whitespac
         pattern=pattern,
         end_of_word=end_of_word,
         end_of_word_marker=_MARKER,
-        metadata={"source": "subword-nmt", "path": str(path), "codes_version": ".".join(map(str, version))},
+        metadata={
+            "source": "subword-nmt",
+            "path": str(path),
+            "codes_version": ".".join(map(str, version)),
+        },
     )
 
 
@@ -176,7 +193,9 @@ class Segmenter:
         self.separator = separator
         self._marker = tok.end_of_word_marker
         special_ids = set(tok.special_tokens.values())
-        self._values = {token_id: value for token_id, value in tok.vocab.items() if token_id not in special_ids}
+        self._values = {
+            token_id: value for token_id, value in tok.vocab.items() if token_id not in special_ids
+        }
         self._symbol_ids: dict[str, int] = {}
         for token_id, value in self._values.items():
             self._symbol_ids.setdefault(value, token_id)
