@@ -1,0 +1,1 @@
+"""The benchmark suite (`make bench`); not collected by pytest."""

@@ -1,0 +1,90 @@
+"""Benchmark inputs, built once from ../shared/corpora and cached under bench-results/cache/."""
+
+from __future__ import annotations
+
+import gzip
+import json
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[2]
+CORPORA = ROOT.parent / "shared" / "corpora"
+PEERS = ROOT.parent / "shared" / "peer-fixtures"
+CACHE = ROOT / "bench-results" / "cache"
+ALL_CORPORA = ("en_books", "zh_classics", "multilingual", "tiny_shakespeare")
+QUICK_BYTES = 4_000_000
+
+
+def _read_corpus(name: str, max_bytes: int | None = None) -> bytes:
+    path = CORPORA / f"{name}.txt.gz"
+    if not path.exists():
+        raise SystemExit(f"benchmark input {path} is missing: the shared corpora must sit in ../shared/corpora")
+    with gzip.open(path, "rb") as fh:
+        raw = fh.read() if max_bytes is None else fh.read(max_bytes)
+    if max_bytes is not None and len(raw) == max_bytes:
+        raw = raw[: raw.rfind(b"\n") + 1]  # whole lines only
+    return raw
+
+
+def _write_once(path: Path, build) -> Path:
+    if not path.exists():
+        path.parent.mkdir(parents=True, exist_ok=True)
+        staging = path.with_name(path.name + ".partial")
+        build(staging)
+        staging.rename(path)
+    return path
+
+
+def en_books_text(quick: bool) -> Path:
+    """en_books as plain text (the first 4 MB in quick mode): one document per line."""
+    name = "en_books.4mb.txt" if quick else "en_books.txt"
+    return _write_once(
+        CACHE / name, lambda p: p.write_bytes(_read_corpus("en_books", QUICK_BYTES if quick else None))
+    )
+
+
+def big_corpus_text(quick: bool) -> Path:
+    """T2's corpus: every shared corpus, concatenated and repeated to about 400 MB (40 MB quick)."""
+    target = 40_000_000 if quick else 400_000_000
+    name = "all_corpora.40mb.txt" if quick else "all_corpora.400mb.txt"
+
+    def build(path: Path) -> None:
+        parts = [_read_corpus(name) for name in ALL_CORPORA]
+        if quick:
+            parts = [_read_corpus(name, 2_500_000) for name in ALL_CORPORA]
+        written = 0
+        with open(path, "wb") as fh:
+            while written < target:
+                for part in parts:
+                    fh.write(part)
+                    written += len(part)
+    return _write_once(CACHE / name, build)
+
+
+def pretoken_counts(text_path: Path) -> Path:
+    """``{pretoken: count}`` of a text file (gpt2 pattern, each line a document with its \\n)."""
+
+    def build(path: Path) -> None:
+        from bpe_spark import TrainerConfig
+        from bpe_spark.trainer import count_pretokens
+
+        with open(text_path, encoding="utf-8", newline="") as fh:
+            lines = fh.read().splitlines(keepends=True)
+        counts = count_pretokens(lines, TrainerConfig(vocab_size=257, pattern="gpt2"))
+        path.write_text(json.dumps(counts, ensure_ascii=False), encoding="utf-8")
+
+    return _write_once(text_path.with_suffix(".counts.json"), build)
+
+
+def trained_model(text_path: Path, vocab_size: int) -> tuple[Path, Path]:
+    """Our model of ``text_path`` at ``vocab_size`` (directory) and its tokenizer.json export."""
+    model = CACHE / f"{text_path.stem}.{vocab_size}.model"
+    hf_json = CACHE / f"{text_path.stem}.{vocab_size}.tokenizer.json"
+    if not model.exists() or not hf_json.exists():
+        from bpe_spark import TrainerConfig, train_from_counts
+        from bpe_spark.formats import export_model
+
+        counts = json.loads(pretoken_counts(text_path).read_text(encoding="utf-8"))
+        tok = train_from_counts(counts, TrainerConfig(vocab_size=vocab_size, pattern="gpt2"))
+        tok.save(model, overwrite=True)
+        export_model(tok, "tokenizer.json", hf_json)
+    return model, hf_json

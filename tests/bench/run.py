@@ -1,0 +1,472 @@
+"""``make bench``: bpe-spark against tokenizers / tiktoken / SentencePiece, side by side.
+
+Every measurement runs in a fresh child process watched by :mod:`tests.bench.procmon` (wall
+time, and the peak memory of every process it starts: Python, the JVM, Spark's Python workers).
+Each case runs ``--repeat`` times, alternating ours and the peer's (ABBA order), and reports
+medians and the ratio ours / peer. A case whose outputs differ from the peer's (merges for
+training, ids for encoding) fails, whatever its speed.
+
+    python -m tests.bench.run                 # all cases, 3 repeats (tens of minutes)
+    python -m tests.bench.run --quick         # each case once, on 4-40 MB inputs
+    python -m tests.bench.run --cases T3,T4   # a selection
+
+Results: bench-results/bench-<time>.json and .md, and bench-results/latest.{json,md}.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import platform
+import shutil
+import statistics
+import sys
+import time
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+
+from tests.bench import inputs
+from tests.bench.procmon import MonitoredRun, monitored
+from tests.bench.workers import RESULT_PREFIX
+
+ROOT = inputs.ROOT
+RESULTS = ROOT / "bench-results"
+CS336_REFERENCE_SECONDS = 0.38
+SPARK_CORES = 2
+ALL_CASES = ("T1", "T2", "T3", "T4", "T5", "T6", "T7")
+
+
+# --- running one measured process ----------------------------------------------------------------
+
+
+@dataclass
+class Sample:
+    wall_seconds: float
+    peak_mb: dict[str, float]
+    result: dict = field(default_factory=dict)  # the worker's BENCH_RESULT (timings, digests)
+
+
+class BenchError(RuntimeError):
+    pass
+
+
+def _child_env(threads: int = SPARK_CORES) -> dict[str, str]:
+    env = dict(os.environ)
+    env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(ROOT), env.get("PYTHONPATH", "")]))
+    env["PYSPARK_PYTHON"] = sys.executable
+    env["PYSPARK_DRIVER_PYTHON"] = sys.executable
+    env["RAYON_NUM_THREADS"] = str(threads)  # tokenizers' thread pool
+    env.setdefault("TIKTOKEN_CACHE_DIR", str(inputs.PEERS / "tiktoken_cache"))
+    env["TOKENIZERS_PARALLELISM"] = "true"
+    return env
+
+
+def _check(run: MonitoredRun, what: str) -> None:
+    if run.returncode != 0:
+        tail = "\n".join((run.stderr or run.stdout).strip().splitlines()[-25:])
+        raise BenchError(f"{what} failed (exit {run.returncode}):\n{tail}")
+
+
+def run_worker(task: str, args: dict, *, threads: int = SPARK_CORES, env: dict | None = None) -> Sample:
+    argv = [sys.executable, "-m", "tests.bench.workers", task, json.dumps(args)]
+    run = monitored(argv, env={**_child_env(threads), **(env or {})}, cwd=str(ROOT))
+    _check(run, f"worker {task}")
+    lines = [line for line in run.stdout.splitlines() if line.startswith(RESULT_PREFIX)]
+    if not lines:
+        raise BenchError(f"worker {task} printed no result:\n{run.stdout[-2000:]}\n{run.stderr[-2000:]}")
+    return Sample(run.wall_seconds, run.peak_mb, json.loads(lines[-1][len(RESULT_PREFIX):]))
+
+
+def bpe_spark_command() -> list[str]:
+    script = Path(sys.executable).with_name("bpe-spark")
+    if script.exists():
+        return [str(script)]
+    return [sys.executable, "-c", "import sys; from bpe_spark.cli import main; sys.exit(main())"]
+
+
+def run_cli(argv: list[str]) -> Sample:
+    run = monitored(bpe_spark_command() + argv, env=_child_env(), cwd=str(ROOT))
+    _check(run, "bpe-spark " + " ".join(argv[:1]))
+    return Sample(run.wall_seconds, run.peak_mb, {})
+
+
+def alternate(repeat: int, ours, peer) -> tuple[list, list]:
+    """Run ``ours`` and ``peer`` ``repeat`` times each in ABBA order: ours, peer, peer, ours..."""
+    mine, theirs = [], []
+    for i in range(repeat):
+        if i % 2 == 0:
+            mine.append(ours())
+            theirs.append(peer())
+        else:
+            theirs.append(peer())
+            mine.append(ours())
+    return mine, theirs
+
+
+def median(values) -> float:
+    return statistics.median(values)
+
+
+# --- the report ---------------------------------------------------------------------------------
+
+
+@dataclass
+class Row:
+    case: str
+    metric: str
+    ours: float | None
+    peer: float | None
+    peer_name: str
+    unit: str
+    ratio: float | None = None  # ours / peer (for throughput: ours / peer too, higher is better)
+    target: str = ""
+    passed: bool | None = None  # None: no target (reference only)
+    same_output: bool | None = None
+    note: str = ""
+    samples: dict = field(default_factory=dict)
+
+
+@dataclass
+class Context:
+    quick: bool
+    repeat: int
+    scratch: Path
+    rows: list[Row] = field(default_factory=list)
+    memory: dict = field(default_factory=dict)  # T1/T2 memory samples, for T6
+
+    def add(self, row: Row) -> Row:
+        self.rows.append(row)
+        print(_format_row(row), flush=True)
+        return row
+
+
+def _fmt(value: float | None, unit: str = "") -> str:
+    if value is None:
+        return "-"
+    if unit == "MB/s" or unit == "MB":
+        return f"{value:,.1f}"
+    return f"{value:.3f}" if value < 10 else f"{value:.1f}"
+
+
+def _status(row: Row) -> str:
+    if row.same_output is False:
+        return "FAIL (different output)"
+    if row.passed is None:
+        return "reference"
+    return "ok" if row.passed else "MISS"
+
+
+def _format_row(row: Row) -> str:
+    ratio = "-" if row.ratio is None else f"{row.ratio:.2f}"
+    return (
+        f"{row.case:3} {row.metric:44} ours {_fmt(row.ours, row.unit):>9} {row.unit:5} "
+        f"{row.peer_name:>22} {_fmt(row.peer, row.unit):>9}  ratio {ratio:>5}  {row.target:9} {_status(row)}"
+    )
+
+
+def _machine() -> dict:
+    versions = {}
+    for module in ("tokenizers", "tiktoken", "pyspark", "sentencepiece"):
+        try:
+            versions[module] = __import__(module).__version__
+        except Exception:  # noqa: BLE001 - a missing peer is reported, not fatal here
+            versions[module] = None
+    from bpe_spark.trainer import compiled_core_available
+
+    cpu = ""
+    try:
+        cpu = next(
+            line.split(":", 1)[1].strip()
+            for line in Path("/proc/cpuinfo").read_text().splitlines()
+            if line.startswith("model name")
+        )
+    except (OSError, StopIteration):
+        pass
+    return {
+        "cpu": cpu,
+        "cpus": os.cpu_count(),
+        "python": platform.python_version(),
+        "platform": platform.platform(),
+        "load_average": os.getloadavg() if hasattr(os, "getloadavg") else None,
+        "compiled_engine": compiled_core_available(),
+        **versions,
+    }
+
+
+def write_report(ctx: Context, command: str, started: float, machine: dict) -> tuple[Path, Path]:
+    RESULTS.mkdir(parents=True, exist_ok=True)
+    stamp = time.strftime("%Y%m%d-%H%M%S", time.localtime(started))
+    machine = dict(machine, load_average_end=os.getloadavg() if hasattr(os, "getloadavg") else None)
+    data = {
+        "command": command,
+        "started": time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(started)),
+        "seconds": round(time.time() - started, 1),
+        "quick": ctx.quick,
+        "repeat": ctx.repeat,
+        "machine": machine,
+        "rows": [asdict(row) for row in ctx.rows],
+    }
+    lines = [
+        f"Command: `{command}` ({'quick: each case once, smaller inputs' if ctx.quick else f'{ctx.repeat} runs per side, medians'})",
+        "",
+        f"Machine: {machine['cpus']} CPUs ({machine['cpu']}), Python {machine['python']}, "
+        f"tokenizers {machine['tokenizers']}, tiktoken {machine['tiktoken']}, pyspark {machine['pyspark']}, "
+        f"sentencepiece {machine['sentencepiece']}; compiled engine: {'yes' if machine['compiled_engine'] else 'no'}; "
+        f"load average at start {machine['load_average'][0]:.1f}" if machine.get("load_average") else "",
+        "",
+        "| case | metric | ours | peer | peer value | ratio ours/peer | target | status |",
+        "|---|---|---:|---|---:|---:|---|---|",
+    ]
+    for row in ctx.rows:
+        ratio = "-" if row.ratio is None else f"{row.ratio:.2f}"
+        unit = f" {row.unit}" if row.unit else ""
+        lines.append(
+            f"| {row.case} | {row.metric} | {_fmt(row.ours, row.unit)}{unit} | {row.peer_name} | "
+            f"{_fmt(row.peer, row.unit)}{unit} | {ratio} | {row.target or '-'} | {_status(row)} |"
+        )
+    notes = [f"- {row.case}: {row.note}" for row in ctx.rows if row.note]
+    if notes:
+        lines += ["", *notes]
+    markdown = "\n".join(lines) + "\n"
+    json_path = RESULTS / f"bench-{stamp}.json"
+    md_path = RESULTS / f"bench-{stamp}.md"
+    json_path.write_text(json.dumps(data, indent=1), encoding="utf-8")
+    md_path.write_text(markdown, encoding="utf-8")
+    shutil.copyfile(json_path, RESULTS / "latest.json")
+    shutil.copyfile(md_path, RESULTS / "latest.md")
+    return json_path, md_path
+
+
+# --- the cases ----------------------------------------------------------------------------------
+
+
+def _train_sizes(ctx: Context) -> int:
+    return 8000 if ctx.quick else 32000
+
+
+def _hf_train(files: list[Path], vocab_size: int, merges_out: Path | None = None) -> Sample:
+    args = {"files": [str(f) for f in files], "vocab_size": vocab_size}
+    if merges_out is not None:
+        args["merges_out"] = str(merges_out)
+    return run_worker("hf_train", args)
+
+
+def _spark_train(ctx: Context, case: str, text: Path, vocab_size: int) -> tuple[list[Sample], list[Sample], bool]:
+    out = ctx.scratch / f"{case}-model"
+
+    def ours() -> Sample:
+        sample = run_cli(
+            ["train", "--input", str(text), "--vocab-size", str(vocab_size), "--out", str(out),
+             "--master", f"local[{SPARK_CORES}]", "--overwrite"]
+        )
+        sample.result = run_worker("model_merges", {"model": str(out)}).result
+        return sample
+
+    mine, theirs = alternate(ctx.repeat, ours, lambda: _hf_train([text], vocab_size))
+    digests = {s.result["digest"] for s in mine} | {s.result["digest"] for s in theirs}
+    return mine, theirs, len(digests) == 1
+
+
+def case_t1(ctx: Context) -> None:
+    text = inputs.en_books_text(ctx.quick)
+    vocab = _train_sizes(ctx)
+    mine, theirs, same = _spark_train(ctx, "T1", text, vocab)
+    ctx.memory["T1"] = (mine, theirs)
+    ours_s, peer_s = median(s.wall_seconds for s in mine), median(s.wall_seconds for s in theirs)
+    ctx.add(Row("T1", f"train {text.name} to {vocab}, local[2], end to end", ours_s, peer_s,
+                "tokenizers (2 threads)", "s", ours_s / peer_s, "<= 1.5", ours_s / peer_s <= 1.5, same,
+                samples={"ours": [s.wall_seconds for s in mine], "peer": [s.wall_seconds for s in theirs]}))
+
+
+def case_t2(ctx: Context) -> None:
+    text = inputs.big_corpus_text(ctx.quick)
+    vocab = _train_sizes(ctx)
+    mine, theirs, same = _spark_train(ctx, "T2", text, vocab)
+    ctx.memory["T2"] = (mine, theirs)
+    ours_s, peer_s = median(s.wall_seconds for s in mine), median(s.wall_seconds for s in theirs)
+    size = text.stat().st_size / 1e6
+    ctx.add(Row("T2", f"train {size:,.0f} MB (all corpora) to {vocab}, end to end", ours_s, peer_s,
+                "tokenizers (2 threads)", "s", ours_s / peer_s, "<= 1.0", ours_s / peer_s <= 1.0, same,
+                samples={"ours": [s.wall_seconds for s in mine], "peer": [s.wall_seconds for s in theirs]}))
+
+
+def case_t3(ctx: Context) -> None:
+    text = inputs.en_books_text(ctx.quick)
+    counts = inputs.pretoken_counts(text)
+    vocab = _train_sizes(ctx)
+    full, base = [], []
+
+    def peer() -> Sample:
+        # tokenizers' merge phase: its training time minus its time for 257 (counting only)
+        full.append(_hf_train([text], vocab))
+        base.append(_hf_train([text], 257))
+        return full[-1]
+
+    mine, _ = alternate(
+        ctx.repeat,
+        lambda: run_worker("ours_train_from_counts", {"counts": str(counts), "vocab_size": vocab}),
+        peer,
+    )
+    ours_s = median(s.result["seconds"] for s in mine)
+    peer_s = median(s.result["seconds"] for s in full) - median(s.result["seconds"] for s in base)
+    same = len({s.result["digest"] for s in mine} | {s.result["digest"] for s in full}) == 1
+    ratio = ours_s / peer_s if peer_s > 0 else None
+    ctx.add(Row("T3", f"merge engine: counts of {text.name} to {vocab}", ours_s, peer_s,
+                "tokenizers merge phase", "s", ratio, "<= 2.0", ratio is not None and ratio <= 2.0, same,
+                note=f"engine: {mine[0].result['engine']}; tokenizers: {median(s.result['seconds'] for s in full):.2f} s "
+                     f"to {vocab} minus {median(s.result['seconds'] for s in base):.2f} s to 257",
+                samples={"ours": [s.result["seconds"] for s in mine],
+                         "peer_full": [s.result["seconds"] for s in full],
+                         "peer_257": [s.result["seconds"] for s in base]}))
+    # the pure-Python engine (the fallback without a C compiler), once, for the record
+    python = run_worker("ours_train_from_counts", {"counts": str(counts), "vocab_size": vocab},
+                        env={"BPE_SPARK_ENGINE": "python"})
+    python_s = python.result["seconds"]
+    ctx.add(Row("T3", "merge engine, pure-Python fallback (1 run)", python_s, peer_s, "tokenizers merge phase",
+                "s", python_s / peer_s if peer_s > 0 else None, "", None,
+                python.result["digest"] == full[0].result["digest"]))
+
+
+def case_t4(ctx: Context) -> None:
+    cs336 = inputs.PEERS / "cs336"
+    args = {"corpus": str(cs336 / "corpus.en"), "reference": str(cs336 / "train-bpe-reference-merges.txt")}
+    mine = [run_worker("cs336", args) for _ in range(max(ctx.repeat, 3))]
+    ours_s = median(s.result["seconds"] for s in mine)
+    exact = all(s.result["exact"] for s in mine)
+    ctx.add(Row("T4", "CS336 corpus.en to 500, in process", ours_s, CS336_REFERENCE_SECONDS,
+                "CS336 reference", "s", ours_s / CS336_REFERENCE_SECONDS, "<= 1.0",
+                ours_s / CS336_REFERENCE_SECONDS <= 1.0, exact,
+                note="merges equal train-bpe-reference-merges.txt" if exact else "merges differ from the reference",
+                samples={"ours": [s.result["seconds"] for s in mine]}))
+
+
+def case_t5(ctx: Context) -> None:
+    text = inputs.en_books_text(ctx.quick)
+    model, hf_json = inputs.trained_model(text, _train_sizes(ctx))
+    megabytes = text.stat().st_size / 1e6
+    out = ctx.scratch / "T5-ids"
+
+    def ours() -> Sample:
+        return run_worker("ours_spark_encode", {"model": str(model), "file": str(text), "out": str(out),
+                                                "master": f"local[{SPARK_CORES}]"})
+
+    def tiktoken_run() -> Sample:
+        return run_worker("tiktoken_encode", {"model": str(model), "file": str(text)}, threads=1)
+
+    def hf_run() -> Sample:
+        return run_worker("hf_encode", {"tokenizer_json": str(hf_json), "file": str(text)})
+
+    runs: dict[str, list[Sample]] = {"ours": [], "tiktoken": [], "tokenizers": [], "inprocess": []}
+    for i in range(ctx.repeat):
+        order = [("ours", ours), ("tiktoken", tiktoken_run), ("tokenizers", hf_run)]
+        for name, fn in order if i % 2 == 0 else reversed(order):
+            runs[name].append(fn())
+    runs["inprocess"].append(run_worker("ours_encode_inprocess", {"model": str(model), "file": str(text)}))
+    digests = {name: {s.result["digest"] for s in samples} for name, samples in runs.items()}
+    reference = digests["tiktoken"]
+
+    def per_core(samples: list[Sample], cores: int) -> float:
+        return megabytes / median(s.result["seconds"] for s in samples) / cores
+
+    ours_rate = per_core(runs["ours"], SPARK_CORES)
+    for peer, cores, target in (("tiktoken", 1, 1.0), ("tokenizers", SPARK_CORES, 2.0)):
+        peer_rate = per_core(runs[peer], cores)
+        ratio = ours_rate / peer_rate
+        ctx.add(Row("T5", f"encode {text.name}: MB/s per core (Spark local[2])", ours_rate, peer_rate,
+                    f"{peer} ({cores} thread{'s' if cores > 1 else ''})", "MB/s", ratio, f">= {target}",
+                    ratio >= target, digests["ours"] == reference and digests[peer] == reference,
+                    samples={"ours": [s.result["seconds"] for s in runs["ours"]],
+                             "peer": [s.result["seconds"] for s in runs[peer]]}))
+    inproc = per_core(runs["inprocess"], 1)
+    peer_rate = per_core(runs["tiktoken"], 1)
+    ctx.add(Row("T5", "encode, in process: Tokenizer.encode_ordinary per line", inproc, peer_rate,
+                "tiktoken (1 thread)", "MB/s", inproc / peer_rate, "", None,
+                digests["inprocess"] == reference,
+                note=f"Spark session start {median(s.result['session_seconds'] for s in runs['ours']):.1f} s, not counted"))
+
+
+def case_t6(ctx: Context) -> None:
+    for case in ("T1", "T2"):
+        if case not in ctx.memory:
+            {"T1": case_t1, "T2": case_t2}[case](ctx)
+    t1_mine, _ = ctx.memory["T1"]
+    t2_mine, t2_theirs = ctx.memory["T2"]
+
+    def peak(samples: list[Sample], key: str) -> float:
+        return median(s.peak_mb[key] for s in samples)
+
+    t1_driver, t2_driver = peak(t1_mine, "root"), peak(t2_mine, "root")
+    hf_t2 = peak(t2_theirs, "root")
+    ctx.add(Row("T6", "driver Python peak: T2 vs T1 (corpus 10x)", t2_driver, t1_driver, "ours on T1", "MB",
+                t2_driver / t1_driver, "<= 1.2", t2_driver / t1_driver <= 1.2))
+    ctx.add(Row("T6", "driver Python peak on T2", t2_driver, hf_t2, "tokenizers peak", "MB",
+                t2_driver / hf_t2, "< 1.0", t2_driver < hf_t2))
+    for case, (mine, theirs) in (("T1", ctx.memory["T1"]), ("T2", ctx.memory["T2"])):
+        ctx.add(Row("T6", f"{case} JVM peak (driver + executors, local mode)", peak(mine, "jvm"), None, "", "MB",
+                    note=""))
+        ctx.add(Row("T6", f"{case} whole job peak (sum over processes)", peak(mine, "total"), peak(theirs, "root"),
+                    "tokenizers peak", "MB", peak(mine, "total") / peak(theirs, "root"), "", None))
+
+
+def case_t7(ctx: Context) -> None:
+    text = inputs.en_books_text(ctx.quick)
+    vocab = _train_sizes(ctx)
+    spm = [run_worker("spm_train", {"file": str(text), "vocab_size": vocab,
+                                    "model_prefix": str(ctx.scratch / "spm"), "threads": SPARK_CORES})
+           for _ in range(1 if ctx.quick else min(ctx.repeat, 2))]
+    spm_s = median(s.wall_seconds for s in spm)
+    if "T1" in ctx.memory:
+        ours_s = median(s.wall_seconds for s in ctx.memory["T1"][0])
+    else:
+        ours_s = None
+    ctx.add(Row("T7", f"SentencePiece BPE on {text.name} to {vocab} (2 threads)", ours_s, spm_s,
+                "sentencepiece", "s", None if ours_s is None else ours_s / spm_s, "", None,
+                note="ours = T1's median; SentencePiece's merges are not comparable (its own model)",
+                samples={"peer": [s.wall_seconds for s in spm]}))
+
+
+CASE_FUNCTIONS = {"T1": case_t1, "T2": case_t2, "T3": case_t3, "T4": case_t4, "T5": case_t5,
+                  "T6": case_t6, "T7": case_t7}
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m tests.bench.run", description=__doc__,
+                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--cases", default=",".join(ALL_CASES),
+                        help="comma-separated cases to run (default: all of T1..T7)")
+    parser.add_argument("--quick", action="store_true", help="each case once, on smaller inputs (4-40 MB)")
+    parser.add_argument("--repeat", type=int, default=None, help="runs per side (default 3; 1 with --quick)")
+    args = parser.parse_args(argv)
+    cases = [c.strip().upper() for c in args.cases.split(",") if c.strip()]
+    unknown = [c for c in cases if c not in CASE_FUNCTIONS]
+    if unknown:
+        parser.error(f"unknown cases {unknown}; choose from {', '.join(ALL_CASES)}")
+    repeat = args.repeat or (1 if args.quick else 3)
+    if repeat < 1:
+        parser.error("--repeat must be >= 1")
+    command = "python -m tests.bench.run " + " ".join(argv if argv is not None else sys.argv[1:])
+    started = time.time()
+    machine = _machine()
+    scratch = RESULTS / "scratch"
+    scratch.mkdir(parents=True, exist_ok=True)
+    ctx = Context(quick=args.quick, repeat=repeat, scratch=scratch)
+    failures = []
+    # subtle: T7 reuses T1's timings and T6 T1's and T2's memory, so they run after them
+    for case in sorted(cases, key=ALL_CASES.index):
+        try:
+            CASE_FUNCTIONS[case](ctx)
+        except BenchError as exc:
+            failures.append(case)
+            ctx.add(Row(case, "could not run", None, None, "", "", note=str(exc).splitlines()[0][:300]))
+            print(exc, file=sys.stderr)
+    json_path, md_path = write_report(ctx, command.strip(), started, machine)
+    print(f"\nwrote {md_path.relative_to(ROOT)} and {json_path.relative_to(ROOT)}")
+    bad_output = [row.case for row in ctx.rows if row.same_output is False]
+    if bad_output:
+        print(f"different outputs from the peer in {sorted(set(bad_output))}", file=sys.stderr)
+    return 1 if failures or bad_output else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
