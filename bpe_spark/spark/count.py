@@ -143,3 +143,41 @@ def _counts_batch(counts: Counter) -> pa.RecordBatch:
         [pa.array(list(counts.keys()), pa.string()), pa.array(list(counts.values()), pa.int64())],
         names=["pretoken", "count"],
     )
+
+
+def write_pretoken_counts(
+    df: DataFrame,
+    cfg: TrainerConfig,
+    path: str,
+    *,
+    text_col: str = "text",
+    engine: str = "auto",
+    overwrite: bool = False,
+) -> dict:
+    """Count the pretokens of ``df[text_col]`` and write them as Parquet ``(pretoken, count)``.
+
+    Returns the corpus statistics (``documents``, ``bytes``, ``pretokens``,
+    ``distinct_pretokens``). An empty corpus raises before anything is written.
+    """
+    from pyspark import StorageLevel
+
+    from bpe_spark.errors import EmptyCorpusError, OutputExistsError
+
+    observation = Observation("bpe_spark_count")
+    counts = count_pretokens(df, cfg, text_col=text_col, engine=engine, observation=observation)
+    counts = counts.persist(StorageLevel.MEMORY_AND_DISK)
+    try:
+        summary = counts.agg(F.count(F.lit(1)).alias("distinct"), F.sum("count").alias("total")).first()
+        if not summary["distinct"]:
+            raise EmptyCorpusError("the corpus has no pretoken to count (empty input, or only special tokens)")
+        try:
+            counts.write.mode("overwrite" if overwrite else "errorifexists").parquet(path)
+        except Exception as exc:  # Spark's AnalysisException for an existing path
+            if "already exists" in str(exc).lower():
+                raise OutputExistsError(f"output {path} already exists; pass --overwrite to replace it") from None
+            raise
+        stats = dict(observation.get)
+        stats.update(pretokens=int(summary["total"]), distinct_pretokens=int(summary["distinct"]))
+        return stats
+    finally:
+        counts.unpersist()
