@@ -13,3 +13,6 @@ from bpe_spark.spark.io import (  # noqa: E402
     read_documents,
 )
 from bpe_spark.spark.train import DEFAULT_DRIVER_BUDGET, train, train_from_counts  # noqa: E402
+
+# --- encoding (DESIGN 2.2) --------------------------------------------------------------------
+from bpe_spark.spark.encode import encode, encode_dataset  # noqa: E402
