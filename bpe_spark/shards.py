@@ -179,7 +179,7 @@ class ShardWriter:
     def __init__(self, prefix: str, dtype, *, opener: Callable[[str], BinaryIO] | None = None):
         self.prefix = str(prefix)
         self.dtype = np.dtype(dtype).newbyteorder("<")
-        self._open = opener or (lambda path: open(path, "wb"))
+        self._open = opener or (lambda path: open(path, "wb"))  # noqa: SIM115 - closed in close()
         self._bin: BinaryIO = self._open(self.prefix + ".bin")
         self._lengths: list[np.ndarray] = []
         self.documents = 0
@@ -213,7 +213,7 @@ class ShardWriter:
             fh.write(data)
         self.idx_bytes = len(data)
 
-    def __enter__(self) -> "ShardWriter":
+    def __enter__(self) -> ShardWriter:  # noqa: PYI034 - Python 3.10 has no typing.Self
         return self
 
     def __exit__(self, *exc) -> None:
@@ -230,8 +230,7 @@ class ShardReader:
     def __init__(self, prefix: str | os.PathLike, dtype=None):
         prefix = str(prefix)
         for suffix in (".bin", ".idx"):
-            if prefix.endswith(suffix):
-                prefix = prefix[: -len(suffix)]
+            prefix = prefix.removesuffix(suffix)
         self.prefix = prefix
         index_dtype, self.lengths, self.pointers = read_index(prefix + ".idx")
         self.dtype = np.dtype(dtype) if dtype is not None else index_dtype

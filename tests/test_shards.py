@@ -87,7 +87,7 @@ def test_uint32_shards_use_megatrons_int32_code(tmp_path):
     prefix = tmp_path / "wide"
     with ShardWriter(prefix, np.uint32) as writer:
         writer.add_documents(*_flat([[100276, 1], [70000]]))
-    version, code, lengths, pointers, _ = _megatron_index(tmp_path / "wide.idx")
+    _, code, _, pointers, _ = _megatron_index(tmp_path / "wide.idx")
     assert code == 4 and pointers.tolist() == [0, 8]
     assert np.memmap(tmp_path / "wide.bin", dtype=np.uint32, mode="r").tolist() == [100276, 1, 70000]
     dtype, _, _ = read_index(tmp_path / "wide.idx")

@@ -23,16 +23,17 @@ from __future__ import annotations
 
 import contextlib
 import datetime as _dt
+import itertools
 import json
 import time
 import uuid
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Sequence
 from typing import Any
 
 import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
-from pyspark.sql import DataFrame, Window
+from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
@@ -221,7 +222,7 @@ def _encode_batches(batches, *, broadcast, key, options, text_index, keep_indice
         byte_lengths = pc.fill_null(pc.binary_length(text), 0).to_numpy(zero_copy_only=False).astype(np.int64)
         cuts = _slice_points(byte_lengths, _SLICE_BYTES)
         pos = positions.of(batch) if positions is not None else None
-        for start, stop in zip(cuts[:-1], cuts[1:]):
+        for start, stop in itertools.pairwise(cuts):
             part = batch.slice(start, stop - start)
             values, offsets, nulls = encoder.encode_texts(part.column(text_index).to_pylist())
             input_ids = pa.ListArray.from_arrays(
@@ -279,7 +280,7 @@ class _Positions:
         change[1:] = (codes[1:] != codes[:-1]) | (blocks[1:] != blocks[:-1])
         starts = np.flatnonzero(change).tolist() + [n]
         out = np.empty(n, dtype=np.int64)
-        for start, stop in zip(starts[:-1], starts[1:]):
+        for start, stop in itertools.pairwise(starts):
             key = self.key(names[codes[start]], int(blocks[start]))
             entry = self.segments.get(key)
             if entry is None:

@@ -13,6 +13,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
+from conftest import CORPUS_NAMES, PEERS, corpus_lines, require_shared
 
 from bpe_spark import ConfigError, TrainerConfig, UnknownCharacterError, train
 from bpe_spark.errors import OutputExistsError
@@ -20,7 +21,6 @@ from bpe_spark.formats import load_any
 from bpe_spark.shards import MANIFEST_NAME, model_fingerprint, read_manifest, read_shards
 from bpe_spark.spark.encode import BatchEncoder, encode, encode_dataset
 from bpe_spark.spark.io import read_documents
-from conftest import CORPUS_NAMES, PEERS, corpus_lines, require_shared
 
 pytestmark = pytest.mark.spark
 
@@ -42,8 +42,7 @@ def inputs(tmp_path_factory):
         expected += list(zip(ids, lines))
         (root / "text" / f"{name}.txt").write_text("".join(lines), encoding="utf-8")
         with open(root / "jsonl" / f"{name}.jsonl", "w", encoding="utf-8") as fh:
-            for doc_id, line in zip(ids, lines):
-                fh.write(json.dumps({"id": doc_id, "text": line}, ensure_ascii=False) + "\n")
+            fh.writelines(json.dumps({"id": doc_id, "text": line}, ensure_ascii=False) + "\n" for doc_id, line in zip(ids, lines))
         # small row groups, so that a Parquet file splits into several partitions
         pq.write_table(pa.table({"id": ids, "text": lines}), root / "parquet" / f"{name}.parquet", row_group_size=200)
     return root, expected

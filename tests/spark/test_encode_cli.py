@@ -12,11 +12,11 @@ from pathlib import Path
 
 import pyarrow.parquet as pq
 import pytest
+from conftest import PEERS, ROOT, corpus_lines, require_shared
 
 from bpe_spark.cli import main
 from bpe_spark.shards import read_manifest, read_shards
 from bpe_spark.tokenizer import Tokenizer
-from conftest import PEERS, ROOT, corpus_lines, require_shared
 
 pytestmark = pytest.mark.spark
 
