@@ -97,9 +97,9 @@ def read_documents(
         if keep_columns:
             raise ConfigError("text input has no columns to keep; keep_columns is for jsonl/parquet")
         if document == "file":
-            frame = _load(lambda p: reader.option("wholetext", "true").text(p), paths)
+            frame = _load(lambda p: reader.text(p, wholetext=True), paths)
             return frame.select(F.col("value").alias(text_col))
-        frame = _load(lambda p: reader.option("lineSep", "\n").text(p), paths)
+        frame = _load(lambda p: reader.text(p, lineSep="\n"), paths)
         # subtle: the reader drops the "\n"; tokenizers trains on lines that keep it.
         return frame.select(F.concat(F.col("value"), F.lit("\n")).alias(text_col))
     if input_format == "parquet":

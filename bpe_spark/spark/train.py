@@ -184,7 +184,7 @@ class Checkpoint:
             stream.close()
 
     def read_json(self, name: str) -> dict:
-        rows = self.spark.read.option("wholetext", "true").text(self.child(name)).collect()
+        rows = self.spark.read.text(self.child(name), wholetext=True).collect()
         return json.loads(rows[0].value)
 
     def start(self, cfg: TrainerConfig, *, resume: bool) -> dict | None:
