@@ -1,0 +1,202 @@
+"""Training on Spark gives exactly the core's merges (DESIGN 1.4, 2.1 step 3; issue 3 acceptance)."""
+
+from __future__ import annotations
+
+import pytest
+from conftest import PEERS, corpus_text, require_shared
+
+from bpe_spark import TrainerConfig
+from bpe_spark import train as core_train
+from bpe_spark import train_from_counts as core_train_from_counts
+from bpe_spark.errors import ConfigError, EmptyCorpusError, OutputExistsError
+from bpe_spark.spark import MissingColumnError, read_documents, train, train_from_counts
+from bpe_spark.spark.train import apply_merges, resolve_budget
+from bpe_spark.symbols import display_to_bytes
+from bpe_spark.trainer import build_engine
+
+pytestmark = pytest.mark.spark
+
+
+def spread_lines(name: str, target_bytes: int) -> list[str]:
+    """About ``target_bytes`` of whole lines taken evenly across the corpus."""
+    lines = corpus_text(name).splitlines(keepends=True)
+    stride = max(1, sum(len(line.encode("utf-8")) for line in lines) // target_bytes)
+    return [line for i, line in enumerate(lines) if i % stride == 0]
+
+
+def frame(spark, docs, partitions):
+    return spark.createDataFrame([(d,) for d in docs], "text string").repartition(partitions)
+
+
+def assert_same_model(tok, expected):
+    assert tok.merges == expected.merges
+    assert tok.vocab == expected.vocab
+    assert tok.special_tokens == expected.special_tokens
+    assert tok.metadata["merge_counts"] == expected.metadata["merge_counts"]
+
+
+# Every corpus twice; partitions 1, 3, 8, both tie-breaks and both schemes (and both end-of-word
+# forms) each several times, without the full cross product.
+MATRIX = [
+    ("en_books", 1, "hf", "byte", "separate"),
+    ("en_books", 8, "lexicographic", "char", "separate"),
+    ("zh_classics", 3, "lexicographic", "byte", "separate"),
+    ("zh_classics", 8, "hf", "char", "fused"),
+    ("multilingual", 3, "hf", "byte", "separate"),
+    ("multilingual", 1, "lexicographic", "char", "fused"),
+    ("tiny_shakespeare", 8, "hf", "byte", "separate"),
+    ("tiny_shakespeare", 3, "lexicographic", "char", "separate"),
+]
+
+
+@pytest.mark.parametrize(("name", "partitions", "tie_break", "scheme", "end_of_word"), MATRIX)
+def test_spark_merges_equal_core_merges(spark, name, partitions, tie_break, scheme, end_of_word):
+    lines = spread_lines(name, 250_000)
+    if scheme == "byte":
+        cfg = TrainerConfig(vocab_size=700, tie_break=tie_break, special_tokens=("<|endoftext|>",))
+    else:
+        cfg = TrainerConfig(vocab_size=100_000, max_merges=400, scheme="char", end_of_word=end_of_word,
+                            tie_break=tie_break, pattern="words" if name != "zh_classics" else "gpt2")
+    expected = core_train(lines, cfg)
+    tok = train(frame(spark, lines, partitions), cfg)
+    assert_same_model(tok, expected)
+    stats = tok.metadata["stats"]
+    assert stats["documents"] == sum(1 for line in lines if line)
+    assert stats["bytes"] == sum(len(line.encode("utf-8")) for line in lines)
+    assert stats["distinct_pretokens"] == expected.metadata["stats"]["distinct_pretokens"]
+    assert stats["pretokens"] == expected.metadata["stats"]["pretokens"]
+    assert stats["rounds"] == 1 and tok.metadata["rounds"][0]["merges"] == len(tok.merges)
+    assert set(tok.metadata["timings"]) >= {"count_seconds", "collect_seconds", "merge_seconds", "total_seconds"}
+
+
+# --- distributed rounds --------------------------------------------------------------------------
+@pytest.fixture(scope="module")
+def small_corpus():
+    return spread_lines("tiny_shakespeare", 40_000)
+
+
+def test_small_driver_budgets_give_the_single_round_merges(spark, small_corpus):
+    cfg = TrainerConfig(vocab_size=330)
+    expected = core_train(small_corpus, cfg)
+    df = frame(spark, small_corpus, 3).cache()
+    single = train(df, cfg)
+    assert_same_model(single, expected)
+    distinct = single.metadata["stats"]["distinct_pretokens"]
+    rounds_taken = []
+    for budget in (0.5, 0.15, 0.04):
+        tok = train(df, cfg, driver_budget=budget)
+        assert_same_model(tok, expected)
+        rounds = tok.metadata["rounds"]
+        assert tok.metadata["stats"]["mode"] == "rounds"
+        assert tok.metadata["stats"]["rounds"] == len(rounds) > 1
+        assert sum(r["merges"] for r in rounds) == len(tok.merges)
+        assert all(r["collected"] <= max(1, int(budget * distinct)) for r in rounds)
+        rounds_taken.append(len(rounds))
+    assert rounds_taken == sorted(rounds_taken)  # smaller budgets take more rounds
+    df.unpersist()
+
+
+def test_char_scheme_rounds_take_the_alphabet_from_the_whole_corpus(spark):
+    lines = spread_lines("multilingual", 25_000)
+    cfg = TrainerConfig(vocab_size=100_000, max_merges=60, scheme="char", end_of_word="fused",
+                        tie_break="lexicographic", pattern="words")
+    expected = core_train(lines, cfg)
+    tok = train(frame(spark, lines, 3), cfg, driver_budget=0.2)
+    assert tok.metadata["stats"]["rounds"] > 1
+    assert_same_model(tok, expected)
+
+
+def test_resume_after_an_interruption_gives_the_uninterrupted_result(spark, small_corpus, tmp_path):
+    cfg = TrainerConfig(vocab_size=330, tie_break="lexicographic")
+    expected = core_train(small_corpus, cfg)
+    df = frame(spark, small_corpus, 3)
+    checkpoint = str(tmp_path / "ckpt")
+
+    class Interrupted(Exception):
+        pass
+
+    def stop_after_two(record):
+        if record["round"] == 2:
+            raise Interrupted
+
+    with pytest.raises(Interrupted):
+        train(df, cfg, driver_budget=0.15, checkpoint_dir=checkpoint, on_round=stop_after_two)
+    with pytest.raises(OutputExistsError, match="--resume"):
+        train(df, cfg, driver_budget=0.15, checkpoint_dir=checkpoint)
+    with pytest.raises(ConfigError, match="another config"):
+        train(df, cfg.replace(vocab_size=331), driver_budget=0.15, checkpoint_dir=checkpoint, resume=True)
+    seen = []
+    tok = train(df, cfg, driver_budget=0.15, checkpoint_dir=checkpoint, resume=True, on_round=seen.append)
+    assert_same_model(tok, expected)
+    rounds = tok.metadata["rounds"]
+    assert [r.get("resumed", False) for r in rounds[:2]] == [True, True]
+    assert seen and seen[0]["round"] == 3
+    # a finished run resumed (now on the driver) is still the same model
+    again = train(df, cfg, checkpoint_dir=checkpoint, resume=True)
+    assert_same_model(again, expected)
+
+
+# --- peers and edge cases ------------------------------------------------------------------------
+def test_cs336_corpus_as_one_document_gives_the_reference_merges(spark):
+    require_shared()
+    cs336 = PEERS / "cs336"
+    docs = read_documents(spark, str(cs336 / "corpus.en"), document="file")
+    cfg = TrainerConfig(vocab_size=500, special_tokens=("<|endoftext|>",), tie_break="lexicographic")
+    tok = train(docs, cfg)
+    reference = []
+    for line in (cs336 / "train-bpe-reference-merges.txt").read_text(encoding="utf-8").splitlines():
+        left, right = line.split(" ")
+        reference.append((display_to_bytes(left), display_to_bytes(right)))
+    assert len(reference) == 243
+    assert tok.merges == reference
+    assert tok.metadata["stats"]["documents"] == 1
+
+
+def test_counts_above_32_bits_train_exactly(spark):
+    big = 2**31
+    counts = {"abcab": 3 * big + 7, "bcd": big + 5, "ab ab": big - 1, "dcba": 5 * big, "cd": 11, "e": 4 * big}
+    cfg = TrainerConfig(vocab_size=265, pattern="whitespace")
+    expected = core_train_from_counts(counts, cfg)
+    df = spark.createDataFrame(list(counts.items()), "pretoken string, count long")
+    for budget in (1.0, 2):
+        tok = train_from_counts(df, cfg, driver_budget=budget)
+        assert_same_model(tok, expected)
+        assert tok.metadata["stats"]["pretokens"] == sum(counts.values())
+        assert max(tok.metadata["merge_counts"]) > 2**32
+    assert tok.metadata["stats"]["rounds"] > 1
+
+
+def test_bad_inputs_raise_clear_errors(spark):
+    cfg = TrainerConfig(vocab_size=300, special_tokens=("<|endoftext|>",))
+    empty = spark.createDataFrame([("",), (None,), ("<|endoftext|>",)], "text string")
+    with pytest.raises(EmptyCorpusError):
+        train(empty, cfg)
+    with pytest.raises(MissingColumnError, match="body"):
+        train(empty, cfg, text_col="body")
+    counts = spark.createDataFrame([("abc", 3)], "word string, n long")
+    with pytest.raises(MissingColumnError, match="pretoken"):
+        train_from_counts(counts, cfg)
+    char_cfg = TrainerConfig(vocab_size=3, scheme="char")
+    with pytest.raises(ConfigError, match="initial alphabet"):
+        train(spark.createDataFrame([("abcdef",)], "text string"), char_cfg)
+
+
+def test_apply_merges_replays_training_exactly():
+    lines = spread_lines("tiny_shakespeare", 20_000)
+    cfg = TrainerConfig(vocab_size=400)
+    counts = dict(core_train_from_counts.__globals__["count_pretokens"](lines, cfg))
+    engine = build_engine(counts, cfg)
+    initial = [list(word) for word in engine.words]
+    merges = engine.run(max_new_tokens=144)
+    triples = [(m.left, m.right, m.new_id) for m in merges]
+    assert [apply_merges(word, triples) for word in initial] == engine.words
+
+
+def test_resolve_budget():
+    assert resolve_budget("30%", 1000) == 300
+    assert resolve_budget(0.001, 10) == 1
+    assert resolve_budget("2000000", 5) == 2_000_000
+    assert resolve_budget(1.0, 77) == 77
+    for bad in (0, -3, "lots", 1.5, "150%"):
+        with pytest.raises(ConfigError):
+            resolve_budget(bad, 100)
