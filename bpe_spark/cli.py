@@ -327,6 +327,9 @@ def _cmd_encode(args: argparse.Namespace) -> int:
     overrides = _spark_properties(args.spark_set)
     if not args.verbose:
         overrides.setdefault("spark.ui.showConsoleProgress", "false")
+    if args.document == "file":
+        # whole files are big documents: fewer per Arrow batch keeps the Python workers' memory small
+        overrides.setdefault("spark.sql.execution.arrow.maxRecordsPerBatch", "64")
 
     from bpe_spark.spark.encode import encode_dataset
     from bpe_spark.spark.io import read_documents

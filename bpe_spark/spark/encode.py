@@ -137,30 +137,29 @@ class BatchEncoder:
             slots = list(map(lookup, keys))
         return np.fromiter(slots, dtype=np.int64, count=len(slots))
 
-    def _pretokens(self, text: str, out: list) -> None:
+    def _pretokens(self, text: str | None) -> list:
+        if text is None:
+            return []
         if self.allow_special:
+            out: list = []
             for segment, is_special in self._matcher.split(text):
                 if is_special:
                     out.append(("special", segment))
                 else:
                     out.extend(self._findall(self._normalize(segment)))
-        elif self._plain:
-            out.extend(self._findall(text))
-        else:
-            out.extend(self._findall(self._normalize(text)))
+            return out
+        return self._findall(self._normalize(text))
 
     def encode_texts(self, texts: Sequence[str | None]) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         """``(values int32, offsets int64[n+1], nulls bool[n])`` for ``texts``."""
-        flat: list = []
-        counts = np.zeros(len(texts), dtype=np.int64)
-        nulls = np.zeros(len(texts), dtype=bool)
-        for i, text in enumerate(texts):
-            if text is None:
-                nulls[i] = True
-                continue
-            before = len(flat)
-            self._pretokens(text, flat)
-            counts[i] = len(flat) - before
+        if self._plain and not self.allow_special:
+            findall = self._findall  # the common case, without a method call per document
+            pieces = [findall(text) if text is not None else () for text in texts]
+        else:
+            pieces = [self._pretokens(text) for text in texts]
+        counts = np.fromiter(map(len, pieces), dtype=np.int64, count=len(pieces))
+        nulls = np.fromiter((text is None for text in texts), dtype=bool, count=len(texts))
+        flat = list(itertools.chain.from_iterable(pieces))
         return self.assemble(self.slots_of(flat), counts, nulls)
 
     def assemble(self, slots: np.ndarray, counts: np.ndarray, nulls: np.ndarray):
