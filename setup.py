@@ -1,7 +1,8 @@
-"""Build hook for the optional C extension; all metadata lives in pyproject.toml.
+"""Build hook for the optional C extensions; all metadata lives in pyproject.toml.
 
-``bpe_spark._fastbpe`` speeds the merge engine up; when it cannot be compiled (no C compiler or
-no Python headers) the install goes on and bpe_spark uses its pure-Python engine.
+``bpe_spark._fastbpe`` speeds the merge engine up and ``bpe_spark._fastenc`` the encoder. When
+they cannot be compiled (no C compiler or no Python headers) the install goes on and bpe_spark
+uses its pure-Python code; BPE_SPARK_REQUIRE_EXTENSION=1 makes a failed build an error instead.
 """
 
 import os
@@ -10,13 +11,14 @@ from setuptools import Extension, setup
 
 compile_args = [] if os.name == "nt" else ["-O3", "-Wno-missing-field-initializers"]
 
+optional = os.environ.get("BPE_SPARK_REQUIRE_EXTENSION", "") != "1"
+
 setup(
     ext_modules=[
-        Extension(
-            "bpe_spark._fastbpe",
-            sources=["bpe_spark/_fastbpe.c"],
-            extra_compile_args=compile_args,
-            optional=os.environ.get("BPE_SPARK_REQUIRE_EXTENSION", "") != "1",
+        Extension(name, sources=[source], extra_compile_args=compile_args, optional=optional)
+        for name, source in (
+            ("bpe_spark._fastbpe", "bpe_spark/_fastbpe.c"),  # the merge engine's core
+            ("bpe_spark._fastenc", "bpe_spark/_fastenc.c"),  # pretokenizer + cached BPE encoder
         )
     ]
 )

@@ -9,9 +9,10 @@
 from __future__ import annotations
 
 import heapq
-from collections.abc import Callable, Collection, Iterable, Mapping
+from collections.abc import Callable, Collection, Iterable, Mapping, Sequence
 from typing import Any, Literal
 
+from bpe_spark import _compiled
 from bpe_spark.config import END_OF_WORD_MARKER, TrainerConfig
 from bpe_spark.errors import ConfigError, DisallowedSpecialTokenError, UnknownCharacterError
 from bpe_spark.pretokenize import Pretokenizer, SpecialTokenMatcher
@@ -146,6 +147,9 @@ class Tokenizer:
             pair_rank = self._pair_rank
             self._priority = lambda left, right: pair_rank.get((left, right))
         self._cache: dict[str, list[int]] = {}
+        self._fast = None  # the compiled encoder (bpe_spark._fastenc), built on first use
+        self._fast_ready = False
+        self._fast_split = False
 
     # --- construction ---------------------------------------------------------------------------
     @classmethod
@@ -289,6 +293,19 @@ class Tokenizer:
             ids.append(token_id)
         return ids
 
+    def _fast_encoder(self):
+        """The compiled encoder (merge table in C; for the gpt2 / cl100k presets of a byte-scheme
+        model also the pretokenizer and a pretoken cache), or None: merge_rule "ranks", or
+        bpe_spark._fastenc not built, or BPE_SPARK_ENCODER=python."""
+        if not self._fast_ready:
+            self._fast_ready = True
+            if self.merge_rule == "pairs":
+                byte_ids = self._byte_ids if self.scheme == "byte" else None
+                self._fast = _compiled.new_encoder(self._merge_ids, byte_ids, self.pattern)
+                splits = byte_ids is not None and _compiled.compiled_pattern(self.pattern) is not None
+                self._fast_split = self._fast is not None and splits
+        return self._fast
+
     def encode_pretoken(self, pretoken: str) -> list[int]:
         """Ids of one pretoken (cached); the unit that encoding repeats."""
         ids = self._cache.get(pretoken)
@@ -299,7 +316,11 @@ class Tokenizer:
             if whole is not None:
                 ids = [whole]
         if ids is None:
-            ids = bpe_merge(self._initial_ids(pretoken), self._priority)
+            fast = self._fast_encoder()
+            if fast is not None:
+                ids = fast.bpe(self._initial_ids(pretoken))
+            else:
+                ids = bpe_merge(self._initial_ids(pretoken), self._priority)
         if len(self._cache) >= _CACHE_LIMIT:
             self._cache.clear()
         self._cache[pretoken] = ids
@@ -312,11 +333,38 @@ class Tokenizer:
         >>> train(["ab ab"], TrainerConfig(vocab_size=257)).encode_ordinary("ab")
         [256]
         """
+        fast = self._fast if self._fast_ready else self._fast_encoder()
+        if self._fast_split:
+            return fast.encode(self._pretokenizer.normalize(text))
         out: list[int] = []
         encode_pretoken = self.encode_pretoken
         for pretoken in self._pretokenizer.split_ordinary(self._pretokenizer.normalize(text)):
             out.extend(encode_pretoken(pretoken))
         return out
+
+    def encode_ordinary_flat(self, texts: Sequence[str | None]):
+        """Encode many texts as ordinary text into flat arrays: ``(ids, lengths)``, numpy int32
+        ids of every text one after the other, and int64 ``lengths[i]``, the number of ids of
+        ``texts[i]`` (0 for None). What a batch encoder (Arrow, Spark) wants: no per-id object.
+
+        >>> from bpe_spark import TrainerConfig, train
+        >>> ids, lengths = train(["ab ab"], TrainerConfig(vocab_size=257)).encode_ordinary_flat(["ab", None, "a b"])
+        >>> ids.tolist(), lengths.tolist()
+        ([256, 97, 32, 98], [1, 0, 3])
+        """
+        import numpy as np
+
+        fast = self._fast_encoder()
+        if fast is not None and self._fast_split:
+            normalize = self._pretokenizer.normalize
+            if self.lowercase or self.normalization:
+                texts = [None if text is None else normalize(text) for text in texts]
+            ids, lengths = fast.encode_many(texts)
+            return np.frombuffer(ids, dtype=np.int32), np.frombuffer(lengths, dtype=np.int64)
+        rows = [[] if text is None else self.encode_ordinary(text) for text in texts]
+        lengths = np.fromiter(map(len, rows), dtype=np.int64, count=len(rows))
+        ids = np.fromiter((i for row in rows for i in row), dtype=np.int32, count=int(lengths.sum()))
+        return ids, lengths
 
     def _special_policy(
         self,

@@ -20,15 +20,11 @@ from collections.abc import Callable, Iterable, Mapping
 from itertools import pairwise
 from typing import NamedTuple
 
+from bpe_spark._compiled import _fastbpe  # the optional compiled core (None when not built)
 from bpe_spark.config import TrainerConfig
 from bpe_spark.errors import ConfigError, EmptyCorpusError
 from bpe_spark.pretokenize import Pretokenizer
 from bpe_spark.symbols import SymbolTable
-
-try:  # the optional compiled core, built by `pip install -e .` when a C compiler is present
-    from bpe_spark import _fastbpe
-except ImportError:  # pragma: no cover - depends on the build
-    _fastbpe = None
 
 
 class Merge(NamedTuple):

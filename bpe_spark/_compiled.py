@@ -1,0 +1,77 @@
+"""The optional compiled accelerators, and when to use them.
+
+``bpe_spark._fastbpe`` (the merge engine's core) and ``bpe_spark._fastenc`` (pretokenizer and
+cached BPE encoder) are C extensions built by ``pip install -e .`` when a C compiler is present.
+Without them bpe_spark runs its pure-Python code, with the same results (tests prove it).
+
+Environment: ``BPE_SPARK_ENGINE=python`` / ``BPE_SPARK_ENCODER=python`` force the pure-Python
+merge engine / encoder (for comparison and debugging).
+"""
+
+from __future__ import annotations
+
+import os
+import threading
+
+try:
+    from bpe_spark import _fastbpe
+except ImportError:  # pragma: no cover - depends on the build
+    _fastbpe = None
+
+try:
+    from bpe_spark import _fastenc
+except ImportError:  # pragma: no cover - depends on the build
+    _fastenc = None
+
+# Presets the compiled pretokenizer implements (by hand, over UTF-8), by name.
+COMPILED_PATTERNS = ("gpt2", "cl100k")
+
+_classes_lock = threading.Lock()
+
+
+def engine_available() -> bool:
+    return _fastbpe is not None
+
+
+def encoder_available() -> bool:
+    return _fastenc is not None and os.environ.get("BPE_SPARK_ENCODER", "auto") != "python"
+
+
+def compiled_pattern(pattern: str) -> str | None:
+    """The preset name the compiled pretokenizer knows ``pattern`` as (a name or its regex)."""
+    from bpe_spark.pretokenize import PRESETS
+
+    if pattern in COMPILED_PATTERNS:
+        return pattern
+    for name in COMPILED_PATTERNS:
+        if PRESETS[name] == pattern:
+            return name
+    return None
+
+
+def ensure_char_classes() -> None:
+    """Give the compiled pretokenizer the ``\\p{L}``, ``\\p{N}`` and ``\\s`` code points of the
+    ``regex`` module in use, so that it splits exactly as ``regex.findall`` does (once per
+    process, about 0.1 s)."""
+    if _fastenc is None or _fastenc.has_char_classes():
+        return
+    with _classes_lock:
+        if _fastenc.has_char_classes():
+            return
+        import regex
+
+        every = "".join(map(chr, range(0x110000)))
+        ranges = []
+        for bit, pattern in ((1, r"\p{L}+"), (2, r"\p{N}+"), (4, r"\s+")):
+            ranges.extend((match.start(), match.end(), bit) for match in regex.finditer(pattern, every))
+        _fastenc.set_char_classes(ranges)
+
+
+def new_encoder(merge_ids, byte_ids, pattern: str | None):
+    """A compiled encoder over ``(left, right, new_id)`` merges in rank order, or None."""
+    if not encoder_available():
+        return None
+    name = compiled_pattern(pattern) if (pattern is not None and byte_ids is not None) else None
+    if name is not None:
+        ensure_char_classes()
+    return _fastenc.Encoder(merge_ids, byte_ids, name)

@@ -1,0 +1,884 @@
+/* bpe_spark._fastenc: the optional compiled encoder (pretokenize + cached BPE), for the byte
+ * scheme's hot path. bpe_spark/tokenizer.py keeps the pure-Python encoder as the reference and
+ * the fallback; tests/test_encoder_equivalence.py proves both give the same pretokens and ids.
+ *
+ * - Pretokenization of the `gpt2` and `cl100k` presets is hand-written over UTF-8 bytes, with
+ *   the character classes (\p{L}, \p{N}, \s) taken from the Python `regex` module at start-up
+ *   (set_char_classes), so it splits exactly as `regex.findall` does with the same Unicode data.
+ * - BPE merges by rank the adjacent pair of lowest rank, leftmost first (bpe_merge's rule),
+ *   with a table (left, right) -> (rank, new_id) built from the merges in rank order.
+ * - A cache maps each distinct pretoken (its UTF-8 bytes) to its ids, as tiktoken does.
+ */
+#define PY_SSIZE_T_CLEAN
+#include <Python.h>
+#include <stdint.h>
+#include <string.h>
+
+#define CLASS_L 1
+#define CLASS_N 2
+#define CLASS_S 4
+#define MAX_CODE_POINT 0x110000
+
+static uint8_t *char_class = NULL; /* one byte per code point, set once from Python */
+
+enum { PATTERN_NONE = 0, PATTERN_GPT2 = 1, PATTERN_CL100K = 2 };
+
+static inline uint64_t mix64(uint64_t x) {
+    x ^= x >> 33;
+    x *= 0xff51afd7ed558ccdULL;
+    x ^= x >> 33;
+    x *= 0xc4ceb9fe1a85ec53ULL;
+    x ^= x >> 33;
+    return x;
+}
+
+static uint64_t hash_bytes(const uint8_t *p, size_t n) {
+    uint64_t h = 0x9e3779b97f4a7c15ULL ^ (uint64_t)n;
+    while (n >= 8) {
+        uint64_t k;
+        memcpy(&k, p, 8);
+        h = mix64(h ^ k) + 0x632be59bd9b4e019ULL;
+        p += 8;
+        n -= 8;
+    }
+    uint64_t k = 0;
+    memcpy(&k, p, n);
+    return mix64(h ^ k ^ ((uint64_t)n << 56));
+}
+
+/* --- UTF-8 and character classes ---------------------------------------------------------- */
+
+/* Decode the code point at s[i] (valid UTF-8, as CPython produces); returns its byte length. */
+static inline int decode(const uint8_t *s, size_t i, uint32_t *cp) {
+    uint8_t b = s[i];
+    if (b < 0x80) {
+        *cp = b;
+        return 1;
+    }
+    if (b < 0xE0) {
+        *cp = ((uint32_t)(b & 0x1F) << 6) | (s[i + 1] & 0x3F);
+        return 2;
+    }
+    if (b < 0xF0) {
+        *cp = ((uint32_t)(b & 0x0F) << 12) | ((uint32_t)(s[i + 1] & 0x3F) << 6) | (s[i + 2] & 0x3F);
+        return 3;
+    }
+    *cp = ((uint32_t)(b & 0x07) << 18) | ((uint32_t)(s[i + 1] & 0x3F) << 12) |
+          ((uint32_t)(s[i + 2] & 0x3F) << 6) | (s[i + 3] & 0x3F);
+    return 4;
+}
+
+static inline int class_at(const uint8_t *s, size_t i, int *width) {
+    uint32_t cp;
+    *width = decode(s, i, &cp);
+    return cp < MAX_CODE_POINT ? char_class[cp] : 0;
+}
+
+/* End of the run from i of code points whose class satisfies: (class & mask) == want. */
+static inline size_t run_of(const uint8_t *s, size_t n, size_t i, int mask, int want) {
+    while (i < n) {
+        int w, c = class_at(s, i, &w);
+        if ((c & mask) != want) break;
+        i += (size_t)w;
+    }
+    return i;
+}
+
+#define IS_LETTER(c) (((c) & CLASS_L) != 0)
+#define IS_NUMBER(c) (((c) & CLASS_N) != 0)
+#define IS_SPACE(c) (((c) & CLASS_S) != 0)
+#define IS_OTHER(c) (((c) & (CLASS_L | CLASS_N | CLASS_S)) == 0)
+#define ALL_CLASSES (CLASS_L | CLASS_N | CLASS_S)
+
+/* Start of the last code point before position k (k > 0). */
+static inline size_t last_start(const uint8_t *s, size_t k) {
+    size_t j = k - 1;
+    while (j > 0 && (s[j] & 0xC0) == 0x80) j--;
+    return j;
+}
+
+/* Whitespace at i: `\s+(?!\S)|\s+` (gpt2's last two alternatives). */
+static inline size_t spaces_then_lookahead(const uint8_t *s, size_t n, size_t i) {
+    size_t k = run_of(s, n, i, CLASS_S, CLASS_S);
+    if (k == n) return k;
+    size_t last = last_start(s, k);
+    return last > i ? last : k; /* leave the last space to the next word, if it is not alone */
+}
+
+/* gpt2: 's|'t|'re|'ve|'m|'ll|'d| ?\p{L}+| ?\p{N}+| ?[^\s\p{L}\p{N}]+|\s+(?!\S)|\s+ */
+static size_t gpt2_next(const uint8_t *s, size_t n, size_t i) {
+    uint8_t b = s[i];
+    if (b == '\'' && i + 1 < n) {
+        uint8_t a = s[i + 1];
+        if (a == 's' || a == 't' || a == 'm' || a == 'd') return i + 2;
+        if (i + 2 < n) {
+            uint8_t c = s[i + 2];
+            if ((a == 'r' && c == 'e') || (a == 'v' && c == 'e') || (a == 'l' && c == 'l')) return i + 3;
+        }
+    }
+    int w, cls;
+    if (b == ' ' && i + 1 < n) {
+        cls = class_at(s, i + 1, &w);
+        if (IS_LETTER(cls)) return run_of(s, n, i + 1 + w, CLASS_L, CLASS_L);
+        if (IS_NUMBER(cls)) return run_of(s, n, i + 1 + w, CLASS_N, CLASS_N);
+        if (IS_OTHER(cls)) return run_of(s, n, i + 1 + w, ALL_CLASSES, 0);
+    }
+    cls = class_at(s, i, &w);
+    if (IS_LETTER(cls)) return run_of(s, n, i + w, CLASS_L, CLASS_L);
+    if (IS_NUMBER(cls)) return run_of(s, n, i + w, CLASS_N, CLASS_N);
+    if (IS_OTHER(cls)) return run_of(s, n, i + w, ALL_CLASSES, 0);
+    return spaces_then_lookahead(s, n, i);
+}
+
+/* (?i:x) for the ASCII letters of cl100k's contractions; 's' also folds from U+017F (long s). */
+static inline int fold_is(const uint8_t *s, size_t n, size_t i, char lower, int *width) {
+    if (i >= n) return 0;
+    uint8_t b = s[i];
+    if (b == (uint8_t)lower || b == (uint8_t)(lower - 32)) {
+        *width = 1;
+        return 1;
+    }
+    if (lower == 's' && b == 0xC5 && i + 1 < n && s[i + 1] == 0xBF) {
+        *width = 2;
+        return 1;
+    }
+    return 0;
+}
+
+static inline size_t newlines_run(const uint8_t *s, size_t n, size_t i) {
+    while (i < n && (s[i] == '\r' || s[i] == '\n')) i++;
+    return i;
+}
+
+/* cl100k: '(?i:[sdmt]|ll|ve|re)|[^\r\n\p{L}\p{N}]?+\p{L}++|\p{N}{1,3}+| ?[^\s\p{L}\p{N}]++[\r\n]*+
+ *         |\s++$|\s*[\r\n]|\s+(?!\S)|\s */
+static size_t cl100k_next(const uint8_t *s, size_t n, size_t i) {
+    uint8_t b = s[i];
+    int w, w2, cls;
+    if (b == '\'') {
+        if (fold_is(s, n, i + 1, 's', &w) || fold_is(s, n, i + 1, 'd', &w) || fold_is(s, n, i + 1, 'm', &w) ||
+            fold_is(s, n, i + 1, 't', &w))
+            return i + 1 + w;
+        if ((fold_is(s, n, i + 1, 'l', &w) && fold_is(s, n, i + 1 + w, 'l', &w2)) ||
+            (fold_is(s, n, i + 1, 'v', &w) && fold_is(s, n, i + 1 + w, 'e', &w2)) ||
+            (fold_is(s, n, i + 1, 'r', &w) && fold_is(s, n, i + 1 + w, 'e', &w2)))
+            return i + 1 + w + w2;
+    }
+    cls = class_at(s, i, &w);
+    /* [^\r\n\p{L}\p{N}]?+\p{L}++ */
+    if (IS_LETTER(cls)) return run_of(s, n, i + w, CLASS_L, CLASS_L);
+    if (!IS_NUMBER(cls) && b != '\r' && b != '\n' && i + w < n) {
+        int w_next, next = class_at(s, i + w, &w_next);
+        if (IS_LETTER(next)) return run_of(s, n, i + w + w_next, CLASS_L, CLASS_L);
+    }
+    /* \p{N}{1,3}+ */
+    if (IS_NUMBER(cls)) {
+        size_t j = i + w;
+        for (int taken = 1; taken < 3 && j < n; taken++) {
+            int wj, cj = class_at(s, j, &wj);
+            if (!IS_NUMBER(cj)) break;
+            j += wj;
+        }
+        return j;
+    }
+    /*  ?[^\s\p{L}\p{N}]++[\r\n]*+ */
+    if (b == ' ' && i + 1 < n) {
+        int wn, next = class_at(s, i + 1, &wn);
+        if (IS_OTHER(next)) return newlines_run(s, n, run_of(s, n, i + 1 + wn, ALL_CLASSES, 0));
+    }
+    if (IS_OTHER(cls)) return newlines_run(s, n, run_of(s, n, i + w, ALL_CLASSES, 0));
+    /* whitespace: \s++$ | \s*[\r\n] | \s+(?!\S) | \s */
+    size_t k = run_of(s, n, i, CLASS_S, CLASS_S);
+    if (k == n) return k;
+    for (size_t j = k; j > i; j--) {
+        if (s[j - 1] == '\r' || s[j - 1] == '\n') return j;
+    }
+    size_t last = last_start(s, k);
+    if (last > i) return last;
+    return i + w;
+}
+
+static inline size_t next_pretoken(int pattern, const uint8_t *s, size_t n, size_t i) {
+    return pattern == PATTERN_GPT2 ? gpt2_next(s, n, i) : cl100k_next(s, n, i);
+}
+
+/* --- the encoder ---------------------------------------------------------------------------- */
+
+typedef struct {
+    uint64_t hash;
+    uint32_t key_offset, key_length;
+    uint32_t ids_offset, ids_length;
+} CacheEntry;
+
+typedef struct {
+    PyObject_HEAD
+    int pattern;
+    int has_bytes;
+    int32_t byte_ids[256];
+    /* merge table: (left, right) -> (rank, new_id) */
+    uint64_t *merge_keys;
+    int32_t *merge_rank, *merge_new;
+    size_t merge_slots; /* power of two; key 0xffffffffffffffff marks an empty slot */
+    /* pretoken cache */
+    CacheEntry *entries;
+    int32_t *slots; /* -1 empty, else entry index */
+    size_t n_entries, entries_cap, n_slots, cache_limit;
+    uint8_t *key_arena;
+    size_t key_used, key_cap;
+    int32_t *id_arena;
+    size_t id_used, id_cap;
+    /* scratch for one pretoken's BPE */
+    int32_t *work;
+    int32_t *rank_of;
+    int32_t *next, *prev;
+    size_t work_cap;
+} Encoder;
+
+#define EMPTY_KEY 0xffffffffffffffffULL
+#define NO_RANK INT32_MAX
+
+static inline int lookup_merge(const Encoder *e, int32_t left, int32_t right, int32_t *new_id) {
+    uint64_t k = ((uint64_t)(uint32_t)left << 32) | (uint32_t)right;
+    size_t mask = e->merge_slots - 1, i = (size_t)mix64(k) & mask;
+    for (;;) {
+        uint64_t key = e->merge_keys[i];
+        if (key == k) {
+            *new_id = e->merge_new[i];
+            return e->merge_rank[i];
+        }
+        if (key == EMPTY_KEY) return NO_RANK;
+        i = (i + 1) & mask;
+    }
+}
+
+static int reserve_work(Encoder *e, size_t n) {
+    if (n <= e->work_cap) return 0;
+    size_t cap = e->work_cap ? e->work_cap : 64;
+    while (cap < n) cap *= 2;
+    int32_t *a = PyMem_Realloc(e->work, cap * sizeof(int32_t));
+    if (a == NULL) return -1;
+    e->work = a;
+    a = PyMem_Realloc(e->rank_of, cap * sizeof(int32_t));
+    if (a == NULL) return -1;
+    e->rank_of = a;
+    a = PyMem_Realloc(e->next, cap * sizeof(int32_t));
+    if (a == NULL) return -1;
+    e->next = a;
+    a = PyMem_Realloc(e->prev, cap * sizeof(int32_t));
+    if (a == NULL) return -1;
+    e->prev = a;
+    e->work_cap = cap;
+    return 0;
+}
+
+typedef struct {
+    int32_t rank, position;
+} HeapItem;
+
+static inline int item_less(HeapItem a, HeapItem b) {
+    return a.rank < b.rank || (a.rank == b.rank && a.position < b.position);
+}
+
+static void heap_push(HeapItem *heap, size_t *n, HeapItem item) {
+    size_t i = (*n)++;
+    while (i > 0) {
+        size_t parent = (i - 1) / 2;
+        if (!item_less(item, heap[parent])) break;
+        heap[i] = heap[parent];
+        i = parent;
+    }
+    heap[i] = item;
+}
+
+static HeapItem heap_pop(HeapItem *heap, size_t *n) {
+    HeapItem top = heap[0], item = heap[--(*n)];
+    size_t i = 0;
+    for (;;) {
+        size_t child = 2 * i + 1;
+        if (child >= *n) break;
+        if (child + 1 < *n && item_less(heap[child + 1], heap[child])) child++;
+        if (!item_less(heap[child], item)) break;
+        heap[i] = heap[child];
+        i = child;
+    }
+    if (*n > 0) heap[i] = item;
+    return top;
+}
+
+/* BPE over e->work[0..n): merge the lowest-rank adjacent pair, leftmost first, until none has a
+ * rank. Returns the new length (the symbols are compacted in e->work). */
+static Py_ssize_t bpe_in_place(Encoder *e, size_t n) {
+    int32_t *v = e->work;
+    if (n < 2) return (Py_ssize_t)n;
+    if (n <= 64) {
+        /* short: keep the rank of each adjacent pair and rescan for the minimum */
+        int32_t *rank = e->rank_of, new_id = -1;
+        for (size_t i = 0; i + 1 < n; i++) rank[i] = lookup_merge(e, v[i], v[i + 1], &new_id);
+        for (;;) {
+            size_t best = 0;
+            int32_t best_rank = NO_RANK;
+            for (size_t i = 0; i + 1 < n; i++) {
+                if (rank[i] < best_rank) {
+                    best_rank = rank[i];
+                    best = i;
+                }
+            }
+            if (best_rank == NO_RANK) break;
+            lookup_merge(e, v[best], v[best + 1], &new_id);
+            v[best] = new_id;
+            memmove(v + best + 1, v + best + 2, (n - best - 2) * sizeof(int32_t));
+            if (best + 3 <= n) memmove(rank + best + 1, rank + best + 2, (n - best - 3) * sizeof(int32_t));
+            n--;
+            if (best > 0) rank[best - 1] = lookup_merge(e, v[best - 1], v[best], &new_id);
+            if (best + 1 < n) rank[best] = lookup_merge(e, v[best], v[best + 1], &new_id);
+        }
+        return (Py_ssize_t)n;
+    }
+    /* long (a run of CJK text, say): a heap over a linked list, as bpe_merge does */
+    int32_t *next = e->next, *prev = e->prev, new_id = -1;
+    HeapItem *heap = PyMem_Malloc(n * 3 * sizeof(HeapItem));
+    if (heap == NULL) return -1;
+    size_t h = 0;
+    for (size_t i = 0; i < n; i++) {
+        next[i] = (int32_t)i + 1;
+        prev[i] = (int32_t)i - 1;
+    }
+    for (size_t i = 0; i + 1 < n; i++) {
+        int32_t r = lookup_merge(e, v[i], v[i + 1], &new_id);
+        if (r != NO_RANK) heap[h++] = (HeapItem){r, (int32_t)i};
+    }
+    for (size_t i = h / 2; i-- > 0;) { /* heapify */
+        HeapItem item = heap[i];
+        size_t j = i;
+        for (;;) {
+            size_t child = 2 * j + 1;
+            if (child >= h) break;
+            if (child + 1 < h && item_less(heap[child + 1], heap[child])) child++;
+            if (!item_less(heap[child], item)) break;
+            heap[j] = heap[child];
+            j = child;
+        }
+        heap[j] = item;
+    }
+    /* alive: next[i] >= 0 for live symbols; a dead one gets next = -1 */
+    size_t cap = n * 3;
+    while (h > 0) {
+        HeapItem top = heap_pop(heap, &h);
+        int32_t i = top.position;
+        if (next[i] < 0) continue;
+        int32_t j = next[i];
+        if (j >= (int32_t)n) continue;
+        /* stale when the pair at i changed since the push: its rank then differs */
+        if (lookup_merge(e, v[i], v[j], &new_id) != top.rank) continue;
+        v[i] = new_id;
+        int32_t k = next[j];
+        next[j] = -1;
+        next[i] = k;
+        if (k < (int32_t)n) prev[k] = i;
+        int32_t p = prev[i];
+        if (h + 2 > cap) {
+            cap *= 2;
+            HeapItem *grown = PyMem_Realloc(heap, cap * sizeof(HeapItem));
+            if (grown == NULL) {
+                PyMem_Free(heap);
+                return -1;
+            }
+            heap = grown;
+        }
+        int32_t unused;
+        if (p >= 0) {
+            int32_t r = lookup_merge(e, v[p], v[i], &unused);
+            if (r != NO_RANK) heap_push(heap, &h, (HeapItem){r, p});
+        }
+        if (k < (int32_t)n) {
+            int32_t r = lookup_merge(e, v[i], v[k], &unused);
+            if (r != NO_RANK) heap_push(heap, &h, (HeapItem){r, i});
+        }
+    }
+    PyMem_Free(heap);
+    size_t out = 0;
+    for (int32_t i = 0; i < (int32_t)n && i >= 0; i = next[i]) v[out++] = v[i];
+    return (Py_ssize_t)out;
+}
+
+/* --- the pretoken cache ----------------------------------------------------------------------- */
+
+static void cache_clear(Encoder *e) {
+    e->n_entries = 0;
+    e->key_used = 0;
+    e->id_used = 0;
+    if (e->slots) memset(e->slots, 0xff, e->n_slots * sizeof(int32_t));
+}
+
+static int cache_grow_slots(Encoder *e) {
+    size_t n_slots = e->n_slots ? e->n_slots * 2 : 4096;
+    int32_t *slots = PyMem_Malloc(n_slots * sizeof(int32_t));
+    if (slots == NULL) return -1;
+    memset(slots, 0xff, n_slots * sizeof(int32_t));
+    for (size_t x = 0; x < e->n_entries; x++) {
+        size_t i = (size_t)e->entries[x].hash & (n_slots - 1);
+        while (slots[i] >= 0) i = (i + 1) & (n_slots - 1);
+        slots[i] = (int32_t)x;
+    }
+    PyMem_Free(e->slots);
+    e->slots = slots;
+    e->n_slots = n_slots;
+    return 0;
+}
+
+/* The ids of one pretoken (its UTF-8 bytes), from the cache or by BPE; NULL on error. */
+static const int32_t *pretoken_ids(Encoder *e, const uint8_t *p, size_t len, size_t *count) {
+    uint64_t h = hash_bytes(p, len);
+    if (e->n_slots == 0 && cache_grow_slots(e) < 0) return PyErr_NoMemory(), NULL;
+    size_t mask = e->n_slots - 1, i = (size_t)h & mask;
+    for (;;) {
+        int32_t x = e->slots[i];
+        if (x < 0) break;
+        CacheEntry *entry = &e->entries[x];
+        if (entry->hash == h && entry->key_length == len && memcmp(e->key_arena + entry->key_offset, p, len) == 0) {
+            *count = entry->ids_length;
+            return e->id_arena + entry->ids_offset;
+        }
+        i = (i + 1) & mask;
+    }
+    /* a miss: BPE, then remember it (starting over when the cache is full) */
+    if (reserve_work(e, len) < 0) return PyErr_NoMemory(), NULL;
+    for (size_t j = 0; j < len; j++) e->work[j] = e->byte_ids[p[j]];
+    Py_ssize_t n = bpe_in_place(e, len);
+    if (n < 0) return PyErr_NoMemory(), NULL;
+    if (e->n_entries >= e->cache_limit || e->key_used + len > UINT32_MAX || e->id_used + (size_t)n > UINT32_MAX) {
+        cache_clear(e);
+    }
+    if ((e->n_entries + 1) * 2 > e->n_slots) {
+        if (cache_grow_slots(e) < 0) return PyErr_NoMemory(), NULL;
+    }
+    if (e->key_used + len > e->key_cap) {
+        size_t cap = e->key_cap ? e->key_cap : 1 << 16;
+        while (cap < e->key_used + len) cap *= 2;
+        uint8_t *a = PyMem_Realloc(e->key_arena, cap);
+        if (a == NULL) return PyErr_NoMemory(), NULL;
+        e->key_arena = a;
+        e->key_cap = cap;
+    }
+    if (e->id_used + (size_t)n > e->id_cap) {
+        size_t cap = e->id_cap ? e->id_cap : 1 << 16;
+        while (cap < e->id_used + (size_t)n) cap *= 2;
+        int32_t *a = PyMem_Realloc(e->id_arena, cap * sizeof(int32_t));
+        if (a == NULL) return PyErr_NoMemory(), NULL;
+        e->id_arena = a;
+        e->id_cap = cap;
+    }
+    if (e->n_entries + 1 > e->entries_cap) {
+        size_t cap = e->entries_cap ? e->entries_cap * 2 : 4096;
+        CacheEntry *entries = PyMem_Realloc(e->entries, cap * sizeof(CacheEntry));
+        if (entries == NULL) return PyErr_NoMemory(), NULL;
+        e->entries = entries;
+        e->entries_cap = cap;
+    }
+    CacheEntry *entry = &e->entries[e->n_entries];
+    entry->hash = h;
+    entry->key_offset = (uint32_t)e->key_used;
+    entry->key_length = (uint32_t)len;
+    entry->ids_offset = (uint32_t)e->id_used;
+    entry->ids_length = (uint32_t)n;
+    memcpy(e->key_arena + e->key_used, p, len);
+    e->key_used += len;
+    memcpy(e->id_arena + e->id_used, e->work, (size_t)n * sizeof(int32_t));
+    e->id_used += (size_t)n;
+    /* the slots may have been cleared or regrown: probe again */
+    i = (size_t)h & (e->n_slots - 1);
+    while (e->slots[i] >= 0) i = (i + 1) & (e->n_slots - 1);
+    e->slots[i] = (int32_t)e->n_entries++;
+    *count = (size_t)n;
+    return e->id_arena + entry->ids_offset;
+}
+
+/* --- growable int32 output ------------------------------------------------------------------- */
+
+typedef struct {
+    int32_t *data;
+    size_t n, cap;
+} IdBuffer;
+
+static int ids_append(IdBuffer *b, const int32_t *ids, size_t count) {
+    if (b->n + count > b->cap) {
+        size_t cap = b->cap ? b->cap : 1024;
+        while (cap < b->n + count) cap *= 2;
+        int32_t *d = PyMem_Realloc(b->data, cap * sizeof(int32_t));
+        if (d == NULL) {
+            PyErr_NoMemory();
+            return -1;
+        }
+        b->data = d;
+        b->cap = cap;
+    }
+    memcpy(b->data + b->n, ids, count * sizeof(int32_t));
+    b->n += count;
+    return 0;
+}
+
+/* Encode one text (already normalized) into out. */
+static int encode_text(Encoder *e, PyObject *text, IdBuffer *out) {
+    Py_ssize_t length;
+    const char *utf8 = PyUnicode_AsUTF8AndSize(text, &length); /* raises for lone surrogates */
+    if (utf8 == NULL) return -1;
+    const uint8_t *s = (const uint8_t *)utf8;
+    size_t n = (size_t)length, i = 0;
+    while (i < n) {
+        size_t end = next_pretoken(e->pattern, s, n, i);
+        size_t count;
+        const int32_t *ids = pretoken_ids(e, s + i, end - i, &count);
+        if (ids == NULL || ids_append(out, ids, count) < 0) return -1;
+        i = end;
+    }
+    return 0;
+}
+
+static PyObject *ids_to_list(const int32_t *ids, size_t n) {
+    PyObject *list = PyList_New((Py_ssize_t)n);
+    if (list == NULL) return NULL;
+    for (size_t j = 0; j < n; j++) {
+        PyObject *id = PyLong_FromLong(ids[j]);
+        if (id == NULL) {
+            Py_DECREF(list);
+            return NULL;
+        }
+        PyList_SET_ITEM(list, (Py_ssize_t)j, id);
+    }
+    return list;
+}
+
+static int check_classes(void) {
+    if (char_class == NULL) {
+        PyErr_SetString(PyExc_RuntimeError, "call set_char_classes() before splitting text");
+        return -1;
+    }
+    return 0;
+}
+
+static int check_pattern(Encoder *e) {
+    if (e->pattern == PATTERN_NONE) {
+        PyErr_SetString(PyExc_ValueError, "this encoder has no compiled pretokenizer (pattern=None)");
+        return -1;
+    }
+    if (!e->has_bytes) {
+        PyErr_SetString(PyExc_ValueError, "this encoder has no byte ids (not a byte-scheme model)");
+        return -1;
+    }
+    return check_classes();
+}
+
+/* --- methods --------------------------------------------------------------------------------- */
+
+static void Encoder_dealloc(Encoder *e) {
+    PyMem_Free(e->merge_keys);
+    PyMem_Free(e->merge_rank);
+    PyMem_Free(e->merge_new);
+    PyMem_Free(e->entries);
+    PyMem_Free(e->slots);
+    PyMem_Free(e->key_arena);
+    PyMem_Free(e->id_arena);
+    PyMem_Free(e->work);
+    PyMem_Free(e->rank_of);
+    PyMem_Free(e->next);
+    PyMem_Free(e->prev);
+    Py_TYPE(e)->tp_free((PyObject *)e);
+}
+
+/* Encoder(merges, byte_ids=None, pattern=None, cache_limit=1000000)
+ * merges: (left, right, new_id) in rank order; the first rank of a repeated pair wins. */
+static int Encoder_init(Encoder *e, PyObject *args, PyObject *kwds) {
+    static char *kwlist[] = {"merges", "byte_ids", "pattern", "cache_limit", NULL};
+    PyObject *merges_obj, *byte_ids = Py_None, *pattern = Py_None;
+    Py_ssize_t cache_limit = 1000000;
+    if (e->merge_keys != NULL) {
+        PyErr_SetString(PyExc_RuntimeError, "Encoder is already initialized");
+        return -1;
+    }
+    if (!PyArg_ParseTupleAndKeywords(args, kwds, "O|OOn", kwlist, &merges_obj, &byte_ids, &pattern, &cache_limit))
+        return -1;
+    e->cache_limit = cache_limit > 0 ? (size_t)cache_limit : 1;
+    if (pattern == Py_None) {
+        e->pattern = PATTERN_NONE;
+    } else {
+        const char *name = PyUnicode_AsUTF8(pattern);
+        if (name == NULL) return -1;
+        if (strcmp(name, "gpt2") == 0) e->pattern = PATTERN_GPT2;
+        else if (strcmp(name, "cl100k") == 0) e->pattern = PATTERN_CL100K;
+        else {
+            PyErr_Format(PyExc_ValueError, "no compiled pretokenizer for pattern %R", pattern);
+            return -1;
+        }
+    }
+    if (byte_ids != Py_None) {
+        PyObject *seq = PySequence_Fast(byte_ids, "byte_ids must be a sequence of 256 ids");
+        if (seq == NULL) return -1;
+        if (PySequence_Fast_GET_SIZE(seq) != 256) {
+            Py_DECREF(seq);
+            PyErr_SetString(PyExc_ValueError, "byte_ids must hold 256 ids");
+            return -1;
+        }
+        for (int b = 0; b < 256; b++) {
+            long id = PyLong_AsLong(PySequence_Fast_GET_ITEM(seq, b));
+            if ((id == -1 && PyErr_Occurred()) || id < 0 || id > INT32_MAX) {
+                Py_DECREF(seq);
+                if (!PyErr_Occurred()) PyErr_SetString(PyExc_ValueError, "byte ids must be ids >= 0");
+                return -1;
+            }
+            e->byte_ids[b] = (int32_t)id;
+        }
+        Py_DECREF(seq);
+        e->has_bytes = 1;
+    }
+    PyObject *merges = PySequence_Fast(merges_obj, "merges must be a sequence of (left, right, new_id)");
+    if (merges == NULL) return -1;
+    Py_ssize_t m = PySequence_Fast_GET_SIZE(merges);
+    if (m >= INT32_MAX) {
+        Py_DECREF(merges);
+        PyErr_SetString(PyExc_OverflowError, "too many merges");
+        return -1;
+    }
+    size_t slots = 16;
+    while (slots < (size_t)m * 2 + 2) slots *= 2;
+    e->merge_keys = PyMem_Malloc(slots * sizeof(uint64_t));
+    e->merge_rank = PyMem_Malloc(slots * sizeof(int32_t));
+    e->merge_new = PyMem_Malloc(slots * sizeof(int32_t));
+    if (!e->merge_keys || !e->merge_rank || !e->merge_new) {
+        Py_DECREF(merges);
+        PyErr_NoMemory();
+        return -1;
+    }
+    memset(e->merge_keys, 0xff, slots * sizeof(uint64_t));
+    e->merge_slots = slots;
+    for (Py_ssize_t r = 0; r < m; r++) {
+        int left, right, new_id;
+        if (!PyArg_ParseTuple(PySequence_Fast_GET_ITEM(merges, r), "iii", &left, &right, &new_id)) {
+            Py_DECREF(merges);
+            return -1;
+        }
+        if (left < 0 || right < 0 || new_id < 0) {
+            Py_DECREF(merges);
+            PyErr_Format(PyExc_ValueError, "merge %zd has a negative id", r);
+            return -1;
+        }
+        uint64_t k = ((uint64_t)(uint32_t)left << 32) | (uint32_t)right;
+        size_t i = (size_t)mix64(k) & (slots - 1);
+        while (e->merge_keys[i] != EMPTY_KEY && e->merge_keys[i] != k) i = (i + 1) & (slots - 1);
+        if (e->merge_keys[i] == k) continue; /* a repeated pair keeps its first rank */
+        e->merge_keys[i] = k;
+        e->merge_rank[i] = (int32_t)r;
+        e->merge_new[i] = new_id;
+    }
+    Py_DECREF(merges);
+    return 0;
+}
+
+static PyObject *Encoder_bpe(Encoder *e, PyObject *arg) {
+    PyObject *seq = PySequence_Fast(arg, "bpe() takes a sequence of ids");
+    if (seq == NULL) return NULL;
+    Py_ssize_t n = PySequence_Fast_GET_SIZE(seq);
+    if (reserve_work(e, (size_t)n + 1) < 0) {
+        Py_DECREF(seq);
+        return PyErr_NoMemory();
+    }
+    for (Py_ssize_t i = 0; i < n; i++) {
+        long id = PyLong_AsLong(PySequence_Fast_GET_ITEM(seq, i));
+        if (id == -1 && PyErr_Occurred()) {
+            Py_DECREF(seq);
+            return NULL;
+        }
+        if (id < INT32_MIN || id > INT32_MAX) {
+            Py_DECREF(seq);
+            PyErr_SetString(PyExc_OverflowError, "id out of int32 range");
+            return NULL;
+        }
+        e->work[i] = (int32_t)id;
+    }
+    Py_DECREF(seq);
+    Py_ssize_t out = bpe_in_place(e, (size_t)n);
+    if (out < 0) return PyErr_NoMemory();
+    return ids_to_list(e->work, (size_t)out);
+}
+
+static PyObject *Encoder_encode_bytes(Encoder *e, PyObject *arg) {
+    char *buffer;
+    Py_ssize_t length;
+    if (!e->has_bytes) {
+        PyErr_SetString(PyExc_ValueError, "this encoder has no byte ids (not a byte-scheme model)");
+        return NULL;
+    }
+    if (PyBytes_AsStringAndSize(arg, &buffer, &length) < 0) return NULL;
+    size_t count;
+    const int32_t *ids = pretoken_ids(e, (const uint8_t *)buffer, (size_t)length, &count);
+    if (ids == NULL) return NULL;
+    return ids_to_list(ids, count);
+}
+
+static PyObject *Encoder_split(Encoder *e, PyObject *text) {
+    if (e->pattern == PATTERN_NONE) return check_pattern(e), NULL;
+    if (check_classes() < 0) return NULL;
+    Py_ssize_t length;
+    const char *utf8 = PyUnicode_AsUTF8AndSize(text, &length);
+    if (utf8 == NULL) return NULL;
+    PyObject *out = PyList_New(0);
+    if (out == NULL) return NULL;
+    size_t n = (size_t)length, i = 0;
+    while (i < n) {
+        size_t end = next_pretoken(e->pattern, (const uint8_t *)utf8, n, i);
+        PyObject *piece = PyUnicode_DecodeUTF8(utf8 + i, (Py_ssize_t)(end - i), "strict");
+        if (piece == NULL || PyList_Append(out, piece) < 0) {
+            Py_XDECREF(piece);
+            Py_DECREF(out);
+            return NULL;
+        }
+        Py_DECREF(piece);
+        i = end;
+    }
+    return out;
+}
+
+static PyObject *Encoder_encode(Encoder *e, PyObject *text) {
+    if (check_pattern(e) < 0) return NULL;
+    IdBuffer out = {NULL, 0, 0};
+    if (encode_text(e, text, &out) < 0) {
+        PyMem_Free(out.data);
+        return NULL;
+    }
+    PyObject *list = ids_to_list(out.data, out.n);
+    PyMem_Free(out.data);
+    return list;
+}
+
+/* encode_many(texts) -> (ids: bytes of int32, lengths: bytes of int64), one length per text;
+ * None texts give length 0 (the caller marks them null). */
+static PyObject *Encoder_encode_many(Encoder *e, PyObject *texts_obj) {
+    if (check_pattern(e) < 0) return NULL;
+    PyObject *texts = PySequence_Fast(texts_obj, "encode_many() takes a sequence of str");
+    if (texts == NULL) return NULL;
+    Py_ssize_t m = PySequence_Fast_GET_SIZE(texts);
+    PyObject *lengths = PyBytes_FromStringAndSize(NULL, m * (Py_ssize_t)sizeof(int64_t));
+    if (lengths == NULL) {
+        Py_DECREF(texts);
+        return NULL;
+    }
+    int64_t *length_of = (int64_t *)PyBytes_AS_STRING(lengths);
+    IdBuffer out = {NULL, 0, 0};
+    for (Py_ssize_t t = 0; t < m; t++) {
+        PyObject *text = PySequence_Fast_GET_ITEM(texts, t);
+        size_t before = out.n;
+        if (text != Py_None) {
+            if (!PyUnicode_Check(text)) {
+                PyErr_Format(PyExc_TypeError, "text %zd is %.100s, not str", t, Py_TYPE(text)->tp_name);
+                goto fail;
+            }
+            if (encode_text(e, text, &out) < 0) goto fail;
+        }
+        length_of[t] = (int64_t)(out.n - before);
+    }
+    Py_DECREF(texts);
+    PyObject *ids = PyBytes_FromStringAndSize((const char *)out.data, (Py_ssize_t)(out.n * sizeof(int32_t)));
+    PyMem_Free(out.data);
+    if (ids == NULL) {
+        Py_DECREF(lengths);
+        return NULL;
+    }
+    PyObject *result = PyTuple_Pack(2, ids, lengths);
+    Py_DECREF(ids);
+    Py_DECREF(lengths);
+    return result;
+fail:
+    Py_DECREF(texts);
+    Py_DECREF(lengths);
+    PyMem_Free(out.data);
+    return NULL;
+}
+
+static PyObject *Encoder_clear_cache(Encoder *e, PyObject *Py_UNUSED(ignored)) {
+    cache_clear(e);
+    Py_RETURN_NONE;
+}
+
+static PyObject *Encoder_cache_size(Encoder *e, PyObject *Py_UNUSED(ignored)) {
+    return PyLong_FromSize_t(e->n_entries);
+}
+
+static PyMethodDef Encoder_methods[] = {
+    {"bpe", (PyCFunction)Encoder_bpe, METH_O, "bpe(ids) -> ids: merge by rank, lowest first, leftmost on ties."},
+    {"encode_bytes", (PyCFunction)Encoder_encode_bytes, METH_O, "The ids of one pretoken's UTF-8 bytes (cached)."},
+    {"split", (PyCFunction)Encoder_split, METH_O, "The pretokens of a text, as regex.findall gives them."},
+    {"encode", (PyCFunction)Encoder_encode, METH_O, "The ids of a (normalized) text, special tokens ignored."},
+    {"encode_many", (PyCFunction)Encoder_encode_many, METH_O,
+     "encode_many(texts) -> (int32 ids as bytes, int64 lengths as bytes)."},
+    {"clear_cache", (PyCFunction)Encoder_clear_cache, METH_NOARGS, "Forget every cached pretoken."},
+    {"cache_size", (PyCFunction)Encoder_cache_size, METH_NOARGS, "The number of cached pretokens."},
+    {NULL, NULL, 0, NULL},
+};
+
+static PyTypeObject EncoderType = {
+    PyVarObject_HEAD_INIT(NULL, 0).tp_name = "bpe_spark._fastenc.Encoder",
+    .tp_doc = "Encoder(merges, byte_ids=None, pattern=None, cache_limit=1000000): compiled BPE encoder.",
+    .tp_basicsize = sizeof(Encoder),
+    .tp_itemsize = 0,
+    .tp_flags = Py_TPFLAGS_DEFAULT,
+    .tp_new = PyType_GenericNew,
+    .tp_init = (initproc)Encoder_init,
+    .tp_dealloc = (destructor)Encoder_dealloc,
+    .tp_methods = Encoder_methods,
+};
+
+/* set_char_classes(ranges): [(first, end, bits), ...] with bits 1 = \p{L}, 2 = \p{N}, 4 = \s. */
+static PyObject *set_char_classes(PyObject *self, PyObject *arg) {
+    PyObject *seq = PySequence_Fast(arg, "set_char_classes() takes a sequence of (first, end, bits)");
+    if (seq == NULL) return NULL;
+    uint8_t *table = PyMem_RawCalloc(MAX_CODE_POINT, 1);
+    if (table == NULL) {
+        Py_DECREF(seq);
+        return PyErr_NoMemory();
+    }
+    for (Py_ssize_t r = 0; r < PySequence_Fast_GET_SIZE(seq); r++) {
+        long first, end, bits;
+        if (!PyArg_ParseTuple(PySequence_Fast_GET_ITEM(seq, r), "lll", &first, &end, &bits)) goto fail;
+        if (first < 0 || end > MAX_CODE_POINT || first > end || bits < 0 || bits > 255) {
+            PyErr_SetString(PyExc_ValueError, "a class range is outside the code points");
+            goto fail;
+        }
+        for (long cp = first; cp < end; cp++) table[cp] |= (uint8_t)bits;
+    }
+    Py_DECREF(seq);
+    uint8_t *old = char_class;
+    char_class = table;
+    PyMem_RawFree(old);
+    Py_RETURN_NONE;
+fail:
+    Py_DECREF(seq);
+    PyMem_RawFree(table);
+    return NULL;
+}
+
+static PyObject *has_char_classes(PyObject *self, PyObject *Py_UNUSED(ignored)) {
+    return PyBool_FromLong(char_class != NULL);
+}
+
+static PyMethodDef module_methods[] = {
+    {"set_char_classes", (PyCFunction)set_char_classes, METH_O,
+     "set_char_classes(ranges): the \\p{L} / \\p{N} / \\s code points, as the regex module has them."},
+    {"has_char_classes", (PyCFunction)has_char_classes, METH_NOARGS, "True once set_char_classes ran."},
+    {NULL, NULL, 0, NULL},
+};
+
+static struct PyModuleDef fastenc_module = {
+    PyModuleDef_HEAD_INIT, "_fastenc", "Compiled pretokenizer and BPE encoder of bpe_spark.", -1, module_methods,
+};
+
+PyMODINIT_FUNC PyInit__fastenc(void) {
+    if (PyType_Ready(&EncoderType) < 0) return NULL;
+    PyObject *m = PyModule_Create(&fastenc_module);
+    if (m == NULL) return NULL;
+    Py_INCREF(&EncoderType);
+    if (PyModule_AddObject(m, "Encoder", (PyObject *)&EncoderType) < 0) {
+        Py_DECREF(&EncoderType);
+        Py_DECREF(m);
+        return NULL;
+    }
+    return m;
+}
