@@ -306,6 +306,13 @@ class Tokenizer:
                 self._fast_split = self._fast is not None and splits
         return self._fast
 
+    @property
+    def compiled_encoding(self) -> bool:
+        """True when ``encode_ordinary`` / ``encode_ordinary_flat`` run compiled end to end
+        (pretokenizer, cache and BPE in ``bpe_spark._fastenc``); False on the Python path."""
+        self._fast_encoder()
+        return self._fast_split
+
     def encode_pretoken(self, pretoken: str) -> list[int]:
         """Ids of one pretoken (cached); the unit that encoding repeats."""
         ids = self._cache.get(pretoken)
