@@ -66,8 +66,11 @@ _CACHE_SLOTS = 1_000_000  # distinct pretokens kept per process before the cache
 class BatchEncoder:
     """Encodes batches of texts to flat ids + offsets, caching each distinct pretoken's ids.
 
-    The cache maps a pretoken to a slot; a slot's ids live in one flat int32 buffer, so a batch
-    becomes ``slots -> (start, length) -> gathered ids`` with numpy, whatever its size.
+    Two paths, the same ids. When the tokenizer encodes compiled (``bpe_spark._fastenc``: the
+    gpt2/cl100k presets of a byte-scheme merge table), a batch goes to ``encode_ordinary_flat``
+    whole (special tokens, when allowed, are cut out first). Otherwise pretokens come from the
+    Python regex and a cache maps each to a slot whose ids live in one flat int32 buffer, so a
+    batch becomes ``slots -> (start, length) -> gathered ids`` with numpy, whatever its size.
 
     >>> from bpe_spark import TrainerConfig, train
     >>> tok = train(["ab ab ab"], TrainerConfig(vocab_size=258))
@@ -94,6 +97,9 @@ class BatchEncoder:
         self._normalize = tok.pretokenizer.normalize
         self._findall = tok.pretokenizer.regex.findall
         self._plain = not (tok.pretokenizer.lowercase or tok.pretokenizer.normalization)
+        self.compiled = bool(getattr(tok, "compiled_encoding", False))
+        self._special_ids = np.array(list(tok.special_tokens.values()), dtype=np.int32)
+        self._special_index = {token: i for i, token in enumerate(tok.special_tokens)}
         self._reset_cache()
 
     def _reset_cache(self) -> None:
@@ -152,6 +158,8 @@ class BatchEncoder:
 
     def encode_texts(self, texts: Sequence[str | None]) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         """``(values int32, offsets int64[n+1], nulls bool[n])`` for ``texts``."""
+        if self.compiled:
+            return self._encode_compiled(texts)
         if self._plain and not self.allow_special:
             findall = self._findall  # the common case, without a method call per document
             pieces = [findall(text) if text is not None else () for text in texts]
@@ -160,35 +168,74 @@ class BatchEncoder:
         counts = np.fromiter(map(len, pieces), dtype=np.int64, count=len(pieces))
         nulls = np.fromiter((text is None for text in texts), dtype=bool, count=len(texts))
         flat = list(itertools.chain.from_iterable(pieces))
-        return self.assemble(self.slots_of(flat), counts, nulls)
+        slots = self.slots_of(flat)
+        return self.assemble(self._ids, self._starts[slots], self._lengths[slots], counts, nulls)
 
-    def assemble(self, slots: np.ndarray, counts: np.ndarray, nulls: np.ndarray):
-        """Gather the ids of ``slots`` (pretoken occurrences, ``counts[i]`` per document)."""
-        lengths = self._lengths[slots]
-        starts = self._starts[slots]
+    def _encode_compiled(self, texts: Sequence[str | None]):
+        nulls = np.fromiter((text is None for text in texts), dtype=bool, count=len(texts))
+        if not self.allow_special:
+            values, lengths = self.tok.encode_ordinary_flat(texts)
+            return self.frame(values, lengths, nulls)
+        # Cut the special tokens out; each document becomes units: ordinary segments (encoded
+        # together below) and special tokens (one id each, after the segments' ids in `source`).
+        segments: list[str] = []
+        unit_kind: list[int] = []  # >= 0: segment index; < 0: -1 - special index
+        counts = np.zeros(len(texts), dtype=np.int64)
+        split, special_index = self._matcher.split, self._special_index
+        for i, text in enumerate(texts):
+            if not text:
+                continue
+            pieces = split(text)
+            for piece, is_special in pieces:
+                if is_special:
+                    unit_kind.append(-1 - special_index[piece])
+                else:
+                    unit_kind.append(len(segments))
+                    segments.append(piece)
+            counts[i] = len(pieces)
+        seg_values, seg_lengths = self.tok.encode_ordinary_flat(segments)
+        # one padding entry, so that special units can index segment 0 harmlessly below
+        seg_lengths = np.append(seg_lengths, 0)
+        seg_starts = np.cumsum(seg_lengths) - seg_lengths
+        kinds = np.array(unit_kind, dtype=np.int64)
+        is_segment = kinds >= 0
+        pick = np.where(is_segment, kinds, len(segments))
+        starts = np.where(is_segment, seg_starts[pick], len(seg_values) - 1 - kinds)
+        lengths = np.where(is_segment, seg_lengths[pick], 1)
+        source = np.concatenate([seg_values, self._special_ids]).astype(np.int32, copy=False)
+        return self.assemble(source, starts, lengths, counts, nulls)
+
+    def assemble(self, source: np.ndarray, starts: np.ndarray, lengths: np.ndarray,
+                 counts: np.ndarray, nulls: np.ndarray):
+        """Gather units (``source[starts[j]:starts[j] + lengths[j]]``, ``counts[i]`` units per
+        document) into documents."""
         total = int(lengths.sum())
-        # position k of the output reads the cached id at starts[j] + (k - first output of j)
+        # position k of the output reads source[starts[j] + (k - first output of unit j)]
         first_out = np.cumsum(lengths) - lengths
         gather = np.arange(total, dtype=np.int64) + np.repeat(starts - first_out, lengths)
-        values = self._ids[gather]
+        values = source[gather]
         token_ends = np.concatenate([[0], np.cumsum(lengths)])
         doc_ends = np.concatenate([[0], np.cumsum(counts)])
-        doc_tokens = np.diff(token_ends[doc_ends])
+        return self.frame(values, np.diff(token_ends[doc_ends]), nulls)
+
+    def frame(self, values: np.ndarray, doc_tokens: np.ndarray, nulls: np.ndarray):
+        """``(values, offsets, nulls)`` of documents of ``doc_tokens`` ids, BOS/EOS added."""
         extra = (self.bos_id is not None) + (self.eos_id is not None)
-        if extra:
-            with_extra = np.where(nulls, 0, doc_tokens + extra)
-            offsets = np.concatenate([[0], np.cumsum(with_extra)])
-            out = np.empty(int(offsets[-1]), dtype=np.int32)
-            bos = 1 if self.bos_id is not None else 0
-            doc_of_token = np.repeat(np.arange(len(doc_tokens)), doc_tokens)
-            out[np.arange(total) + (offsets[:-1] - token_ends[doc_ends[:-1]])[doc_of_token] + bos] = values
-            real = ~nulls
-            if self.bos_id is not None:
-                out[offsets[:-1][real]] = self.bos_id
-            if self.eos_id is not None:
-                out[offsets[1:][real] - 1] = self.eos_id
-            return out, offsets, nulls
-        return values, token_ends[doc_ends], nulls
+        if not extra:
+            return values, np.concatenate([[0], np.cumsum(doc_tokens)]), nulls
+        bos = 1 if self.bos_id is not None else 0
+        with_extra = np.where(nulls, 0, doc_tokens + extra)
+        offsets = np.concatenate([[0], np.cumsum(with_extra)])
+        out = np.empty(int(offsets[-1]), dtype=np.int32)
+        # token k of document d moves by d's shift: the ids added before it
+        shift = offsets[:-1] - (np.cumsum(doc_tokens) - doc_tokens) + bos
+        out[np.arange(len(values)) + np.repeat(shift, doc_tokens)] = values
+        real = ~nulls
+        if self.bos_id is not None:
+            out[offsets[:-1][real]] = self.bos_id
+        if self.eos_id is not None:
+            out[offsets[1:][real] - 1] = self.eos_id
+        return out, offsets, nulls
 
 
 _ENCODERS: dict[tuple, BatchEncoder] = {}

@@ -15,7 +15,7 @@ import pyarrow.parquet as pq
 import pytest
 from conftest import CORPUS_NAMES, PEERS, corpus_lines, require_shared
 
-from bpe_spark import ConfigError, TrainerConfig, UnknownCharacterError, train
+from bpe_spark import ConfigError, TrainerConfig, UnknownCharacterError, _compiled, train
 from bpe_spark.errors import OutputExistsError
 from bpe_spark.formats import load_any
 from bpe_spark.shards import MANIFEST_NAME, model_fingerprint, read_manifest, read_shards
@@ -302,3 +302,27 @@ def test_batch_encoder_gathers_cached_pretokens():
     # a second batch is served from the cache, with the same ids
     again, again_offsets, _ = encoder.encode_texts(texts)
     assert again.tolist() == values.tolist() and again_offsets.tolist() == offsets.tolist()
+
+
+@pytest.mark.parametrize("compiled", [True, False])
+@pytest.mark.parametrize("policy", ["ordinary", "allowed"])
+def test_batch_encoder_paths_agree_with_tokenizer_encode(tok, compiled, policy):
+    texts = [
+        f"{EOT}starts", f"ends{EOT}", f"{EOT}{EOT}", EOT, f"a{EOT}b{EOT}c\n", "plain text\n",
+        None, "", "  spaces  \n\n", "héllo wörld 123 ☃", *corpus_lines("multilingual", 3000),
+    ]
+    encoder = BatchEncoder(tok, special_tokens=policy, bos_id=5, eos_id=7)
+    assert encoder.compiled == _compiled.encoder_available()  # the C encoder is used when built
+    if not compiled:
+        encoder.compiled = False  # the Python regex + slot-cache path
+    values, offsets, nulls = encoder.encode_texts(texts)
+    for i, text in enumerate(texts):
+        got = values[offsets[i]:offsets[i + 1]].tolist()
+        if text is None:
+            assert nulls[i] and got == []
+            continue
+        if policy == "allowed":
+            expected = tok.encode(text, allowed_special="all")
+        else:
+            expected = tok.encode(text, disallowed_special=())
+        assert got == [5, *expected, 7], (i, text)
