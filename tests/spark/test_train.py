@@ -72,18 +72,18 @@ def test_spark_merges_equal_core_merges(spark, name, partitions, tie_break, sche
 # --- distributed rounds --------------------------------------------------------------------------
 @pytest.fixture(scope="module")
 def small_corpus():
-    return spread_lines("tiny_shakespeare", 40_000)
+    return spread_lines("tiny_shakespeare", 25_000)
 
 
 def test_small_driver_budgets_give_the_single_round_merges(spark, small_corpus):
-    cfg = TrainerConfig(vocab_size=330)
+    cfg = TrainerConfig(vocab_size=300)
     expected = core_train(small_corpus, cfg)
     df = frame(spark, small_corpus, 3).cache()
     single = train(df, cfg)
     assert_same_model(single, expected)
     distinct = single.metadata["stats"]["distinct_pretokens"]
     rounds_taken = []
-    for budget in (0.5, 0.15, 0.04):
+    for budget in (0.5, 0.25, 0.1):
         tok = train(df, cfg, driver_budget=budget)
         assert_same_model(tok, expected)
         rounds = tok.metadata["rounds"]
@@ -92,6 +92,7 @@ def test_small_driver_budgets_give_the_single_round_merges(spark, small_corpus):
         assert sum(r["merges"] for r in rounds) == len(tok.merges)
         assert all(r["collected"] <= max(1, int(budget * distinct)) for r in rounds)
         rounds_taken.append(len(rounds))
+    print("rounds per budget", rounds_taken)
     assert rounds_taken == sorted(rounds_taken)  # smaller budgets take more rounds
     df.unpersist()
 
@@ -107,7 +108,7 @@ def test_char_scheme_rounds_take_the_alphabet_from_the_whole_corpus(spark):
 
 
 def test_resume_after_an_interruption_gives_the_uninterrupted_result(spark, small_corpus, tmp_path):
-    cfg = TrainerConfig(vocab_size=330, tie_break="lexicographic")
+    cfg = TrainerConfig(vocab_size=300, tie_break="lexicographic")
     expected = core_train(small_corpus, cfg)
     df = frame(spark, small_corpus, 3)
     checkpoint = str(tmp_path / "ckpt")
@@ -120,13 +121,13 @@ def test_resume_after_an_interruption_gives_the_uninterrupted_result(spark, smal
             raise Interrupted
 
     with pytest.raises(Interrupted):
-        train(df, cfg, driver_budget=0.15, checkpoint_dir=checkpoint, on_round=stop_after_two)
+        train(df, cfg, driver_budget=0.3, checkpoint_dir=checkpoint, on_round=stop_after_two)
     with pytest.raises(OutputExistsError, match="--resume"):
-        train(df, cfg, driver_budget=0.15, checkpoint_dir=checkpoint)
+        train(df, cfg, driver_budget=0.3, checkpoint_dir=checkpoint)
     with pytest.raises(ConfigError, match="another config"):
-        train(df, cfg.replace(vocab_size=331), driver_budget=0.15, checkpoint_dir=checkpoint, resume=True)
+        train(df, cfg.replace(vocab_size=331), driver_budget=0.3, checkpoint_dir=checkpoint, resume=True)
     seen = []
-    tok = train(df, cfg, driver_budget=0.15, checkpoint_dir=checkpoint, resume=True, on_round=seen.append)
+    tok = train(df, cfg, driver_budget=0.3, checkpoint_dir=checkpoint, resume=True, on_round=seen.append)
     assert_same_model(tok, expected)
     rounds = tok.metadata["rounds"]
     assert [r.get("resumed", False) for r in rounds[:2]] == [True, True]
