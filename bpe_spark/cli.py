@@ -230,9 +230,11 @@ def _train_summary(tok, out, sample: str | None) -> str:
     alphabet = tok.vocab_size - len(tok.merge_ids) - len(tok.special_tokens)
     lines = [
         f"model: {out}",
-        f"vocabulary: {tok.vocab_size} = {alphabet} {'bytes' if tok.scheme == 'byte' else 'alphabet symbols'}"
-        f" + {len(tok.merge_ids)} merges + {len(tok.special_tokens)} special tokens"
-        f" (scheme {tok.scheme}, pattern {tok.pattern})",
+        (
+            f"vocabulary: {tok.vocab_size} = {alphabet} {'bytes' if tok.scheme == 'byte' else 'alphabet symbols'}"
+            f" + {len(tok.merge_ids)} merges + {len(tok.special_tokens)} special tokens"
+            f" (scheme {tok.scheme}, pattern {tok.pattern})"
+        ),
     ]
     corpus = [f"{stats['pretokens']:,} pretokens ({stats['distinct_pretokens']:,} distinct)"]
     if stats.get("documents") is not None:

@@ -28,6 +28,7 @@ each, never one per merge.
 
 from __future__ import annotations
 
+import itertools
 import json
 import math
 import time
@@ -83,7 +84,7 @@ def apply_merges(word: list[int], merges: Sequence[tuple[int, int, int]], pair_r
     last = -1
     while len(word) > 1:
         following = None
-        for pair in zip(word, word[1:]):
+        for pair in itertools.pairwise(word):
             ranks = pair_ranks.get(pair)
             if ranks is not None:
                 i = bisect_right(ranks, last)
@@ -146,7 +147,7 @@ def _apply_round(words: DataFrame, merges: list[tuple[int, int, int]]) -> DataFr
             wids, counts, words_in = (batch.column(i).to_pylist() for i in range(3))
             out = ([], [], [])
             for wid, count, word in zip(wids, counts, words_in):
-                if any(pair in ranks for pair in zip(word, word[1:])):
+                if any(pair in ranks for pair in itertools.pairwise(word)):
                     word = apply_merges(word, merges, ranks)
                     if len(word) < 2:
                         continue
@@ -258,7 +259,7 @@ class Checkpoint:
 
 
 # --- budget -----------------------------------------------------------------------------------
-def resolve_budget(driver_budget: int | float | str, distinct: int) -> int:
+def resolve_budget(driver_budget: float | str, distinct: int) -> int:
     """Distinct pretokens the driver may hold: an int, or a fraction of ``distinct`` (0.3, "30%").
 
     >>> resolve_budget("10%", 5000), resolve_budget(0.5, 11), resolve_budget(1000, 10**9)
@@ -293,7 +294,7 @@ def train(
     cfg: TrainerConfig,
     *,
     text_col: str = "text",
-    driver_budget: int | float | str = DEFAULT_DRIVER_BUDGET,
+    driver_budget: float | str = DEFAULT_DRIVER_BUDGET,
     checkpoint_dir: str | None = None,
     resume: bool = False,
     engine: str = "auto",
@@ -350,7 +351,7 @@ def train_from_counts(
     *,
     pretoken_col: str = "pretoken",
     count_col: str = "count",
-    driver_budget: int | float | str = DEFAULT_DRIVER_BUDGET,
+    driver_budget: float | str = DEFAULT_DRIVER_BUDGET,
     checkpoint_dir: str | None = None,
     resume: bool = False,
     on_round: Callable[[dict], None] | None = None,

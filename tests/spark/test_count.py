@@ -133,7 +133,7 @@ def test_compressed_globs_and_directories(spark, tmp_path):
     (corpus / "sub").mkdir(parents=True)
     with gzip.open(corpus / "a.txt.gz", "wt", encoding="utf-8") as fh:
         fh.write("gz line\nsecond\n")
-    (corpus / "sub" / "b.txt.bz2").write_bytes(bz2.compress("bz2 line\n".encode()))
+    (corpus / "sub" / "b.txt.bz2").write_bytes(bz2.compress(b"bz2 line\n"))
     (corpus / "c.txt").write_text("plain\n", encoding="utf-8")
     everything = sorted(["gz line\n", "second\n", "bz2 line\n", "plain\n"])
     assert texts(read_documents(spark, str(corpus))) == everything
