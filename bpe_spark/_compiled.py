@@ -4,8 +4,9 @@
 cached BPE encoder) are C extensions built by ``pip install -e .`` when a C compiler is present.
 Without them bpe_spark runs its pure-Python code, with the same results (tests prove it).
 
-Environment: ``BPE_SPARK_ENGINE=python`` / ``BPE_SPARK_ENCODER=python`` force the pure-Python
-merge engine / encoder (for comparison and debugging).
+Environment: ``BPE_SPARK_ENGINE=python`` forces the pure-Python merge engine and
+``BPE_SPARK_ENCODER=python`` the pure-Python pretokenizer, counter and encoder (for comparison
+and debugging).
 """
 
 from __future__ import annotations
@@ -65,6 +66,15 @@ def ensure_char_classes() -> None:
         for bit, pattern in ((1, r"\p{L}+"), (2, r"\p{N}+"), (4, r"\s+")):
             ranges.extend((match.start(), match.end(), bit) for match in regex.finditer(pattern, every))
         _fastenc.set_char_classes(ranges)
+
+
+def new_counter(pattern: str):
+    """A compiled pretoken counter for ``pattern`` (gpt2 / cl100k), or None."""
+    name = compiled_pattern(pattern) if encoder_available() else None
+    if name is None:
+        return None
+    ensure_char_classes()
+    return _fastenc.PretokenCounter(name)
 
 
 def new_encoder(merge_ids, byte_ids, pattern: str | None):

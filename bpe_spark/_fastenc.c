@@ -826,6 +826,208 @@ static PyTypeObject EncoderType = {
     .tp_methods = Encoder_methods,
 };
 
+
+/* --- the pretoken counter ------------------------------------------------------------------- */
+
+typedef struct {
+    uint64_t hash;
+    size_t key_offset;
+    size_t key_length;
+    int64_t count;
+} CountEntry;
+
+typedef struct {
+    PyObject_HEAD
+    int pattern;
+    CountEntry *entries;
+    size_t n_entries, entries_cap;
+    int32_t *slots; /* -1 empty, else entry index */
+    size_t n_slots;
+    uint8_t *keys;
+    size_t keys_used, keys_cap;
+} PretokenCounter;
+
+static int counter_rehash(PretokenCounter *c) {
+    size_t n_slots = c->n_slots ? c->n_slots * 2 : 1 << 14;
+    int32_t *slots = PyMem_Malloc(n_slots * sizeof(int32_t));
+    if (slots == NULL) return -1;
+    memset(slots, 0xff, n_slots * sizeof(int32_t));
+    for (size_t x = 0; x < c->n_entries; x++) {
+        size_t i = (size_t)c->entries[x].hash & (n_slots - 1);
+        while (slots[i] >= 0) i = (i + 1) & (n_slots - 1);
+        slots[i] = (int32_t)x;
+    }
+    PyMem_Free(c->slots);
+    c->slots = slots;
+    c->n_slots = n_slots;
+    return 0;
+}
+
+static int counter_add(PretokenCounter *c, const uint8_t *p, size_t len) {
+    uint64_t h = hash_bytes(p, len);
+    size_t mask = c->n_slots - 1, i = (size_t)h & mask;
+    for (;;) {
+        int32_t x = c->slots[i];
+        if (x < 0) break;
+        CountEntry *entry = &c->entries[x];
+        if (entry->hash == h && entry->key_length == len && memcmp(c->keys + entry->key_offset, p, len) == 0) {
+            entry->count++;
+            return 0;
+        }
+        i = (i + 1) & mask;
+    }
+    if (c->n_entries >= INT32_MAX - 1) {
+        PyErr_SetString(PyExc_OverflowError, "too many distinct pretokens for one counter; flush it sooner");
+        return -1;
+    }
+    if (c->keys_used + len > c->keys_cap) {
+        size_t cap = c->keys_cap ? c->keys_cap : 1 << 16;
+        while (cap < c->keys_used + len) cap *= 2;
+        uint8_t *k = PyMem_Realloc(c->keys, cap);
+        if (k == NULL) return PyErr_NoMemory(), -1;
+        c->keys = k;
+        c->keys_cap = cap;
+    }
+    if (c->n_entries == c->entries_cap) {
+        size_t cap = c->entries_cap ? c->entries_cap * 2 : 4096;
+        CountEntry *e = PyMem_Realloc(c->entries, cap * sizeof(CountEntry));
+        if (e == NULL) return PyErr_NoMemory(), -1;
+        c->entries = e;
+        c->entries_cap = cap;
+    }
+    CountEntry *entry = &c->entries[c->n_entries];
+    entry->hash = h;
+    entry->key_offset = c->keys_used;
+    entry->key_length = len;
+    entry->count = 1;
+    memcpy(c->keys + c->keys_used, p, len);
+    c->keys_used += len;
+    c->slots[i] = (int32_t)c->n_entries++;
+    if (c->n_entries * 2 > c->n_slots && counter_rehash(c) < 0) return PyErr_NoMemory(), -1;
+    return 0;
+}
+
+static int PretokenCounter_init(PretokenCounter *c, PyObject *args, PyObject *kwds) {
+    static char *kwlist[] = {"pattern", NULL};
+    const char *name;
+    if (!PyArg_ParseTupleAndKeywords(args, kwds, "s", kwlist, &name)) return -1;
+    if (strcmp(name, "gpt2") == 0) c->pattern = PATTERN_GPT2;
+    else if (strcmp(name, "cl100k") == 0) c->pattern = PATTERN_CL100K;
+    else {
+        PyErr_Format(PyExc_ValueError, "no compiled pretokenizer for pattern %s", name);
+        return -1;
+    }
+    if (check_classes() < 0) return -1;
+    if (c->slots == NULL && counter_rehash(c) < 0) return PyErr_NoMemory(), -1;
+    return 0;
+}
+
+static void PretokenCounter_dealloc(PretokenCounter *c) {
+    PyMem_Free(c->entries);
+    PyMem_Free(c->slots);
+    PyMem_Free(c->keys);
+    Py_TYPE(c)->tp_free((PyObject *)c);
+}
+
+/* add(texts): count the pretokens of every text (None and "" are skipped). */
+static PyObject *PretokenCounter_add(PretokenCounter *c, PyObject *texts_obj) {
+    if (c->slots == NULL) {
+        PyErr_SetString(PyExc_RuntimeError, "PretokenCounter is not initialized");
+        return NULL;
+    }
+    PyObject *texts = PySequence_Fast(texts_obj, "add() takes a sequence of str");
+    if (texts == NULL) return NULL;
+    Py_ssize_t m = PySequence_Fast_GET_SIZE(texts);
+    for (Py_ssize_t t = 0; t < m; t++) {
+        PyObject *text = PySequence_Fast_GET_ITEM(texts, t);
+        if (text == Py_None) continue;
+        if (!PyUnicode_Check(text)) {
+            PyErr_Format(PyExc_TypeError, "text %zd is %.100s, not str", t, Py_TYPE(text)->tp_name);
+            Py_DECREF(texts);
+            return NULL;
+        }
+        Py_ssize_t length;
+        const char *utf8 = PyUnicode_AsUTF8AndSize(text, &length);
+        if (utf8 == NULL) {
+            Py_DECREF(texts);
+            return NULL;
+        }
+        const uint8_t *s = (const uint8_t *)utf8;
+        size_t n = (size_t)length, i = 0;
+        while (i < n) {
+            size_t end = next_pretoken(c->pattern, s, n, i);
+            if (counter_add(c, s + i, end - i) < 0) {
+                Py_DECREF(texts);
+                return NULL;
+            }
+            i = end;
+        }
+    }
+    Py_DECREF(texts);
+    Py_RETURN_NONE;
+}
+
+/* items() -> (pretokens: list[str], counts: list[int]), in first-seen order. */
+static PyObject *PretokenCounter_items(PretokenCounter *c, PyObject *Py_UNUSED(ignored)) {
+    PyObject *keys = PyList_New((Py_ssize_t)c->n_entries);
+    PyObject *counts = PyList_New((Py_ssize_t)c->n_entries);
+    if (keys == NULL || counts == NULL) goto fail;
+    for (size_t x = 0; x < c->n_entries; x++) {
+        CountEntry *entry = &c->entries[x];
+        PyObject *key = PyUnicode_DecodeUTF8((const char *)c->keys + entry->key_offset, (Py_ssize_t)entry->key_length,
+                                             "strict");
+        if (key == NULL) goto fail;
+        PyList_SET_ITEM(keys, (Py_ssize_t)x, key);
+        PyObject *count = PyLong_FromLongLong(entry->count);
+        if (count == NULL) goto fail;
+        PyList_SET_ITEM(counts, (Py_ssize_t)x, count);
+    }
+    PyObject *result = PyTuple_Pack(2, keys, counts);
+    Py_DECREF(keys);
+    Py_DECREF(counts);
+    return result;
+fail:
+    Py_XDECREF(keys);
+    Py_XDECREF(counts);
+    return NULL;
+}
+
+static PyObject *PretokenCounter_clear(PretokenCounter *c, PyObject *Py_UNUSED(ignored)) {
+    c->n_entries = 0;
+    c->keys_used = 0;
+    if (c->slots) memset(c->slots, 0xff, c->n_slots * sizeof(int32_t));
+    Py_RETURN_NONE;
+}
+
+static Py_ssize_t PretokenCounter_len(PretokenCounter *c) {
+    return (Py_ssize_t)c->n_entries;
+}
+
+static PyMethodDef PretokenCounter_methods[] = {
+    {"add", (PyCFunction)PretokenCounter_add, METH_O, "add(texts): count the pretokens of each text."},
+    {"items", (PyCFunction)PretokenCounter_items, METH_NOARGS,
+     "items() -> (pretokens, counts): the distinct pretokens and their counts, first seen first."},
+    {"clear", (PyCFunction)PretokenCounter_clear, METH_NOARGS, "Forget every count."},
+    {NULL, NULL, 0, NULL},
+};
+
+static PySequenceMethods PretokenCounter_as_sequence = {
+    .sq_length = (lenfunc)PretokenCounter_len,
+};
+
+static PyTypeObject PretokenCounterType = {
+    PyVarObject_HEAD_INIT(NULL, 0).tp_name = "bpe_spark._fastenc.PretokenCounter",
+    .tp_doc = "PretokenCounter(pattern): counts the pretokens of texts (gpt2 / cl100k), in C.",
+    .tp_basicsize = sizeof(PretokenCounter),
+    .tp_itemsize = 0,
+    .tp_flags = Py_TPFLAGS_DEFAULT,
+    .tp_new = PyType_GenericNew,
+    .tp_init = (initproc)PretokenCounter_init,
+    .tp_dealloc = (destructor)PretokenCounter_dealloc,
+    .tp_methods = PretokenCounter_methods,
+    .tp_as_sequence = &PretokenCounter_as_sequence,
+};
+
 /* set_char_classes(ranges): [(first, end, bits), ...] with bits 1 = \p{L}, 2 = \p{N}, 4 = \s. */
 static PyObject *set_char_classes(PyObject *self, PyObject *arg) {
     PyObject *seq = PySequence_Fast(arg, "set_char_classes() takes a sequence of (first, end, bits)");
@@ -871,12 +1073,18 @@ static struct PyModuleDef fastenc_module = {
 };
 
 PyMODINIT_FUNC PyInit__fastenc(void) {
-    if (PyType_Ready(&EncoderType) < 0) return NULL;
+    if (PyType_Ready(&EncoderType) < 0 || PyType_Ready(&PretokenCounterType) < 0) return NULL;
     PyObject *m = PyModule_Create(&fastenc_module);
     if (m == NULL) return NULL;
     Py_INCREF(&EncoderType);
     if (PyModule_AddObject(m, "Encoder", (PyObject *)&EncoderType) < 0) {
         Py_DECREF(&EncoderType);
+        Py_DECREF(m);
+        return NULL;
+    }
+    Py_INCREF(&PretokenCounterType);
+    if (PyModule_AddObject(m, "PretokenCounter", (PyObject *)&PretokenCounterType) < 0) {
+        Py_DECREF(&PretokenCounterType);
         Py_DECREF(m);
         return NULL;
     }

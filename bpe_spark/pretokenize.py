@@ -12,6 +12,7 @@ from __future__ import annotations
 import unicodedata
 from collections import Counter
 from collections.abc import Iterable, Iterator
+from itertools import islice
 
 import regex
 
@@ -167,7 +168,31 @@ class Pretokenizer:
     def count(self, texts: Iterable[str], counts: Counter | None = None) -> Counter:
         """Pretoken counts of many documents (added to ``counts`` when given)."""
         counts = Counter() if counts is None else counts
+        from bpe_spark import _compiled
+
+        counter = _compiled.new_counter(self.pattern)
+        if counter is not None:  # the gpt2 / cl100k presets, split and counted in C
+            return self._count_compiled(counter, texts, counts)
         for text in texts:
             if text:
                 counts.update(self.pretokens(text))
+        return counts
+
+    def _count_compiled(self, counter, texts: Iterable[str], counts: Counter) -> Counter:
+        plain = not self.specials and not (self.normalization or self.lowercase)
+        texts = iter(texts)
+        while True:
+            chunk = list(islice(texts, 10_000))
+            if not chunk:
+                break
+            if not plain:
+                chunk = [
+                    self.normalize(segment)
+                    for text in chunk
+                    if text
+                    for segment in self.specials.ordinary_segments(text)
+                ]
+            counter.add(chunk)
+        pretokens, numbers = counter.items()
+        counts.update(dict(zip(pretokens, numbers)))
         return counts

@@ -162,3 +162,27 @@ def test_same_ids_as_tiktoken(models):
     enc = tiktoken.Encoding("bench", pat_str=PRESETS["cl100k"], mergeable_ranks=ranks, special_tokens={})
     lines = corpus_lines("multilingual", 400_000)
     assert [tok.encode_ordinary(line) for line in lines] == [enc.encode_ordinary(line) for line in lines]
+
+
+@pytest.mark.parametrize(
+    "options",
+    [
+        {"pattern": "gpt2"},
+        {"pattern": "cl100k"},
+        {"pattern": "gpt2", "special_tokens": ("<|endoftext|>", "\n\n")},
+        {"pattern": "cl100k", "lowercase": True, "normalization": "NFKC"},
+    ],
+)
+def test_compiled_counting_equals_python(options, monkeypatch):
+    from bpe_spark.pretokenize import Pretokenizer
+
+    rng = random.Random(8)
+    fuzz = ["".join(rng.choice(FUZZ_ALPHABET) for _ in range(rng.randint(0, 30))) for _ in range(2000)]
+    texts = corpus_lines("multilingual", 500_000) + corpus_lines("zh_classics", 300_000) + fuzz + ["", None]
+    texts += ["a<|endoftext|>b\n\nc <|endoftext|>"]
+    compiled = Pretokenizer(**options)
+    counts = compiled.count(iter(texts))  # a one-shot iterator, consumed in chunks
+    monkeypatch.setenv("BPE_SPARK_ENCODER", "python")
+    expected = Pretokenizer(**options).count(text for text in texts if text is not None)
+    assert counts == expected
+    assert all(type(count) is int for count in counts.values())
