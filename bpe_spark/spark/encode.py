@@ -53,12 +53,9 @@ from bpe_spark.tokenizer import Tokenizer
 SPECIAL_POLICIES = ("ordinary", "allowed")
 OUTPUT_FORMATS = ("parquet", "bin")
 DEFAULT_SHARD_TOKENS = 100_000_000
-_POS = "__bpe_pos"
 _FILE = "__bpe_file"
 _BLOCK = "__bpe_block"
 _PART = "__bpe_part"
-_TEXT_BYTES = "__bpe_text_bytes"
-_SHARD = "__bpe_shard"
 _CACHE_SLOTS = 1_000_000  # distinct pretokens kept per process before the cache starts over
 
 
@@ -255,7 +252,7 @@ def _batch_encoder(broadcast, key: tuple, options: dict) -> BatchEncoder:
 _SLICE_BYTES = 64 << 20  # text per encoded slice: keeps int32 list offsets far from overflow
 
 
-def _encode_batches(batches, *, broadcast, key, options, text_index, keep_indices, segments, with_text_bytes):
+def _encode_batches(batches, *, broadcast, key, options, text_index, keep_indices, segments):
     """mapInArrow body: encode each batch's texts, keep the id columns, add positions."""
     from pyspark import TaskContext
 
@@ -264,25 +261,32 @@ def _encode_batches(batches, *, broadcast, key, options, text_index, keep_indice
     for batch in batches:
         if batch.num_rows == 0:
             continue
-        text = batch.column(text_index)
-        byte_lengths = pc.fill_null(pc.binary_length(text), 0).to_numpy(zero_copy_only=False).astype(np.int64)
+        byte_lengths = _text_bytes(batch.column(text_index))
         cuts = _slice_points(byte_lengths, _SLICE_BYTES)
         pos = positions.of(batch) if positions is not None else None
         for start, stop in itertools.pairwise(cuts):
             part = batch.slice(start, stop - start)
-            values, offsets, nulls = encoder.encode_texts(part.column(text_index).to_pylist())
-            input_ids = pa.ListArray.from_arrays(
-                pa.array(offsets.astype(np.int32)), pa.array(values, type=pa.int32()), mask=pa.array(nulls)
-            )
+            input_ids, n_tokens = _encode_column(encoder, part.column(text_index))
             columns = [part.column(i) for i in keep_indices]
             if pos is not None:
                 columns.append(pa.array(pos[start:stop], type=pa.int64()))
-            columns += [input_ids, pa.array(np.diff(offsets).astype(np.int32), type=pa.int32())]
-            if with_text_bytes:
-                columns.append(pa.array(byte_lengths[start:stop], type=pa.int64()))
+            columns += [input_ids, n_tokens]
             yield pa.RecordBatch.from_arrays(columns, [str(i) for i in range(len(columns))])
     if positions is not None:
         positions.check_complete()
+
+
+def _encode_column(encoder: BatchEncoder, texts: pa.Array) -> tuple[pa.Array, pa.Array]:
+    """``input_ids`` (list<int32>, null for null text) and ``n_tokens`` (int32) of a text column."""
+    values, offsets, nulls = encoder.encode_texts(texts.to_pylist())
+    input_ids = pa.ListArray.from_arrays(
+        pa.array(offsets.astype(np.int32)), pa.array(values, type=pa.int32()), mask=pa.array(nulls)
+    )
+    return input_ids, pa.array(np.diff(offsets).astype(np.int32), type=pa.int32())
+
+
+def _text_bytes(texts: pa.Array) -> np.ndarray:
+    return pc.fill_null(pc.binary_length(texts), 0).to_numpy(zero_copy_only=False).astype(np.int64)
 
 
 def _slice_points(byte_lengths: np.ndarray, limit: int) -> list[int]:
@@ -428,7 +432,6 @@ def _encoded_frame(
     position_col: str | None,
     output_col: str,
     n_tokens_col: str,
-    text_bytes_col: str | None,
     special_tokens: str,
     bos_id: int | None,
     eos_id: int | None,
@@ -454,20 +457,17 @@ def _encoded_frame(
         T.StructField(output_col, T.ArrayType(T.IntegerType(), containsNull=False), True),
         T.StructField(n_tokens_col, T.IntegerType(), False),
     ]
-    if text_bytes_col is not None:
-        schema_fields.append(T.StructField(text_bytes_col, T.LongType(), False))
     options = {"special_tokens": special_tokens, "bos_id": bos_id, "eos_id": eos_id}
     fingerprint = model_fingerprint(tok)
     broadcast = spark.sparkContext.broadcast(tok.to_dict())
     key = (fingerprint, special_tokens, bos_id, eos_id)
     text_index = len(id_cols)
     keep_indices = list(range(len(id_cols)))
-    with_text_bytes = text_bytes_col is not None
 
     def run(batches):
         return _encode_batches(
             batches, broadcast=broadcast, key=key, options=options, text_index=text_index,
-            keep_indices=keep_indices, segments=segments, with_text_bytes=with_text_bytes,
+            keep_indices=keep_indices, segments=segments,
         )
 
     out_schema = T.StructType([T.StructField(str(i), f.dataType, f.nullable) for i, f in enumerate(schema_fields)])
@@ -514,7 +514,7 @@ def encode(
     eos_id = _resolve_token(tok, eos, "eos")
     return _encoded_frame(
         df, tok, text_col=text_col, id_cols=id_cols, position_col=position_col,
-        output_col=output_col, n_tokens_col=n_tokens_col, text_bytes_col=None,
+        output_col=output_col, n_tokens_col=n_tokens_col,
         special_tokens=special_tokens, bos_id=bos_id, eos_id=eos_id,
     )
 
@@ -573,182 +573,193 @@ class _Output:
             self.delete(old)
 
 
-def _write_shard_files(batches, *, fs, staging, names, output_format, dtype, columns, attempt_tag):
-    """mapInArrow body of the writer stage: rows arrive sorted by (shard, position)."""
-    import pyarrow.parquet as pq
+_PIECE_FIELDS = ("file", "block", "part", "seq", "piece", "documents", "tokens", "text_bytes", "nulls")
+
+
+def _segment_runs(batch: pa.RecordBatch, partition_id: int) -> list[tuple[int, int, tuple]]:
+    """``(lo, hi, key)`` runs of rows from one input segment: a file split ``(file, block)``,
+    or, for rows not read from files, the partition."""
+    files = pc.dictionary_encode(batch.column(batch.num_columns - 2))
+    codes = files.indices.to_numpy(zero_copy_only=False)
+    names = files.dictionary.to_pylist()
+    blocks = batch.column(batch.num_columns - 1).to_numpy(zero_copy_only=False)
+    n = batch.num_rows
+    change = np.ones(n, dtype=bool)
+    change[1:] = (codes[1:] != codes[:-1]) | (blocks[1:] != blocks[:-1])
+    starts = [*np.flatnonzero(change).tolist(), n]
+    runs = []
+    for lo, hi in itertools.pairwise(starts):
+        name = names[codes[lo]]
+        key = (name, int(blocks[lo]), -1) if name else ("", -1, partition_id)
+        runs.append((lo, hi, key))
+    return runs
+
+
+def _encode_pieces(batches, *, broadcast, key, options, text_index, keep_names, fs, pieces_dir, attempt_tag):
+    """mapInArrow body of encode_dataset: encode the task's rows into one Arrow file per input
+    segment (its documents in input order), and report each piece's segment and totals."""
     from pyspark import TaskContext
 
     context = TaskContext.get()
-    tag = f"{attempt_tag}-{context.partitionId()}-{context.attemptNumber()}"
-    shard_index = columns.index(_SHARD)
-    pos_index = columns.index(_POS)
-    ids_index = columns.index("input_ids")
-    data_indices = [i for i, c in enumerate(columns) if c not in (_SHARD, _POS, _TEXT_BYTES)]
-    data_names = [columns[i] for i in data_indices]
+    partition_id = context.partitionId()
+    tag = f"{attempt_tag}-{context.attemptNumber()}"
+    encoder = _batch_encoder(broadcast, key, options)
+    keep_indices = list(range(len(keep_names)))
+    schema = None
     stats: list[tuple] = []
     current: dict[str, Any] = {}
 
     def finish():
-        if not current:
-            return
-        writer = current["writer"]
-        writer.close()
-        size = 0
-        for tmp, final in current["files"]:
-            fs.move(tmp, final)
-            size += fs.get_file_info(final).size
-        stats.append((current["shard"], current["documents"], current["tokens"], current["first"], current["last"], size))
-        current.clear()
+        if current:
+            current["writer"].close()
+            current["sink"].close()
+            fs.move(current["tmp"], current["final"])
+            stats.append((*current["key"], current["seq"], current["name"], current["documents"],
+                          current["tokens"], current["text_bytes"], current["nulls"]))
+            current.clear()
 
-    def start(shard: int, first: int):
-        prefix = f"{staging}/{names[shard]}"
-        files = []
-
-        def opener(path: str):
-            tmp = f"{path}.tmp-{tag}"
-            files.append((tmp, path))
-            return fs.open_output_stream(tmp)
-
-        if output_format == "bin":
-            writer = ShardWriter(prefix, dtype, opener=opener)
-        else:
-            writer = _ParquetShard(prefix + ".parquet", opener, pq)
-        current.update(shard=shard, writer=writer, files=files, documents=0, tokens=0, first=first, last=first - 1)
-
+    seq = 0
     for batch in batches:
-        shards = batch.column(shard_index).to_numpy(zero_copy_only=False)
-        positions = batch.column(pos_index).to_numpy(zero_copy_only=False)
-        n = batch.num_rows
-        change = np.flatnonzero(np.diff(shards)) + 1
-        for lo, hi in zip([0, *change.tolist()], [*change.tolist(), n]):
-            if hi <= lo:
-                continue
-            shard = int(shards[lo])
-            if not current or current["shard"] != shard:
+        if batch.num_rows == 0:
+            continue
+        for lo, hi, segment in _segment_runs(batch, partition_id):
+            if not current or current["key"] != segment:
                 finish()
-                start(shard, int(positions[lo]))
-            run_positions = positions[lo:hi]
-            expected = np.arange(current["last"] + 1, current["last"] + 1 + hi - lo)
-            if not np.array_equal(run_positions, expected):
-                raise RuntimeError(f"internal: shard {shard} received documents out of order")
-            part = batch.slice(lo, hi - lo)
-            ids = part.column(ids_index)
-            if output_format == "bin":
-                flat, offsets = _list_flat(ids)
-                current["writer"].add_documents(flat, offsets)
-                current["tokens"] += int(offsets[-1] - offsets[0])
-            else:
-                table_batch = pa.RecordBatch.from_arrays([part.column(i) for i in data_indices], data_names)
-                current["writer"].write(table_batch)
-                current["tokens"] += int(pc.sum(pc.list_value_length(ids)).as_py() or 0)
-            current["documents"] += hi - lo
-            current["last"] = int(run_positions[-1])
+                name = f"piece-{partition_id:05d}-{seq:05d}.arrow"
+                final = f"{pieces_dir}/{name}"
+                sink = fs.open_output_stream(f"{final}.tmp-{tag}")
+                current.update(key=segment, seq=seq, name=name, final=final, tmp=f"{final}.tmp-{tag}",
+                               sink=sink, writer=None, documents=0, tokens=0, text_bytes=0, nulls=0)
+                seq += 1
+            run = batch.slice(lo, hi - lo)
+            byte_lengths = _text_bytes(run.column(text_index))
+            for start, stop in itertools.pairwise(_slice_points(byte_lengths, _SLICE_BYTES)):
+                part = run.slice(start, stop - start)
+                input_ids, n_tokens = _encode_column(encoder, part.column(text_index))
+                columns = [part.column(i) for i in keep_indices] + [input_ids, n_tokens]
+                out = pa.RecordBatch.from_arrays(columns, [*keep_names, "input_ids", "n_tokens"])
+                if current["writer"] is None:
+                    schema = schema or out.schema
+                    current["writer"] = pa.ipc.new_file(current["sink"], schema)
+                current["writer"].write_batch(out)
+                current["documents"] += part.num_rows
+                current["tokens"] += int(pc.sum(n_tokens).as_py() or 0)
+                current["text_bytes"] += int(byte_lengths[start:stop].sum())
+                current["nulls"] += input_ids.null_count
     finish()
     if stats:
-        arrays = list(zip(*stats))
-        yield pa.RecordBatch.from_arrays(
-            [pa.array(col, type=pa.int64()) for col in arrays],
-            ["shard", "documents", "tokens", "first", "last", "bytes"],
-        )
+        columns = list(zip(*stats))
+        types = [pa.string(), pa.int64(), pa.int64(), pa.int64(), pa.string()] + [pa.int64()] * 4
+        yield pa.RecordBatch.from_arrays([pa.array(c, type=t) for c, t in zip(columns, types)], _PIECE_FIELDS)
 
 
-def _list_flat(ids: pa.ListArray) -> tuple[np.ndarray, np.ndarray]:
-    """Flat values and offsets of a list array (null lists are empty), sliced or not."""
-    offsets = ids.offsets.to_numpy(zero_copy_only=False).astype(np.int64)
-    values = ids.values.to_numpy(zero_copy_only=False)
-    return values, offsets
+def _read_piece(fs, path: str) -> pa.Table:
+    import pyarrow.fs as pafs
+
+    if isinstance(fs, pafs.LocalFileSystem):
+        return pa.ipc.open_file(pa.memory_map(path)).read_all()
+    return pa.ipc.open_file(fs.open_input_file(path)).read_all()
 
 
-class _ParquetShard:
-    def __init__(self, path: str, opener, pq):
-        self._pq = pq
-        self._sink = opener(path)
-        self._writer = None
+def _plan_shards(pieces: list[dict], shard_tokens: int, fs, pieces_dir: str) -> list[dict]:
+    """Cut the documents, in order, into shards of about ``shard_tokens`` tokens.
 
-    def write(self, batch: pa.RecordBatch) -> None:
-        if self._writer is None:
-            self._writer = self._pq.ParquetWriter(self._sink, batch.schema, compression="zstd")
-        self._writer.write_batch(batch)
-
-    def close(self) -> None:
-        if self._writer is not None:
-            self._writer.close()
-        self._sink.close()
-
-
-_BUCKET_BITS = 16
-_PLAN_FIELDS = ("shard", "first", "documents", "tokens", "text_bytes", "nulls")
-
-
-def _plan_shards(encoded: DataFrame, n_tokens_col: str, output_col: str, shard_tokens: int) -> list[dict]:
-    """Cut the documents, in position order, into shards of about ``shard_tokens`` tokens.
-
-    A document goes to the shard where its first token falls (token offset // shard_tokens),
-    so the cut depends on the data only, never on the partitioning. Two small passes over
-    (position, n_tokens): totals per bucket of 65536 positions, then the buckets' documents in
-    order, each bucket starting at the total of the buckets before it.
+    A document goes to the shard where its first token falls (token offset // shard_tokens), so
+    the cut depends on the data only, never on the partitioning. Only the pieces in which a cut
+    falls are opened, to find the document it falls on.
     """
-    sizes = encoded.select(
-        F.shiftrightunsigned(F.col(_POS), _BUCKET_BITS).alias("bucket"), F.col(_POS).alias("pos"),
-        F.col(n_tokens_col).cast("long").alias("tokens"), F.col(_TEXT_BYTES).alias("text_bytes"),
-        F.col(output_col).isNull().cast("long").alias("is_null"),
-    )
-    totals = sorted(
-        (row["bucket"], row["tokens"])
-        for row in sizes.groupBy("bucket").agg(F.sum("tokens").alias("tokens")).collect()
-    )
-    if not totals:
-        return []
-    bucket_start, running = {}, 0
-    for key, tokens in totals:
-        bucket_start[key] = running
-        running += tokens
+    shards: list[dict] = []
+    document = token = 0
+    for piece in pieces:
+        if piece["documents"] == 0:
+            continue
+        first_shard = token // shard_tokens
+        if (token + piece["tokens"]) // shard_tokens == first_shard:
+            doc_shards = np.full(piece["documents"], first_shard, dtype=np.int64)
+        else:
+            n_tokens = _read_piece(fs, f"{pieces_dir}/{piece['piece']}").column("n_tokens").to_numpy()
+            doc_shards = (token + np.cumsum(n_tokens) - n_tokens) // shard_tokens
+        starts = [0, *(np.flatnonzero(np.diff(doc_shards)) + 1).tolist()]
+        ends = [*starts[1:], piece["documents"]]
+        for lo, hi in zip(starts, ends):
+            if not shards or shards[-1]["raw"] != int(doc_shards[lo]):
+                shards.append({"raw": int(doc_shards[lo]), "first": document + lo, "documents": 0, "slices": []})
+            shards[-1]["documents"] += hi - lo
+            shards[-1]["slices"].append((piece["piece"], lo, hi, document + lo))
+        document += piece["documents"]
+        token += piece["tokens"]
+    return shards
 
-    def cut(batches):
-        state = {"bucket": None, "done": 0}
-        for batch in batches:
-            buckets = batch.column(0).to_numpy()
-            tokens = batch.column(2).to_numpy().astype(np.int64)
-            start = np.empty(len(tokens), dtype=np.int64)
-            change = np.flatnonzero(np.diff(buckets)) + 1
-            for lo, hi in zip([0, *change.tolist()], [*change.tolist(), len(tokens)]):
-                bucket = int(buckets[lo])
-                if bucket != state["bucket"]:
-                    state.update(bucket=bucket, done=bucket_start[bucket])
-                run = tokens[lo:hi]
-                start[lo:hi] = state["done"] + np.cumsum(run) - run
-                state["done"] += int(run.sum())
-            table = pa.table({
-                "shard": start // shard_tokens, "pos": batch.column(1), "tokens": tokens,
-                "text_bytes": batch.column(3), "is_null": batch.column(4),
-            })
-            grouped = table.group_by("shard").aggregate(
-                [("pos", "min"), ("pos", "count"), ("tokens", "sum"), ("text_bytes", "sum"), ("is_null", "sum")]
-            )
-            columns = [grouped.column(name) for name in
-                       ("shard", "pos_min", "pos_count", "tokens_sum", "text_bytes_sum", "is_null_sum")]
-            yield pa.RecordBatch.from_arrays([c.combine_chunks().cast(pa.int64()) for c in columns], _PLAN_FIELDS)
 
-    partitions = max(1, min(len(totals), encoded.sparkSession.sparkContext.defaultParallelism))
-    schema = ", ".join(f"{name} long" for name in _PLAN_FIELDS)
-    pieces = (
-        sizes.repartitionByRange(partitions, "bucket").sortWithinPartitions("bucket", "pos")
-        .mapInArrow(cut, schema).collect()
+def _assemble_shards(specs, *, fs, staging, pieces_dir, output_format, dtype, id_cols, attempt_tag):
+    """mapPartitions body: write each shard from its slices of the pieces; yield its totals."""
+    import pyarrow.parquet as pq
+    from pyspark import TaskContext
+
+    tag = f"{attempt_tag}-{TaskContext.get().partitionId()}-{TaskContext.get().attemptNumber()}"
+    for spec in specs:
+        moves = []
+
+        def opener(path: str, moves=moves):
+            moves.append((f"{path}.tmp-{tag}", path))
+            return fs.open_output_stream(moves[-1][0])
+
+        prefix = f"{staging}/{spec['name']}"
+        tokens = 0
+        writer = ShardWriter(prefix, dtype, opener=opener) if output_format == "bin" else None
+        parquet = sink = None
+        for piece, lo, hi, first_doc in spec["slices"]:
+            rows = _read_piece(fs, f"{pieces_dir}/{piece}").slice(lo, hi - lo)
+            ids = rows.column("input_ids").combine_chunks()
+            tokens += int(pc.sum(rows.column("n_tokens")).as_py() or 0)
+            if writer is not None:
+                writer.add_documents(ids.values.to_numpy(zero_copy_only=False), ids.offsets.to_numpy())
+                continue
+            if id_cols:
+                table = rows.select([*id_cols, "input_ids", "n_tokens"])
+            else:
+                doc_ids = pa.array(np.arange(first_doc, first_doc + rows.num_rows), type=pa.int64())
+                table = pa.table({"doc_id": doc_ids, "input_ids": rows.column("input_ids"),
+                                  "n_tokens": rows.column("n_tokens")})
+            if parquet is None:
+                sink = opener(prefix + ".parquet")
+                parquet = pq.ParquetWriter(sink, table.schema, compression="zstd")
+            parquet.write_table(table)
+        if writer is not None:
+            writer.close()
+        elif parquet is not None:
+            parquet.close()
+            sink.close()
+        size = 0
+        for tmp, final in moves:
+            fs.move(tmp, final)
+            size += fs.get_file_info(final).size
+        yield {"index": spec["index"], "documents": spec["documents"], "tokens": tokens, "bytes": size}
+
+
+def _encode_to_pieces(df, tok, *, text_col, id_cols, fs, pieces_dir, special_tokens, bos_id, eos_id) -> list[dict]:
+    """Run the encoding job: one Arrow piece per input segment; the pieces in document order."""
+    frame = df.select(
+        *[F.col(f"`{c}`") for c in id_cols], F.col(f"`{text_col}`").alias("__bpe_text"),
+        F.input_file_name().alias(_FILE), F.input_file_block_start().alias(_BLOCK),
     )
-    merged: dict[int, dict] = {}
-    for row in pieces:
-        entry = merged.setdefault(row["shard"], {"first": row["first"], "documents": 0, "tokens": 0,
-                                                 "text_bytes": 0, "nulls": 0})
-        entry["first"] = min(entry["first"], row["first"])
-        for field in ("documents", "tokens", "text_bytes", "nulls"):
-            entry[field] += row[field]
-    plan = [merged[key] for key in sorted(merged)]
-    expected_first = 0
-    for entry in plan:
-        if entry["first"] != expected_first:
-            raise RuntimeError("internal: document positions are not contiguous")
-        expected_first += entry["documents"]
-    return plan
+    broadcast = df.sparkSession.sparkContext.broadcast(tok.to_dict())
+    key = (model_fingerprint(tok), special_tokens, bos_id, eos_id)
+    options = {"special_tokens": special_tokens, "bos_id": bos_id, "eos_id": eos_id}
+    tag = uuid.uuid4().hex[:8]
+
+    def run(batches):
+        return _encode_pieces(batches, broadcast=broadcast, key=key, options=options, text_index=len(id_cols),
+                              keep_names=list(id_cols), fs=fs, pieces_dir=pieces_dir, attempt_tag=tag)
+
+    schema = "file string, block long, part long, seq long, piece string, documents long, tokens long, " \
+             "text_bytes long, nulls long"
+    try:
+        rows = frame.mapInArrow(run, schema).collect()
+    finally:
+        broadcast.unpersist()
+    pieces = sorted((row.asDict() for row in rows), key=lambda p: (p["file"], p["block"], p["part"], p["seq"]))
+    return pieces
 
 
 def encode_dataset(
@@ -802,41 +813,53 @@ def encode_dataset(
     if output.exists() and not overwrite:
         raise OutputExistsError(f"{output.uri} already exists; pass overwrite=True (--overwrite) to replace it")
 
-    from pyspark import StorageLevel
-
-    encoded = _encoded_frame(
-        df, tok, text_col=text_col, id_cols=id_cols, position_col=_POS, output_col="input_ids",
-        n_tokens_col="n_tokens", text_bytes_col=_TEXT_BYTES, special_tokens=special_tokens,
-        bos_id=bos_id, eos_id=eos_id,
-    ).persist(StorageLevel.MEMORY_AND_DISK)
     staging = output.sibling("staging")
+    pieces_dir = f"{staging}/_pieces"
+    fs = output.fs
     try:
-        plan = _plan_shards(encoded, "n_tokens", "input_ids", shard_tokens)
+        fs.create_dir(pieces_dir, recursive=True)
+        pieces = _encode_to_pieces(df, tok, text_col=text_col, id_cols=id_cols, fs=fs, pieces_dir=pieces_dir,
+                                   special_tokens=special_tokens, bos_id=bos_id, eos_id=eos_id)
+        plan = _plan_shards(pieces, shard_tokens, fs, pieces_dir)
         prefix = "shard" if output_format == "bin" else "part"
-        names = [shard_name(i, len(plan), prefix) for i in range(len(plan))]
-        output.fs.create_dir(staging, recursive=True)
-        written = _write_shards(encoded, plan, names, output, staging, output_format, numpy_dtype, id_cols)
+        for index, entry in enumerate(plan):
+            entry.update(index=index, name=shard_name(index, len(plan), prefix))
+        written = {}
+        if plan:
+            tag = uuid.uuid4().hex[:8]
+
+            def assemble(specs):
+                return _assemble_shards(specs, fs=fs, staging=staging, pieces_dir=pieces_dir,
+                                        output_format=output_format, dtype=numpy_dtype, id_cols=id_cols,
+                                        attempt_tag=tag)
+
+            specs = [{key: entry[key] for key in ("index", "name", "documents", "slices")} for entry in plan]
+            sc = df.sparkSession.sparkContext
+            for row in sc.parallelize(specs, len(specs)).mapPartitions(assemble).collect():
+                written[row["index"]] = row
+        fs.delete_dir(pieces_dir)
         shards = []
-        for index, (entry, name) in enumerate(zip(plan, names)):
-            got = written.get(index)
-            if got is None or (got["documents"], got["tokens"], got["first"]) != (
-                entry["documents"], entry["tokens"], entry["first"]
-            ):
-                raise RuntimeError(f"internal: shard {name} was written as {got}, planned as {entry}")
+        for entry in plan:
+            got = written.get(entry["index"])
+            if got is None or got["documents"] != entry["documents"]:
+                raise RuntimeError(f"internal: shard {entry['name']} was written as {got}, planned as {entry}")
+            name = entry["name"]
             files = [name + ".bin", name + ".idx"] if output_format == "bin" else [name + ".parquet"]
             shards.append({
                 "name": name, "files": files, "first_document": entry["first"],
-                "documents": entry["documents"], "tokens": entry["tokens"], "bytes": got["bytes"],
+                "documents": entry["documents"], "tokens": got["tokens"], "bytes": got["bytes"],
             })
-        documents = sum(entry["documents"] for entry in plan)
-        tokens = sum(entry["tokens"] for entry in plan)
-        text_bytes = sum(entry["text_bytes"] for entry in plan)
+        documents = sum(piece["documents"] for piece in pieces)
+        tokens = sum(piece["tokens"] for piece in pieces)
+        text_bytes = sum(piece["text_bytes"] for piece in pieces)
+        if sum(shard["tokens"] for shard in shards) != tokens:
+            raise RuntimeError("internal: the shards do not hold every token encoded")
         manifest = {
             "format": MANIFEST_FORMAT,
             "format_version": MANIFEST_VERSION,
             "output_format": output_format,
             "documents": documents,
-            "null_documents": sum(entry["nulls"] for entry in plan),
+            "null_documents": sum(piece["nulls"] for piece in pieces),
             "tokens": tokens,
             "bytes": text_bytes,
             "bytes_per_token": round(text_bytes / tokens, 6) if tokens else None,
@@ -873,47 +896,6 @@ def encode_dataset(
     finally:
         with contextlib.suppress(Exception):
             output.delete(staging)
-        encoded.unpersist()
-
-
-def _write_shards(encoded, plan, names, output, staging, output_format, numpy_dtype, id_cols) -> dict[int, dict]:
-    if not plan:
-        return {}
-    boundaries = np.array([entry["first"] for entry in plan], dtype=np.int64)
-
-    def assign(batches):
-        for batch in batches:
-            positions = batch.column(_POS).to_numpy(zero_copy_only=False)
-            shard = np.searchsorted(boundaries, positions, side="right") - 1
-            yield batch.append_column(_SHARD, pa.array(shard, type=pa.int32()))
-
-    data_cols = [F.col(f"`{c}`") for c in id_cols] or [F.col(_POS).alias("doc_id")]
-    frame = encoded.select(*data_cols, F.col(_POS), F.col("input_ids"), F.col("n_tokens"))
-    schema = T.StructType(frame.schema.fields + [T.StructField(_SHARD, T.IntegerType(), False)])
-    with_shard = frame.mapInArrow(assign, schema)
-    columns = with_shard.columns
-    fs = output.fs
-    attempt_tag = uuid.uuid4().hex[:8]
-
-    def write(batches):
-        return _write_shard_files(
-            batches, fs=fs, staging=staging, names=names, output_format=output_format,
-            dtype=numpy_dtype, columns=columns, attempt_tag=attempt_tag,
-        )
-
-    result_schema = "shard long, documents long, tokens long, first long, last long, bytes long"
-    rows = (
-        with_shard.repartition(len(plan), F.col(_SHARD))
-        .sortWithinPartitions(F.col(_SHARD), F.col(_POS))
-        .mapInArrow(write, result_schema)
-        .collect()
-    )
-    written: dict[int, dict] = {}
-    for row in rows:
-        if row["shard"] in written:
-            raise RuntimeError(f"internal: shard {row['shard']} was written twice")
-        written[row["shard"]] = row.asDict()
-    return written
 
 
 _CORE_ERRORS = ("UnknownCharacterError", "ConfigError", "DisallowedSpecialTokenError")
