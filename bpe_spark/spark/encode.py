@@ -3,20 +3,33 @@
 ``encode(df, tok)`` returns a DataFrame of ``input_ids`` (array<int32>) and ``n_tokens``;
 ``encode_dataset(df, tok, out)`` writes them as Parquet or binary shards with a manifest.
 
-On the executors each Arrow batch is pretokenized, each distinct pretoken of the batch is looked
-up in a per-process cache (BPE runs only for pretokens never seen before, and ``ranks`` models
-look whole pretokens up first, as tiktoken does), and the output list column is assembled from
-the cached ids with numpy gathers: no per-token Python work once the cache is warm.
+The tokenizer is broadcast once, as plain data, and rebuilt once per executor process. Each
+Arrow batch of texts is encoded whole: by the compiled encoder when the model has one
+(``Tokenizer.encode_ordinary_flat``: gpt2/cl100k presets of a byte-scheme merge table), else by
+the Python regex and a per-process cache of each distinct pretoken's ids (BPE runs only for
+pretokens never seen; ``ranks`` models look whole pretokens up first, as tiktoken does). The
+output list column is built from flat ids and offsets with numpy gathers: no per-token Python.
+
+``encode_dataset`` runs one encoding job whose tasks write one Arrow piece per input segment
+(file split), then a second, I/O-only job cuts the document stream into shards from slices of the
+pieces. No shuffle, no cache, no second pass over the text.
 
 Document ids. Without ``id_cols`` the output carries ``doc_id`` (int64): the document's position
 in input order, counted from 0. For DataFrames read straight from files (text, JSON Lines,
 Parquet: also through filters and ``coalesce``) input order is file path order, then row order
 within each file, so ``doc_id`` is the same whatever the partitioning. For other DataFrames it is
 partition order, then row order in each partition; after a shuffle (``repartition``) that order
-is not stable, so pass ``id_cols`` there.
+is not stable, so pass ``id_cols`` there. (``encode`` counts the documents of each input segment
+first, a JVM-only pass; ``encode_dataset`` needs no such pass.)
 
 Null and empty texts: empty text gives ``[]`` (plus BOS/EOS when asked); a null text gives a
 null ``input_ids`` and ``n_tokens`` 0 (no BOS/EOS), and a zero-length document in binary shards.
+
+Why no Java-regex pretokenization here (DESIGN 1.2 allows it): measured on en_books in
+local[2], Spark SQL's ``regexp_extract_all`` with the ``(?U)`` gpt2 pattern split text no faster
+than Python's ``regex`` (about 3-4 MB/s per core), and shipping the pretoken arrays to Python
+cost more than the saving; the two engines' Unicode versions also differ on some code points,
+and encoding must give ``Tokenizer.encode``'s ids exactly.
 """
 
 from __future__ import annotations
