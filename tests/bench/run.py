@@ -407,9 +407,15 @@ def case_t5(ctx: Context) -> None:
     megabytes = text.stat().st_size / 1e6
     out = ctx.scratch / "T5-ids"
 
+    events = ctx.scratch / "T5-events"
+
     def ours() -> Sample:
-        return run_worker("ours_spark_encode", {"model": str(model), "file": str(text), "out": str(out),
-                                                "master": f"local[{SPARK_CORES}]"})
+        shutil.rmtree(events, ignore_errors=True)
+        events.mkdir(parents=True)
+        sample = run_worker("ours_spark_encode", {"model": str(model), "file": str(text), "out": str(out),
+                                                  "master": f"local[{SPARK_CORES}]", "event_dir": str(events)})
+        sample.result["spark"] = spark_timeline(events)
+        return sample
 
     def tiktoken_run() -> Sample:
         return run_worker("tiktoken_encode", {"model": str(model), "file": str(text)}, threads=1)
@@ -436,6 +442,7 @@ def case_t5(ctx: Context) -> None:
         ctx.add(Row("T5", f"encode {text.name}: MB/s per core (Spark local[2])", ours_rate, peer_rate,
                     f"{peer} ({cores} thread{'s' if cores > 1 else ''})", "MB/s", ratio, f">= {target}",
                     ratio >= target, digests["ours"] == reference and digests[peer] == reference,
+                    note=f"Spark event log (last run): {runs['ours'][-1].result.get('spark') or '?'}" if peer == "tiktoken" else "",
                     samples={"ours": [s.result["seconds"] for s in runs["ours"]],
                              "peer": [s.result["seconds"] for s in runs[peer]]}))
     inproc = per_core(runs["inprocess"], 1)

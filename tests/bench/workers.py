@@ -225,11 +225,11 @@ def ours_spark_encode(args: dict) -> dict:
     from bpe_spark.spark.session import build_session
 
     started = time.perf_counter()
-    spark = build_session(
-        "bpe-spark-bench-encode",
-        master=args.get("master", "local[2]"),
-        overrides={"spark.ui.enabled": "false", "spark.ui.showConsoleProgress": "false"},
-    )
+    overrides = {"spark.ui.enabled": "false", "spark.ui.showConsoleProgress": "false"}
+    if args.get("event_dir"):
+        overrides.update({"spark.eventLog.enabled": "true", "spark.eventLog.compress": "false",
+                          "spark.eventLog.dir": Path(args["event_dir"]).as_uri()})
+    spark = build_session("bpe-spark-bench-encode", master=args.get("master", "local[2]"), overrides=overrides)
     tok = Tokenizer.load(args["model"])
     session_seconds = time.perf_counter() - started
     started = time.perf_counter()
