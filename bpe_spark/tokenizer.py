@@ -349,13 +349,6 @@ class Tokenizer:
             out.extend(encode_pretoken(pretoken))
         return out
 
-    @property
-    def compiled_encoding(self) -> bool:
-        """Whether ``encode_ordinary`` / ``encode_ordinary_flat`` run compiled (pretokenizer and
-        BPE in ``bpe_spark._fastenc``) rather than in Python."""
-        self._fast_encoder()
-        return self._fast_split
-
     def encode_ordinary_flat(self, texts: Sequence[str | None]):
         """Encode many texts as ordinary text into flat arrays: ``(ids, lengths)``, numpy int32
         ids of every text one after the other, and int64 ``lengths[i]``, the number of ids of
