@@ -125,6 +125,21 @@ def atomic_file(target, *, overwrite: bool = False) -> Iterator[Path]:
 
 
 # --- recognising and loading ------------------------------------------------------------------
+def read_json_file(path: Path, *, missing: str = "no such file"):
+    """Parse a JSON file; any failure is a ModelFormatError naming the file (and line, column)."""
+    try:
+        with open(path, encoding="utf-8") as fh:
+            return json.load(fh)
+    except FileNotFoundError:
+        raise ModelFormatError(f"{path}: {missing}") from None
+    except json.JSONDecodeError as exc:
+        raise ModelFormatError(
+            f"{path}: line {exc.lineno}, column {exc.colno}: invalid JSON ({exc.msg})"
+        ) from None
+    except UnicodeDecodeError as exc:
+        raise ModelFormatError(f"{path}: not UTF-8 ({exc})") from None
+
+
 def detect_format(path) -> str:
     """What ``path`` holds: ``"model_dir"``, ``"tokenizer.json"``, ``"gpt2"`` or ``"tiktoken"``."""
     path = Path(path)

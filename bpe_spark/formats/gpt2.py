@@ -22,6 +22,7 @@ from collections.abc import Iterable
 from pathlib import Path
 
 from bpe_spark.errors import ConfigError, ModelFormatError
+from bpe_spark.formats import read_json_file
 from bpe_spark.symbols import bytes_to_display, display_to_bytes
 from bpe_spark.tokenizer import Tokenizer
 
@@ -57,19 +58,7 @@ def write_gpt2(tok, directory) -> None:
 
 
 def _read_vocab(path: Path) -> dict[str, int]:
-    try:
-        with open(path, encoding="utf-8") as fh:
-            data = json.load(fh)
-    except FileNotFoundError:
-        raise ModelFormatError(
-            f"{path}: no such file (GPT-2 needs vocab.json and merges.txt)"
-        ) from None
-    except json.JSONDecodeError as exc:
-        raise ModelFormatError(
-            f"{path}: line {exc.lineno}, column {exc.colno}: invalid JSON ({exc.msg})"
-        ) from None
-    except UnicodeDecodeError as exc:
-        raise ModelFormatError(f"{path}: not UTF-8 ({exc})") from None
+    data = read_json_file(path, missing="no such file (GPT-2 needs vocab.json and merges.txt)")
     if not isinstance(data, dict):
         raise ModelFormatError(f"{path}: expected a JSON object mapping tokens to ids")
     seen: dict[int, str] = {}

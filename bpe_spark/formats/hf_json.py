@@ -25,6 +25,7 @@ from typing import Any
 import regex
 
 from bpe_spark.errors import ConfigError, ModelFormatError
+from bpe_spark.formats import read_json_file
 from bpe_spark.pretokenize import PRESETS
 from bpe_spark.symbols import bytes_to_display, bytes_to_unicode, display_to_bytes
 from bpe_spark.tokenizer import Tokenizer
@@ -311,17 +312,7 @@ def read_tokenizer_json(path, *, special_tokens=None, **unused) -> Tokenizer:
     if unused:
         raise ConfigError(f"tokenizer.json loading takes no options {sorted(unused)}")
     path = Path(path)
-    try:
-        with open(path, encoding="utf-8") as fh:
-            data = json.load(fh)
-    except FileNotFoundError:
-        raise ModelFormatError(f"{path}: no such file") from None
-    except json.JSONDecodeError as exc:
-        raise ModelFormatError(
-            f"{path}: line {exc.lineno}, column {exc.colno}: invalid JSON ({exc.msg})"
-        ) from None
-    except UnicodeDecodeError as exc:
-        raise ModelFormatError(f"{path}: not UTF-8 ({exc})") from None
+    data = read_json_file(path)
     if special_tokens is not None:
         raise ConfigError(
             "tokenizer.json names its special tokens itself (added_tokens); drop special_tokens="

@@ -28,7 +28,7 @@ import pyarrow.parquet as pq
 
 from bpe_spark.config import TrainerConfig
 from bpe_spark.errors import BpeSparkError, ConfigError, ModelFormatError
-from bpe_spark.formats import EXPORT_FORMATS, MODEL_META_FILE, atomic_directory
+from bpe_spark.formats import EXPORT_FORMATS, MODEL_META_FILE, atomic_directory, read_json_file
 from bpe_spark.pretokenize import PRESETS
 from bpe_spark.tokenizer import Tokenizer
 
@@ -287,15 +287,7 @@ def field_nulls(table: pa.Table, name: str) -> list[int]:
 def _load_meta(path: Path) -> dict[str, Any]:
     if not path.is_file():
         raise ModelFormatError(f"{path}: missing; this is not a bpe-spark model directory")
-    try:
-        with open(path, encoding="utf-8") as fh:
-            meta = json.load(fh)
-    except json.JSONDecodeError as exc:
-        raise ModelFormatError(
-            f"{path}: line {exc.lineno}, column {exc.colno}: invalid JSON ({exc.msg})"
-        ) from None
-    except UnicodeDecodeError as exc:
-        raise ModelFormatError(f"{path}: not UTF-8 ({exc})") from None
+    meta = read_json_file(path)
     if not isinstance(meta, dict):
         raise ModelFormatError(f"{path}: expected a JSON object at the top level")
     version = meta.get("format_version")
