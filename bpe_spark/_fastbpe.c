@@ -510,20 +510,32 @@ static inline int change(Engine *e, int32_t left, int32_t right, int64_t delta, 
     return 0;
 }
 
-/* apply(left, right, new_id, new_key): merge (left, right) -> new_id in every word holding it.
- * new_id is either an existing id (a reused token) or the next id, whose tie-break key is new_key. */
+/* extend(keys): the tie-break keys of the ids that follow the engine's last one. */
+static PyObject *Engine_extend(Engine *e, PyObject *keys_obj) {
+    PyObject *keys = PySequence_Fast(keys_obj, "extend() takes a sequence of keys");
+    if (keys == NULL) return NULL;
+    for (Py_ssize_t i = 0; i < PySequence_Fast_GET_SIZE(keys); i++) {
+        if (append_symbol(e, PySequence_Fast_GET_ITEM(keys, i)) < 0) {
+            Py_DECREF(keys);
+            return NULL;
+        }
+    }
+    Py_DECREF(keys);
+    return PyLong_FromSize_t(e->n_ids);
+}
+
+/* apply(left, right, new_id): merge (left, right) -> new_id in every word holding it. new_id is
+ * an id the engine knows (extend() first for a new one). */
 static PyObject *Engine_apply(Engine *e, PyObject *args) {
     int left, right, new_id;
-    PyObject *new_key;
-    if (!PyArg_ParseTuple(args, "iiiO", &left, &right, &new_id, &new_key)) return NULL;
+    if (!PyArg_ParseTuple(args, "iii", &left, &right, &new_id)) return NULL;
     if (e->slots == NULL) {
         PyErr_SetString(PyExc_RuntimeError, "Engine is not initialized");
         return NULL;
     }
-    if (check_id(e, left) < 0 || check_id(e, right) < 0) return NULL;
-    if ((long long)new_id == (long long)e->first_id + (long long)e->n_ids) {
-        if (append_symbol(e, new_key) < 0) return NULL;
-    } else if (check_id(e, new_id) < 0) {
+    if (check_id(e, left) < 0 || check_id(e, right) < 0 || check_id(e, new_id) < 0) return NULL;
+    if (new_id == left || new_id == right) {
+        PyErr_SetString(PyExc_ValueError, "a merge cannot produce one of its own parts");
         return NULL;
     }
     int32_t target = find_pair(e, left, right);
@@ -622,7 +634,9 @@ static PyObject *Engine_pair_count(Engine *e, PyObject *args) {
 static PyMethodDef Engine_methods[] = {
     {"best", (PyCFunction)Engine_best, METH_NOARGS, "The top pair as (left, right, count), or None."},
     {"apply", (PyCFunction)Engine_apply, METH_VARARGS,
-     "apply(left, right, new_id, new_key): merge the pair in every word holding it."},
+     "apply(left, right, new_id): merge the pair in every word holding it."},
+    {"extend", (PyCFunction)Engine_extend, METH_O,
+     "extend(keys): add the tie-break keys of the next ids; returns the number of ids known."},
     {"words", (PyCFunction)Engine_words, METH_NOARGS, "Every word's current symbol ids."},
     {"pair_count", (PyCFunction)Engine_pair_count, METH_VARARGS, "The current count of a pair."},
     {NULL, NULL, 0, NULL},

@@ -203,6 +203,7 @@ class _CompiledCore:
         self.lexicographic = table.tie_break != "hf"
         keys = [self._key(value, key) for value, key in zip(table.values, table.keys)]
         self.engine = _fastbpe.Engine(words, counts, keys, table.first_id, self.lexicographic)
+        self.known = len(keys)  # ids whose keys the C side holds
 
     def _key(self, value, key):
         # hf: the integer position; lexicographic: the token's UTF-8 bytes (their order is
@@ -216,8 +217,14 @@ class _CompiledCore:
 
     def apply(self, left: int, right: int, new_id: int) -> None:
         table = self.table
-        index = new_id - table.first_id
-        self.engine.apply(left, right, new_id, self._key(table.values[index], table.keys[index]))
+        if len(table) > self.known:
+            # this merge's new token (or tokens another engine on the same table added)
+            start = self.known
+            self.engine.extend(
+                [self._key(v, k) for v, k in zip(table.values[start:], table.keys[start:])]
+            )
+            self.known = len(table)
+        self.engine.apply(left, right, new_id)
 
     def current_words(self) -> list[list[int]]:
         return self.engine.words()

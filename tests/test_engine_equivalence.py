@@ -219,6 +219,23 @@ def test_compiled_core_rejects_ids_outside_its_table():
     engine = _fastbpe.Engine([[0, 1, 0, 1]], [2], list(range(256)), 0, False)
     assert engine.best() == (0, 1, 4)
     with pytest.raises(ValueError, match="outside the engine's table"):
-        engine.apply(0, 1, 999, 256)
-    engine.apply(0, 1, 256, 256)
+        engine.apply(0, 1, 256)
+    assert engine.extend([256]) == 257
+    engine.apply(0, 1, 256)
     assert engine.words() == [[256, 256]] and engine.pair_count(256, 256) == 2
+
+
+@needs_compiled
+def test_two_engines_sharing_one_table():
+    """Each engine learns the keys of ids the other added to the shared table (as rounds do)."""
+    cfg = TrainerConfig(vocab_size=400)
+    counts = count_pretokens(corpus_lines("tiny_shakespeare", 20_000), cfg)
+    results = []
+    for backend in ("python", "compiled"):
+        first = build_engine(counts, cfg)
+        table = first.table
+        one = MergeEngine(table, [list(w) for w in first.words], first.counts, backend=backend)
+        two = MergeEngine(table, [list(w) for w in first.words], first.counts, backend=backend)
+        taken = one.run(max_new_tokens=30) + two.run(max_new_tokens=10) + one.run(max_new_tokens=5)
+        results.append((taken, one.words, two.words, list(table.values)))
+    assert results[0] == results[1]
