@@ -11,18 +11,36 @@ and debugging).
 
 from __future__ import annotations
 
+import importlib
 import os
 import threading
+import warnings
 
-try:
-    from bpe_spark import _fastbpe
-except ImportError:  # pragma: no cover - depends on the build
-    _fastbpe = None
+# The API each extension must have; a build from older sources (the .so files are built in
+# place and not versioned, so a `git pull` without `pip install -e .` leaves them stale) is
+# ignored, with a warning, rather than half used.
+FASTBPE_API = 2
+FASTENC_API = 1
 
-try:
-    from bpe_spark import _fastenc
-except ImportError:  # pragma: no cover - depends on the build
-    _fastenc = None
+
+def _load(name: str, api: int):
+    try:
+        module = importlib.import_module(f"bpe_spark.{name}")
+    except ImportError:  # pragma: no cover - depends on the build
+        return None
+    if getattr(module, "API_VERSION", 0) != api:
+        warnings.warn(
+            f"bpe_spark.{name} was built from older sources (API {getattr(module, 'API_VERSION', 0)}, "
+            f"need {api}); using pure Python. Rebuild it with `pip install -e .`",
+            RuntimeWarning,
+            stacklevel=2,
+        )
+        return None
+    return module
+
+
+_fastbpe = _load("_fastbpe", FASTBPE_API)
+_fastenc = _load("_fastenc", FASTENC_API)
 
 # Presets the compiled pretokenizer implements (by hand, over UTF-8), by name.
 COMPILED_PATTERNS = ("gpt2", "cl100k")

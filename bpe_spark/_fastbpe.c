@@ -662,6 +662,11 @@ PyMODINIT_FUNC PyInit__fastbpe(void) {
     if (PyType_Ready(&EngineType) < 0) return NULL;
     PyObject *m = PyModule_Create(&fastbpe_module);
     if (m == NULL) return NULL;
+    /* bpe_spark/_compiled.py checks this: a stale build (older source) is not used */
+    if (PyModule_AddIntConstant(m, "API_VERSION", 2) < 0) {
+        Py_DECREF(m);
+        return NULL;
+    }
     Py_INCREF(&EngineType);
     if (PyModule_AddObject(m, "Engine", (PyObject *)&EngineType) < 0) {
         Py_DECREF(&EngineType);

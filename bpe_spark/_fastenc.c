@@ -1076,6 +1076,11 @@ PyMODINIT_FUNC PyInit__fastenc(void) {
     if (PyType_Ready(&EncoderType) < 0 || PyType_Ready(&PretokenCounterType) < 0) return NULL;
     PyObject *m = PyModule_Create(&fastenc_module);
     if (m == NULL) return NULL;
+    /* bpe_spark/_compiled.py checks this: a stale build (older source) is not used */
+    if (PyModule_AddIntConstant(m, "API_VERSION", 1) < 0) {
+        Py_DECREF(m);
+        return NULL;
+    }
     Py_INCREF(&EncoderType);
     if (PyModule_AddObject(m, "Encoder", (PyObject *)&EncoderType) < 0) {
         Py_DECREF(&EncoderType);
