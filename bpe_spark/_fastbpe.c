@@ -327,6 +327,57 @@ static void Engine_dealloc(Engine *e) {
     Py_TYPE(e)->tp_free((PyObject *)e);
 }
 
+/* Copy word w's symbols into the engine: a sequence of ids, or (byte scheme) the UTF-8 bytes
+ * themselves, which spares the caller a list of ints per word. */
+static int load_word(Engine *e, Py_ssize_t w, PyObject *item, long long max_id) {
+    if (PyBytes_Check(item)) {
+        Py_ssize_t len = PyBytes_GET_SIZE(item);
+        const unsigned char *raw = (const unsigned char *)PyBytes_AS_STRING(item);
+        if (len >= INT32_MAX) {
+            PyErr_SetString(PyExc_OverflowError, "word too long for the compiled engine");
+            return -1;
+        }
+        int32_t *symbols = PyMem_Malloc((size_t)(len ? len : 1) * sizeof(int32_t));
+        if (symbols == NULL) return PyErr_NoMemory(), -1;
+        e->word[w] = symbols;
+        for (Py_ssize_t j = 0; j < len; j++) {
+            if ((long long)raw[j] < e->first_id || (long long)raw[j] >= max_id) return check_id(e, raw[j]);
+            symbols[j] = raw[j];
+        }
+        e->word_len[w] = (int32_t)len;
+        return 0;
+    }
+    PyObject *seq = PySequence_Fast(item, "each word must be a sequence of ids (or bytes)");
+    if (seq == NULL) return -1;
+    Py_ssize_t len = PySequence_Fast_GET_SIZE(seq);
+    int32_t *symbols = NULL;
+    if (len >= INT32_MAX) {
+        PyErr_SetString(PyExc_OverflowError, "word too long for the compiled engine");
+        goto fail;
+    }
+    symbols = PyMem_Malloc((size_t)(len ? len : 1) * sizeof(int32_t));
+    if (symbols == NULL) {
+        PyErr_NoMemory();
+        goto fail;
+    }
+    e->word[w] = symbols;
+    for (Py_ssize_t j = 0; j < len; j++) {
+        long long id = PyLong_AsLongLong(PySequence_Fast_GET_ITEM(seq, j));
+        if (id == -1 && PyErr_Occurred()) goto fail;
+        if (id < e->first_id || id >= max_id) {
+            check_id(e, id);
+            goto fail;
+        }
+        symbols[j] = (int32_t)id;
+    }
+    Py_DECREF(seq);
+    e->word_len[w] = (int32_t)len;
+    return 0;
+fail:
+    Py_DECREF(seq);
+    return -1;
+}
+
 /* Engine(words, counts, keys, first_id, lexicographic) */
 static int Engine_init(Engine *e, PyObject *args, PyObject *kwds) {
     static char *kwlist[] = {"words", "counts", "keys", "first_id", "lexicographic", NULL};
@@ -382,36 +433,8 @@ static int Engine_init(Engine *e, PyObject *args, PyObject *kwds) {
     int64_t total_count = 0; /* sum of count * (len - 1): the bound of every pair count */
     long long max_id = (long long)first_id + (long long)e->n_ids;
     for (Py_ssize_t w = 0; w < n; w++) {
-        PyObject *seq = PySequence_Fast(PySequence_Fast_GET_ITEM(words, w), "each word must be a sequence");
-        if (seq == NULL) goto fail;
-        Py_ssize_t len = PySequence_Fast_GET_SIZE(seq);
-        if (len >= INT32_MAX) {
-            Py_DECREF(seq);
-            PyErr_SetString(PyExc_OverflowError, "word too long for the compiled engine");
-            goto fail;
-        }
-        int32_t *symbols = PyMem_Malloc((size_t)(len ? len : 1) * sizeof(int32_t));
-        if (symbols == NULL) {
-            Py_DECREF(seq);
-            PyErr_NoMemory();
-            goto fail;
-        }
-        e->word[w] = symbols;
-        for (Py_ssize_t j = 0; j < len; j++) {
-            long long id = PyLong_AsLongLong(PySequence_Fast_GET_ITEM(seq, j));
-            if (id == -1 && PyErr_Occurred()) {
-                Py_DECREF(seq);
-                goto fail;
-            }
-            if (id < first_id || id >= max_id) {
-                Py_DECREF(seq);
-                check_id(e, id);
-                goto fail;
-            }
-            symbols[j] = (int32_t)id;
-        }
-        Py_DECREF(seq);
-        e->word_len[w] = (int32_t)len;
+        if (load_word(e, w, PySequence_Fast_GET_ITEM(words, w), max_id) < 0) goto fail;
+        int32_t len_w = e->word_len[w];
         long long count = PyLong_AsLongLong(PySequence_Fast_GET_ITEM(counts, w));
         if (count == -1 && PyErr_Occurred()) goto fail;
         if (count < 0) {
@@ -419,14 +442,14 @@ static int Engine_init(Engine *e, PyObject *args, PyObject *kwds) {
             goto fail;
         }
         e->word_count[w] = count;
-        if (len > 1) {
+        if (len_w > 1) {
             int64_t weight;
-            if (MUL_OVERFLOW((int64_t)count, (int64_t)(len - 1), &weight) ||
+            if (MUL_OVERFLOW((int64_t)count, (int64_t)(len_w - 1), &weight) ||
                 ADD_OVERFLOW(total_count, weight, &total_count)) {
                 PyErr_SetString(PyExc_OverflowError, "pair counts exceed 64 bits in the compiled engine");
                 goto fail;
             }
-            total_pairs += (size_t)(len - 1);
+            total_pairs += (size_t)(len_w - 1);
         }
     }
     Py_DECREF(words);

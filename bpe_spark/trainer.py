@@ -91,6 +91,11 @@ class _PythonCore:
 
     def __init__(self, table: SymbolTable, words: list[list[int]], counts: list[int]):
         self.table = table
+        if not isinstance(words, list):
+            words = list(words)
+        for index, word in enumerate(words):
+            if type(word) is not list:  # bytes (byte scheme), tuples...: merged in place as lists
+                words[index] = list(word)
         self.words = words
         self.counts = counts
         pair_counts: dict[tuple[int, int], int] = {}
@@ -239,6 +244,10 @@ class MergeEngine:
     ``backend``: "auto" (the compiled core when built, else pure Python), "compiled" or
     "python"; the environment variable ``BPE_SPARK_ENGINE`` sets the default. Both cores give
     the same merges (tests/test_engine_equivalence.py).
+
+    ``words`` are lists of symbol ids; in the byte scheme a word may also be its UTF-8
+    ``bytes``, which the compiled core reads directly (no list of ints per pretoken on the
+    driver). The compiled core copies the words; the Python core merges them in place.
     """
 
     def __init__(

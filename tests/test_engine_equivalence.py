@@ -239,3 +239,16 @@ def test_two_engines_sharing_one_table():
         taken = one.run(max_new_tokens=30) + two.run(max_new_tokens=10) + one.run(max_new_tokens=5)
         results.append((taken, one.words, two.words, list(table.values)))
     assert results[0] == results[1]
+
+
+@pytest.mark.parametrize("backend", ["python", pytest.param("compiled", marks=needs_compiled)])
+def test_byte_words_may_be_given_as_bytes(backend):
+    cfg = TrainerConfig(vocab_size=600)
+    counts = count_pretokens(corpus_lines("multilingual", 100_000), cfg)
+    reference = build_engine(counts, cfg)
+    as_lists = MergeEngine(reference.table, reference.words, reference.counts, backend=backend)
+    expected = as_lists.run(max_new_tokens=344)
+    table = build_engine(counts, cfg).table
+    as_bytes = MergeEngine(table, [p.encode("utf-8") for p in counts], list(counts.values()), backend=backend)
+    assert as_bytes.run(max_new_tokens=344) == expected
+    assert as_bytes.words == as_lists.words

@@ -104,9 +104,10 @@ def monitored(
                 if not status:
                     continue
                 total += status.get("VmRSS", 0)
-                name, best = peaks.get(pid, ("", 0))
-                if not name:
-                    name = _comm(pid)
+                # subtle: read the name every time: spark-submit is a shell script that execs
+                # java, so the JVM first shows up as "bash" under the same pid
+                name = _comm(pid) or peaks.get(pid, ("", 0))[0]
+                best = peaks.get(pid, ("", 0))[1]
                 peaks[pid] = (name, max(best, status.get("VmHWM", 0)))
             total_peak = max(total_peak, total)
             stop.wait(SAMPLE_SECONDS)
