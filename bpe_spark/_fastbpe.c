@@ -167,7 +167,11 @@ static int32_t get_pair(Engine *e, int32_t left, int32_t right) {
 static int add_holder(Pair *pair, int32_t word) {
     if (pair->n_holders > 0 && pair->holders[pair->n_holders - 1] == word) return 0;
     if (pair->n_holders == pair->cap_holders) {
-        int32_t cap = pair->cap_holders ? pair->cap_holders * 2 : 2;
+        if (pair->cap_holders > INT32_MAX / 2) {
+            PyErr_SetString(PyExc_OverflowError, "a pair is held by too many words for the compiled engine");
+            return -1;
+        }
+        int32_t cap = pair->cap_holders ? pair->cap_holders + pair->cap_holders / 2 + 1 : 2;
         int32_t *h = PyMem_Realloc(pair->holders, (size_t)cap * sizeof(int32_t));
         if (h == NULL) {
             PyErr_NoMemory();
@@ -429,7 +433,6 @@ static int Engine_init(Engine *e, PyObject *args, PyObject *kwds) {
         goto fail;
     }
     e->n_words = n;
-    size_t total_pairs = 0;
     int64_t total_count = 0; /* sum of count * (len - 1): the bound of every pair count */
     long long max_id = (long long)first_id + (long long)e->n_ids;
     for (Py_ssize_t w = 0; w < n; w++) {
@@ -449,14 +452,13 @@ static int Engine_init(Engine *e, PyObject *args, PyObject *kwds) {
                 PyErr_SetString(PyExc_OverflowError, "pair counts exceed 64 bits in the compiled engine");
                 goto fail;
             }
-            total_pairs += (size_t)(len_w - 1);
         }
     }
     Py_DECREF(words);
     Py_DECREF(counts);
 
+    /* subtle: sized for the distinct pairs (few: byte pairs), not for the occurrences; it grows */
     size_t n_slots = 1024;
-    while (n_slots < total_pairs / 2 + 16 && n_slots < ((size_t)1 << 40)) n_slots *= 2;
     e->slots = PyMem_Malloc(n_slots * sizeof(int32_t));
     if (e->slots == NULL) return PyErr_NoMemory(), -1;
     memset(e->slots, 0xff, n_slots * sizeof(int32_t));
@@ -520,6 +522,12 @@ static inline int change(Engine *e, int32_t left, int32_t right, int64_t delta, 
     if (p < 0) return -1;
     Pair *pair = &e->pairs[p];
     pair->count += delta;
+    if (pair->count == 0 && pair->holders != NULL) {
+        /* no word holds the pair any more: every holder entry is stale */
+        PyMem_Free(pair->holders);
+        pair->holders = NULL;
+        pair->n_holders = pair->cap_holders = 0;
+    }
     if (delta > 0 && word >= 0) {
         if (add_holder(pair, word) < 0) return -1;
         if (pair->grown_stamp != e->stamp) {
@@ -654,7 +662,23 @@ static PyObject *Engine_pair_count(Engine *e, PyObject *args) {
     return PyLong_FromLongLong(p < 0 ? 0 : (long long)e->pairs[p].count);
 }
 
+/* stats(): sizes of the engine's structures (for profiling memory). */
+static PyObject *Engine_stats(Engine *e, PyObject *Py_UNUSED(ignored)) {
+    size_t holders = 0, holder_capacity = 0, live_pairs = 0, symbols = 0;
+    for (size_t p = 0; p < e->n_pairs; p++) {
+        holders += (size_t)e->pairs[p].n_holders;
+        holder_capacity += (size_t)e->pairs[p].cap_holders;
+        live_pairs += e->pairs[p].count > 0;
+    }
+    for (Py_ssize_t w = 0; w < e->n_words; w++) symbols += (size_t)e->word_len[w];
+    return Py_BuildValue("{s:n,s:n,s:n,s:n,s:n,s:n,s:n,s:n}", "words", (Py_ssize_t)e->n_words, "symbols",
+                         (Py_ssize_t)symbols, "pairs", (Py_ssize_t)e->n_pairs, "live_pairs", (Py_ssize_t)live_pairs,
+                         "holders", (Py_ssize_t)holders, "holder_capacity", (Py_ssize_t)holder_capacity, "heap",
+                         (Py_ssize_t)e->n_heap, "slots", (Py_ssize_t)e->n_slots);
+}
+
 static PyMethodDef Engine_methods[] = {
+    {"stats", (PyCFunction)Engine_stats, METH_NOARGS, "Sizes of the engine's structures."},
     {"best", (PyCFunction)Engine_best, METH_NOARGS, "The top pair as (left, right, count), or None."},
     {"apply", (PyCFunction)Engine_apply, METH_VARARGS,
      "apply(left, right, new_id): merge the pair in every word holding it."},
