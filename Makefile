@@ -38,7 +38,7 @@ train: install
 	  --out out/sample-model --overwrite
 
 bench: install
-	$(PY) -m tests.bench.run
+	$(PY) -m tests.bench.run $(BENCH_ARGS)
 
 lint: install
 	$(VENV)/bin/ruff check bpe_spark jobs tests

@@ -64,9 +64,23 @@ def build_session(
         builder = builder.master(chosen)
     elif "spark.master" not in os.environ.get("PYSPARK_SUBMIT_ARGS", "") and not _launched_by_spark_submit():
         builder = builder.master("local[*]")
+    resolved = chosen or ("local[*]" if not _launched_by_spark_submit() else "")
+    if resolved.startswith("local") and "spark.sql.shuffle.partitions" not in props:
+        # subtle: Spark's default of 200 shuffle partitions costs seconds of task overhead per
+        # shuffle on one machine; a few per core is enough there (results never depend on it).
+        props["spark.sql.shuffle.partitions"] = str(2 * _local_cores(resolved))
     for key, value in props.items():
         builder = builder.config(key, value)
     return builder.getOrCreate()
+
+
+def _local_cores(master: str) -> int:
+    """Cores of a ``local``, ``local[N]``, ``local[*]`` or ``local[N,F]`` master."""
+    inside = master[master.find("[") + 1 : master.find("]")] if "[" in master else "1"
+    first = inside.split(",")[0].strip()
+    if first == "*" or not first.isdigit():
+        return os.cpu_count() or 1
+    return max(1, int(first))
 
 
 def _launched_by_spark_submit() -> bool:
