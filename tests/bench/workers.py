@@ -164,6 +164,17 @@ def spm_train(args: dict) -> dict:
 # --- encoding ----------------------------------------------------------------------------------
 
 
+def _timed_encode(encode_all, lines: list[str], ids_of=lambda row: row) -> dict:
+    """Time ``encode_all(lines)`` alone, then digest each row's ids (``ids_of(row)``)."""
+    started = time.perf_counter()
+    rows = encode_all(lines)
+    seconds = time.perf_counter() - started
+    digest = IdDigest()
+    for row in rows:
+        digest.add(ids_of(row))
+    return {"seconds": seconds, "digest": digest.hexdigest(), "tokens": digest.tokens, "documents": digest.documents}
+
+
 def tiktoken_encode(args: dict) -> dict:
     """tiktoken, one thread: encode_ordinary per line, with our model's ranks."""
     import tiktoken
@@ -174,15 +185,8 @@ def tiktoken_encode(args: dict) -> dict:
     tok = Tokenizer.load(args["model"])
     ranks = {value: token_id for token_id, value in tok.vocab.items()}
     enc = tiktoken.Encoding("bench", pat_str=PRESETS[tok.pattern], mergeable_ranks=ranks, special_tokens={})
-    lines = _lines(args["file"])
     encode = enc.encode_ordinary
-    started = time.perf_counter()
-    ids = [encode(line) for line in lines]
-    seconds = time.perf_counter() - started
-    digest = IdDigest()
-    for row in ids:
-        digest.add(row)
-    return {"seconds": seconds, "digest": digest.hexdigest(), "tokens": digest.tokens, "documents": digest.documents}
+    return _timed_encode(lambda lines: [encode(line) for line in lines], _lines(args["file"]))
 
 
 def hf_encode(args: dict) -> dict:
@@ -190,14 +194,11 @@ def hf_encode(args: dict) -> dict:
     from tokenizers import Tokenizer
 
     tok = Tokenizer.from_file(args["tokenizer_json"])
-    lines = _lines(args["file"])
-    started = time.perf_counter()
-    encodings = tok.encode_batch(lines, add_special_tokens=False)
-    seconds = time.perf_counter() - started
-    digest = IdDigest()
-    for encoding in encodings:
-        digest.add(encoding.ids)
-    return {"seconds": seconds, "digest": digest.hexdigest(), "tokens": digest.tokens, "documents": digest.documents}
+    return _timed_encode(
+        lambda lines: tok.encode_batch(lines, add_special_tokens=False),
+        _lines(args["file"]),
+        ids_of=lambda encoding: encoding.ids,
+    )
 
 
 def ours_encode_inprocess(args: dict) -> dict:
@@ -205,15 +206,8 @@ def ours_encode_inprocess(args: dict) -> dict:
     from bpe_spark import Tokenizer
 
     tok = Tokenizer.load(args["model"])
-    lines = _lines(args["file"])
     encode = tok.encode_ordinary
-    started = time.perf_counter()
-    ids = [encode(line) for line in lines]
-    seconds = time.perf_counter() - started
-    digest = IdDigest()
-    for row in ids:
-        digest.add(row)
-    return {"seconds": seconds, "digest": digest.hexdigest(), "tokens": digest.tokens, "documents": digest.documents}
+    return _timed_encode(lambda lines: [encode(line) for line in lines], _lines(args["file"]))
 
 
 def ours_spark_encode(args: dict) -> dict:
