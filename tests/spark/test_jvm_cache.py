@@ -1,0 +1,62 @@
+"""The JVM class archive: keyed to the Java + Spark installation, used only when present."""
+
+from __future__ import annotations
+
+import pytest
+
+from bpe_spark.spark import jvm_cache
+
+
+@pytest.fixture
+def cache(tmp_path, monkeypatch):
+    monkeypatch.setenv(jvm_cache.ENV_DIR, str(tmp_path))
+    monkeypatch.delenv(jvm_cache.ENV_SWITCH, raising=False)
+    return tmp_path
+
+
+def test_no_archive_no_options(cache):
+    assert jvm_cache.archive_path().parent == cache
+    assert jvm_cache.driver_java_options(None) is None
+    assert jvm_cache.driver_java_options("-Xss4m") == "-Xss4m"
+
+
+def test_present_archive_is_appended_quietly(cache):
+    path = jvm_cache.archive_path()
+    path.write_bytes(b"archive")
+    assert jvm_cache.driver_java_options(None) == f"-XX:SharedArchiveFile={path} -Xlog:cds=off -Xlog:cds+dynamic=off"
+    assert jvm_cache.driver_java_options("-Xss4m").startswith("-Xss4m -XX:SharedArchiveFile=")
+    # the user's own archive options win
+    assert jvm_cache.driver_java_options("-XX:SharedArchiveFile=/x.jsa") == "-XX:SharedArchiveFile=/x.jsa"
+
+
+def test_switch_off(cache, monkeypatch):
+    jvm_cache.archive_path().write_bytes(b"archive")
+    monkeypatch.setenv(jvm_cache.ENV_SWITCH, "off")
+    assert jvm_cache.driver_java_options(None) is None
+
+
+def test_key_follows_the_java_installation(cache, monkeypatch, tmp_path):
+    key = jvm_cache.archive_key()
+    assert key and key == jvm_cache.archive_key()
+    fake = tmp_path / "jdk" / "bin"
+    fake.mkdir(parents=True)
+    (fake / "java").write_text("#!/bin/sh\n")
+    monkeypatch.setenv("JAVA_HOME", str(tmp_path / "jdk"))
+    assert jvm_cache.archive_key() not in (None, key)
+    monkeypatch.setenv("JAVA_HOME", str(tmp_path / "nowhere"))
+    assert jvm_cache.archive_key() is None and jvm_cache.archive_path() is None
+    assert jvm_cache.driver_java_options(None) is None
+
+
+def test_cli_path_and_clear(cache, capsys):
+    jvm_cache.archive_path().write_bytes(b"archive")
+    assert jvm_cache.main(["path"]) == 0
+    assert "present" in capsys.readouterr().out
+    assert jvm_cache.main(["clear"]) == 0
+    assert not list(cache.glob("*.jsa"))
+
+
+def test_running_session_is_never_relaunched(spark):
+    from bpe_spark.spark.session import _launches_jvm
+
+    assert not _launches_jvm()
