@@ -168,31 +168,60 @@ class Pretokenizer:
     def count(self, texts: Iterable[str], counts: Counter | None = None) -> Counter:
         """Pretoken counts of many documents (added to ``counts`` when given)."""
         counts = Counter() if counts is None else counts
-        from bpe_spark import _compiled
-
-        counter = _compiled.new_counter(self.pattern)
-        if counter is not None:  # the gpt2 / cl100k presets, split and counted in C
-            return self._count_compiled(counter, texts, counts)
-        for text in texts:
-            if text:
-                counts.update(self.pretokens(text))
-        return counts
-
-    def _count_compiled(self, counter, texts: Iterable[str], counts: Counter) -> Counter:
-        plain = not self.specials and not (self.normalization or self.lowercase)
+        tally = self.tally()
         texts = iter(texts)
-        while True:
-            chunk = list(islice(texts, 10_000))
-            if not chunk:
-                break
-            if not plain:
-                chunk = [
-                    self.normalize(segment)
-                    for text in chunk
-                    if text
-                    for segment in self.specials.ordinary_segments(text)
-                ]
-            counter.add(chunk)
-        pretokens, numbers = counter.items()
+        while chunk := list(islice(texts, 10_000)):
+            tally.add(chunk)
+        pretokens, numbers = tally.items()
         counts.update(dict(zip(pretokens, numbers)))
         return counts
+
+    def tally(self) -> "Tally":
+        """An accumulator of pretoken counts: compiled for the gpt2 / cl100k presets."""
+        return Tally(self)
+
+
+class Tally:
+    """Pretoken counts of the documents added so far: ``add(texts)``, ``items()``, ``len()``.
+
+    The gpt2 / cl100k presets split and count in C (``bpe_spark._fastenc``); other patterns use
+    the regex and a Counter. Both give the same counts.
+
+    >>> tally = Pretokenizer("gpt2").tally(); tally.add(["a b", "a"]); sorted(zip(*tally.items()))
+    [(' b', 1), ('a', 2)]
+    """
+
+    def __init__(self, pretokenizer: Pretokenizer):
+        from bpe_spark import _compiled
+
+        self.pretokenizer = pretokenizer
+        self._compiled = _compiled.new_counter(pretokenizer.pattern)
+        self._plain = not pretokenizer.specials and not (pretokenizer.normalization or pretokenizer.lowercase)
+        self._counts: Counter = Counter()
+
+    def add(self, texts: list[str]) -> None:
+        p = self.pretokenizer
+        if self._compiled is None:
+            for text in texts:
+                if text:
+                    self._counts.update(p.pretokens(text))
+        elif self._plain:
+            self._compiled.add(texts)
+        else:
+            self._compiled.add([
+                p.normalize(segment) for text in texts if text for segment in p.specials.ordinary_segments(text)
+            ])
+
+    def items(self) -> tuple[list[str], list[int]]:
+        """``(pretokens, counts)``, two lists in the same order."""
+        if self._compiled is not None:
+            return self._compiled.items()
+        return list(self._counts), list(self._counts.values())
+
+    def clear(self) -> None:
+        if self._compiled is not None:
+            self._compiled.clear()
+        self._counts.clear()
+
+    def __len__(self) -> int:
+        return len(self._compiled) if self._compiled is not None else len(self._counts)

@@ -30,6 +30,7 @@ from pyspark.sql.types import StringType
 from bpe_spark.config import TrainerConfig
 from bpe_spark.errors import ConfigError
 from bpe_spark.pretokenize import Pretokenizer
+from bpe_spark.spark import textsplits
 from bpe_spark.spark.io import MissingColumnError
 from bpe_spark.spark.jregex import VERIFIED_PRESETS, java_pattern, special_tokens_regex
 
@@ -91,6 +92,9 @@ def count_pretokens(
     [Row(pretoken='a', count=1), Row(pretoken=' a', count=1)]
     """
     _text_column(df, text_col)
+    source = textsplits.source_of(df)
+    if source is not None and engine in ("auto", "python") and df.columns == [text_col]:
+        return _count_text_files(df.sparkSession, source, cfg, observation)
     chosen = choose_engine(cfg, engine)
     text = F.col(text_col)
     docs = df.select(text.alias("text")).where(text.isNotNull() & (F.length(text) > 0))
@@ -136,6 +140,61 @@ def _count_python(docs: DataFrame, cfg: TrainerConfig) -> DataFrame:
 
     partial = docs.mapInArrow(count_partition, COUNTS_SCHEMA)
     return partial.groupBy("pretoken").agg(F.sum("count").alias("count"))
+
+
+_DIRECT_SCHEMA = "pretoken string, count long, documents long, bytes long"
+
+
+def _count_text_files(spark, source: textsplits.TextSource, cfg: TrainerConfig, observation) -> DataFrame:
+    """Count local text files read by the Python tasks (see :mod:`textsplits`): no JVM string
+    per line, no Arrow hand-off of the text. Each split also reports its documents and bytes in
+    one extra row (null pretoken), which feeds ``observation`` and is dropped."""
+    splits = [(s.path, s.start, s.end) for s in textsplits.plan_splits(source, spark.sparkContext.defaultParallelism)]
+    settings = cfg.to_dict()
+
+    def count_splits(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+        tally = Pretokenizer.from_config(TrainerConfig.from_dict(settings)).tally()
+        for batch in batches:
+            for index in batch.column(0).to_pylist():
+                documents = size = 0
+                for lines, nbytes in textsplits.iter_lines(textsplits.Split(*splits[index]), with_bytes=True):
+                    tally.add(lines)
+                    documents += len(lines)
+                    size += nbytes
+                    if len(tally) >= _FLUSH_DISTINCT:
+                        yield _tally_batch(tally)
+                yield _tally_batch(tally, documents, size)
+
+    partial = spark.range(0, len(splits), 1, numPartitions=max(1, len(splits))).mapInArrow(count_splits, _DIRECT_SCHEMA)
+    if observation is not None:
+        partial = partial.observe(
+            observation,
+            F.coalesce(F.sum("documents"), F.lit(0)).alias("documents"),
+            F.coalesce(F.sum("bytes"), F.lit(0)).alias("bytes"),
+        )
+    return (
+        partial.where(F.col("pretoken").isNotNull())
+        .groupBy("pretoken")
+        .agg(F.sum("count").alias("count"))
+    )
+
+
+def _tally_batch(tally, documents: int | None = None, size: int | None = None) -> pa.RecordBatch:
+    """The tally's counts (then cleared), plus a row of split totals when they are given."""
+    pretokens, counts = tally.items()
+    tally.clear()
+    docs_column = [None] * len(pretokens)
+    bytes_column = [None] * len(pretokens)
+    if documents is not None:
+        pretokens.append(None)
+        counts.append(None)
+        docs_column.append(documents)
+        bytes_column.append(size)
+    return pa.RecordBatch.from_arrays(
+        [pa.array(pretokens, pa.string()), pa.array(counts, pa.int64()),
+         pa.array(docs_column, pa.int64()), pa.array(bytes_column, pa.int64())],
+        names=["pretoken", "count", "documents", "bytes"],
+    )
 
 
 def _counts_batch(counts: Counter) -> pa.RecordBatch:

@@ -262,6 +262,7 @@ def _batch_encoder(broadcast, key: tuple, options: dict) -> BatchEncoder:
     return encoder
 
 
+_WRITTEN_SCHEMA = pa.schema([(name, pa.int64()) for name in ("index", "documents", "tokens", "bytes")])
 _SLICE_BYTES = 64 << 20  # text per encoded slice: keeps int32 list offsets far from overflow
 
 
@@ -847,9 +848,18 @@ def encode_dataset(
                                         attempt_tag=tag)
 
             specs = [{key: entry[key] for key in ("index", "name", "documents", "slices")} for entry in plan]
-            sc = df.sparkSession.sparkContext
-            for row in sc.parallelize(specs, len(specs)).mapPartitions(assemble).collect():
-                written[row["index"]] = row
+
+            def assemble_batches(batches):
+                # one shard per row of spark.range: the same (SQL) Python workers as the encoding
+                # job, so no second worker pool starts
+                wanted = [specs[i] for batch in batches for i in batch.column(0).to_pylist()]
+                for row in assemble(wanted):
+                    yield pa.RecordBatch.from_pylist([row], schema=_WRITTEN_SCHEMA)
+
+            shard_ids = df.sparkSession.range(0, len(specs), 1, numPartitions=len(specs))
+            written_ddl = ", ".join(f"{name} long" for name in _WRITTEN_SCHEMA.names)
+            for row in shard_ids.mapInArrow(assemble_batches, written_ddl).collect():
+                written[row["index"]] = row.asDict()
         fs.delete_dir(pieces_dir)
         shards = []
         for entry in plan:

@@ -24,6 +24,7 @@ from pyspark.sql import functions as F
 from pyspark.sql.types import StringType, StructField, StructType
 
 from bpe_spark.errors import BpeSparkError, ConfigError
+from bpe_spark.spark import textsplits
 
 INPUT_FORMATS = ("text", "jsonl", "parquet")
 DOCUMENT_UNITS = ("line", "file")
@@ -101,7 +102,9 @@ def read_documents(
             return frame.select(F.col("value").alias(text_col))
         frame = _load(lambda p: reader.text(p, lineSep="\n"), paths)
         # subtle: the reader drops the "\n"; tokenizers trains on lines that keep it.
-        return frame.select(F.concat(F.col("value"), F.lit("\n")).alias(text_col))
+        docs = frame.select(F.concat(F.col("value"), F.lit("\n")).alias(text_col))
+        # local files: counting may read them in its Python tasks directly (textsplits)
+        return textsplits.tag(docs, frame.inputFiles())
     if input_format == "parquet":
         frame = _load(lambda p: reader.parquet(*p), paths)
         _check_columns(frame.columns, [text_col, *keep_columns], paths)

@@ -171,7 +171,7 @@ def build_archive(force: bool = False, quiet: bool = False) -> Path | None:
     if not quiet:
         print(f"jvm-cache: building {path} (a small train + encode, ~30 s)", file=sys.stderr)
     try:
-        result = subprocess.run([sys.executable, "-m", "bpe_spark.spark.jvm_cache", "_dump", str(tmp)],
+        result = subprocess.run([sys.executable, "-m", "bpe_spark.spark.jvm_cache", "_dump", str(tmp)], check=False,
                                 env=env, capture_output=True, text=True, timeout=900)
         if result.returncode != 0 or not tmp.is_file():
             if not quiet:

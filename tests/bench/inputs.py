@@ -42,6 +42,11 @@ def en_books_text(quick: bool) -> Path:
     )
 
 
+def warmup_text() -> Path:
+    """A 1 MB slice of en_books: encoded once before T5's timed run, in the same session."""
+    return _write_once(CACHE / "en_books.1mb.txt", lambda p: p.write_bytes(_read_corpus("en_books", 1_000_000)))
+
+
 def big_corpus_text(quick: bool, once: bool = False) -> Path:
     """T2's corpus: every shared corpus, concatenated and repeated to about 400 MB (40 MB quick);
     ``once``: the same text not repeated (the same distinct pretokens, a sixth of the bytes)."""

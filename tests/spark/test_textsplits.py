@@ -1,0 +1,93 @@
+"""Text files counted by the Python tasks themselves (bpe_spark.spark.textsplits): the same
+documents, hence the same counts and statistics, as Spark's text reader gives."""
+
+from __future__ import annotations
+
+import bz2
+import gzip
+import os
+import random
+
+import pytest
+from conftest import CORPUS_NAMES, corpus_text
+
+from bpe_spark import TrainerConfig
+from bpe_spark import count_pretokens as core_count
+from bpe_spark.spark import count_pretokens, read_documents
+from bpe_spark.spark import textsplits
+from bpe_spark.spark.count import write_pretoken_counts
+from bpe_spark.spark.textsplits import Split, iter_lines, plan_splits, source_of
+
+pytestmark = pytest.mark.spark
+
+
+def as_dict(counts_df) -> dict[str, int]:
+    table = counts_df.toArrow()
+    return dict(zip(table.column("pretoken").to_pylist(), table.column("count").to_pylist()))
+
+
+def spark_lines(text: str) -> list[str]:
+    """The documents Spark's text reader gives (lineSep "\\n", then "\\n" added back)."""
+    lines = [line + "\n" for line in text.split("\n")]
+    return lines[:-1] if text.endswith("\n") or not text else lines
+
+
+@pytest.mark.parametrize("seed", range(40))
+def test_splits_give_every_line_once_in_order(tmp_path, seed):
+    rng = random.Random(seed)
+    alphabet = ["a", "b", " ", "\r", "é", "中", "🙂", "\n", "\n"]
+    text = "".join(rng.choice(alphabet) for _ in range(rng.randint(0, 60)))
+    path = tmp_path / "t.txt"
+    path.write_bytes(text.encode("utf-8"))
+    size = os.path.getsize(path)
+    for step in range(1, size + 2):
+        splits = [Split(str(path), lo, min(size, lo + step)) for lo in range(0, size, step)]
+        got = [line for split in splits for batch in iter_lines(split) for line in batch]
+        assert got == spark_lines(text), (text, step)
+
+
+def test_compressed_files_are_one_split(tmp_path):
+    with gzip.open(tmp_path / "a.txt.gz", "wt", encoding="utf-8") as fh:
+        fh.write("x\ny")
+    with bz2.open(tmp_path / "b.txt.bz2", "wt", encoding="utf-8") as fh:
+        fh.write("z\n")
+    (tmp_path / "c.txt").write_text("p\n" * 10, encoding="utf-8")
+    source = textsplits.TextSource(tuple(str(tmp_path / n) for n in ("a.txt.gz", "b.txt.bz2", "c.txt")))
+    splits = plan_splits(source, parallelism=8)
+    assert [(os.path.basename(s.path), s.end) for s in splits] == [("a.txt.gz", -1), ("b.txt.bz2", -1), ("c.txt", 20)]
+    assert [line for s in splits for b in iter_lines(s) for line in b] == ["x\n", "y\n", "z\n"] + ["p\n"] * 10
+
+
+def test_only_plain_local_reads_are_tagged(spark, tmp_path):
+    (tmp_path / "a.txt").write_text("a\n", encoding="utf-8")
+    docs = read_documents(spark, str(tmp_path / "a.txt"))
+    assert source_of(docs).files == (str(tmp_path / "a.txt"),)
+    assert source_of(docs.where("text != ''")) is None  # a transformed DataFrame is read by Spark
+    assert source_of(read_documents(spark, str(tmp_path), document="file")) is None
+
+
+@pytest.mark.parametrize("name", CORPUS_NAMES)
+def test_direct_counts_equal_spark_reader_and_core(spark, tmp_path, monkeypatch, name):
+    text = corpus_text(name)[:300_000]
+    text = text[: text.rfind("\n") + 1] + "no final newline"
+    half = len(text) // 2
+    (tmp_path / "b.txt").write_text(text[:half], encoding="utf-8")
+    with gzip.open(tmp_path / "a.txt.gz", "wt", encoding="utf-8") as fh:
+        fh.write(text[half:])
+    monkeypatch.setattr(textsplits, "MIN_SPLIT_BYTES", 10_000)  # many splits, lines cut across them
+    cfg = TrainerConfig(pattern="gpt2", special_tokens=("<|endoftext|>",))
+    docs = read_documents(spark, str(tmp_path))
+    assert len(plan_splits(source_of(docs), 8)) > 5
+    direct = as_dict(count_pretokens(docs, cfg))
+    through_spark = as_dict(count_pretokens(docs, cfg, engine="jvm"))
+    lines = [row.text for row in docs.collect()]
+    assert direct == through_spark == dict(core_count(lines, cfg))
+
+
+def test_direct_statistics_and_custom_patterns(spark, tmp_path):
+    (tmp_path / "a.txt").write_bytes("Ab cd\n\nÉé".encode("utf-8"))
+    docs = read_documents(spark, str(tmp_path / "a.txt"))
+    cfg = TrainerConfig(pattern="words", lowercase=True)
+    stats = write_pretoken_counts(docs, cfg, str(tmp_path / "counts"))
+    assert stats == {"documents": 3, "bytes": 6 + 1 + 5, "pretokens": 3, "distinct_pretokens": 3}
+    assert as_dict(count_pretokens(docs, cfg)) == {"ab": 1, "cd": 1, "éé": 1}
