@@ -25,7 +25,7 @@ from collections.abc import Iterator
 import pyarrow as pa
 from pyspark.sql import DataFrame, Observation
 from pyspark.sql import functions as F
-from pyspark.sql.types import StringType
+from pyspark.sql.types import LongType, StringType, StructField, StructType
 
 from bpe_spark.config import TrainerConfig
 from bpe_spark.errors import ConfigError
@@ -35,7 +35,8 @@ from bpe_spark.spark.io import MissingColumnError
 from bpe_spark.spark.jregex import VERIFIED_PRESETS, java_pattern, special_tokens_regex
 
 ENGINES = ("auto", "jvm", "python")
-COUNTS_SCHEMA = "pretoken string, count long"
+# StructTypes, not DDL strings: a DDL string costs a JVM round trip to parse (0.14 s when cold)
+COUNTS_SCHEMA = StructType([StructField("pretoken", StringType()), StructField("count", LongType())])
 # A partition's Counter is flushed downstream when it holds this many distinct pretokens.
 _FLUSH_DISTINCT = 1_000_000
 
@@ -142,7 +143,7 @@ def _count_python(docs: DataFrame, cfg: TrainerConfig) -> DataFrame:
     return partial.groupBy("pretoken").agg(F.sum("count").alias("count"))
 
 
-_DIRECT_SCHEMA = "pretoken string, count long, documents long, bytes long"
+_DIRECT_SCHEMA = StructType([*COUNTS_SCHEMA.fields, StructField("documents", LongType()), StructField("bytes", LongType())])
 
 
 def _count_text_files(spark, source: textsplits.TextSource, cfg: TrainerConfig, observation) -> DataFrame:

@@ -766,8 +766,10 @@ def _encode_to_pieces(df, tok, *, text_col, id_cols, fs, pieces_dir, special_tok
         return _encode_pieces(batches, broadcast=broadcast, key=key, options=options, text_index=len(id_cols),
                               keep_names=list(id_cols), fs=fs, pieces_dir=pieces_dir, attempt_tag=tag)
 
-    schema = "file string, block long, part long, seq long, piece string, documents long, tokens long, " \
-             "text_bytes long, nulls long"
+    schema = T.StructType([
+        T.StructField(name, T.StringType() if name in ("file", "piece") else T.LongType())
+        for name in _PIECE_FIELDS
+    ])
     try:
         rows = frame.mapInArrow(run, schema).collect()
     finally:
@@ -857,8 +859,8 @@ def encode_dataset(
                     yield pa.RecordBatch.from_pylist([row], schema=_WRITTEN_SCHEMA)
 
             shard_ids = df.sparkSession.range(0, len(specs), 1, numPartitions=len(specs))
-            written_ddl = ", ".join(f"{name} long" for name in _WRITTEN_SCHEMA.names)
-            for row in shard_ids.mapInArrow(assemble_batches, written_ddl).collect():
+            written_type = T.StructType([T.StructField(name, T.LongType()) for name in _WRITTEN_SCHEMA.names])
+            for row in shard_ids.mapInArrow(assemble_batches, written_type).collect():
                 written[row["index"]] = row.asDict()
         fs.delete_dir(pieces_dir)
         shards = []

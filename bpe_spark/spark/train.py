@@ -536,20 +536,32 @@ class _RoundTrainer:
     def _run_on_driver(self, resume: bool) -> None:
         since = phase = time.perf_counter()
         arrow = self.counts.select("pretoken", "count").toArrow()
-        pretokens = arrow.column("pretoken").to_pylist()
         counts = arrow.column("count").to_pylist()
-        del arrow
         phase = self._clock("collect_seconds", phase)
-        self.table = initial_table(self.cfg, pretokens)
-        self._check_vocab()
-        self._resume(resume)
-        prior = [(m.left, m.right, m.new_id) for m in self.merges]
-        ranks = pair_rank_index(prior)
-        words = []
-        for pretoken in pretokens:
-            word = word_symbols(pretoken, self.table, self.cfg)
-            words.append(apply_merges(word, prior, ranks) if prior else word)
-        del pretokens
+        if self.cfg.scheme == "byte":
+            self.table = initial_table(self.cfg, ())
+            self._check_vocab()
+            self._resume(resume)
+            # the engine reads UTF-8 bytes as byte-scheme words: no str, no list of ints per pretoken
+            words = arrow.column("pretoken").cast(pa.binary()).to_pylist()
+            del arrow
+            if self.merges:
+                prior = [(m.left, m.right, m.new_id) for m in self.merges]
+                ranks = pair_rank_index(prior)
+                words = [apply_merges(list(word), prior, ranks) for word in words]
+        else:
+            pretokens = arrow.column("pretoken").to_pylist()
+            del arrow
+            self.table = initial_table(self.cfg, pretokens)
+            self._check_vocab()
+            self._resume(resume)
+            prior = [(m.left, m.right, m.new_id) for m in self.merges]
+            ranks = pair_rank_index(prior)
+            words = []
+            for pretoken in pretokens:
+                word = word_symbols(pretoken, self.table, self.cfg)
+                words.append(apply_merges(word, prior, ranks) if prior else word)
+            del pretokens
         self._clock("merge_seconds", phase)
         if not self._budget_left():
             return
