@@ -37,6 +37,7 @@ from collections.abc import Callable, Iterator, Sequence
 from typing import Any
 
 import pyarrow as pa
+import pyarrow.compute as pc
 from pyspark import StorageLevel
 from pyspark.sql import DataFrame, Observation, SparkSession
 from pyspark.sql import functions as F
@@ -408,11 +409,24 @@ def _train_counts(
     started: float,
 ) -> Tokenizer:
     phase = time.perf_counter()
-    summary = counts.agg(
-        F.count(F.lit(1)).alias("distinct"),
-        F.coalesce(F.sum("count"), F.lit(0)).alias("total"),
-        F.min("count").alias("lowest"),
-    ).first()
+    collected = None
+    fixed = resolve_budget(driver_budget, 1)
+    if fixed == resolve_budget(driver_budget, 2**62):  # an absolute budget, not a fraction
+        # One job when the counts fit the budget: collect at most budget + 1 rows (what the driver
+        # may hold anyway) and read the summary off them; more rows mean rounds, summarized below.
+        arrow = counts.select("pretoken", "count").limit(fixed + 1).toArrow()
+        if arrow.num_rows <= fixed:
+            collected = arrow
+    if collected is not None:
+        column = collected.column("count")
+        summary = {"distinct": collected.num_rows, "total": pc.sum(column).as_py() or 0,
+                   "lowest": pc.min(column).as_py()}
+    else:
+        summary = counts.agg(
+            F.count(F.lit(1)).alias("distinct"),
+            F.coalesce(F.sum("count"), F.lit(0)).alias("total"),
+            F.min("count").alias("lowest"),
+        ).first()
     if isinstance(corpus, Observation):
         corpus = dict(corpus.get)
     if "count_seconds" in timings:
@@ -434,6 +448,7 @@ def _train_counts(
     if checkpoint is not None:
         checkpoint.record(cfg, stats)
     trainer = _RoundTrainer(counts, cfg, budget, checkpoint, on_round, timings)
+    trainer.collected = collected
     trainer.run(driver_mode=stats["distinct_pretokens"] <= budget, resume=resume)
     stats["rounds"] = len(trainer.rounds)
     stats["merges"] = len(trainer.merges)
@@ -462,6 +477,7 @@ class _RoundTrainer:
         self.merges: list[Merge] = []
         self.rounds: list[dict] = []
         self.mode = "driver"
+        self.collected: pa.Table | None = None  # the counts, when already collected
 
     # -- shared --------------------------------------------------------------------------------
     def _clock(self, key: str, since: float) -> float:
@@ -535,7 +551,8 @@ class _RoundTrainer:
 
     def _run_on_driver(self, resume: bool) -> None:
         since = phase = time.perf_counter()
-        arrow = self.counts.select("pretoken", "count").toArrow()
+        arrow = self.collected if self.collected is not None else self.counts.select("pretoken", "count").toArrow()
+        self.collected = None
         counts = arrow.column("count").to_pylist()
         phase = self._clock("collect_seconds", phase)
         if self.cfg.scheme == "byte":
