@@ -40,7 +40,7 @@ def _installed_version(paths: list[str]) -> str | None:
     spec = importlib.machinery.PathFinder.find_spec("pyspark", paths)
     if spec is None or not spec.submodule_search_locations:
         return None
-    version_file = os.path.join(list(spec.submodule_search_locations)[0], "version.py")
+    version_file = os.path.join(next(iter(spec.submodule_search_locations)), "version.py")
     try:
         with open(version_file, encoding="utf-8") as fh:
             match = _VERSION.search(fh.read())

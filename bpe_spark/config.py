@@ -96,7 +96,7 @@ class TrainerConfig:
         """The regex source of ``pattern`` (a preset name resolved)."""
         return PRESETS.get(self.pattern, self.pattern)
 
-    def replace(self, **changes: Any) -> "TrainerConfig":
+    def replace(self, **changes: Any) -> TrainerConfig:
         """A copy with ``changes`` applied (and validated)."""
         return dataclasses.replace(self, **changes)
 
@@ -106,7 +106,7 @@ class TrainerConfig:
         return data
 
     @classmethod
-    def from_dict(cls, data: dict[str, Any]) -> "TrainerConfig":
+    def from_dict(cls, data: dict[str, Any]) -> TrainerConfig:
         known = {f.name for f in dataclasses.fields(cls)}
         unknown = sorted(set(data) - known)
         if unknown:

@@ -26,7 +26,7 @@ PRESETS: dict[str, str] = {
         r"""'(?i:[sdmt]|ll|ve|re)|[^\r\n\p{L}\p{N}]?+\p{L}++|\p{N}{1,3}+| ?[^\s\p{L}\p{N}]++[\r\n]*+"""
         r"""|\s++$|\s*[\r\n]|\s+(?!\S)|\s"""
     ),
-    "o200k": "|".join(
+    "o200k": "|".join(  # noqa: FLY002 (one alternative per line reads better)
         [
             r"""[^\r\n\p{L}\p{N}]?[\p{Lu}\p{Lt}\p{Lm}\p{Lo}\p{M}]*[\p{Ll}\p{Lm}\p{Lo}\p{M}]+(?i:'s|'t|'re|'ve|'m|'ll|'d)?""",
             r"""[^\r\n\p{L}\p{N}]?[\p{Lu}\p{Lt}\p{Lm}\p{Lo}\p{M}]+[\p{Ll}\p{Lm}\p{Lo}\p{M}]*(?i:'s|'t|'re|'ve|'m|'ll|'d)?""",
@@ -136,7 +136,7 @@ class Pretokenizer:
         self.specials = SpecialTokenMatcher(special_tokens)
 
     @classmethod
-    def from_config(cls, cfg) -> "Pretokenizer":
+    def from_config(cls, cfg) -> Pretokenizer:
         return cls(
             cfg.pattern,
             lowercase=cfg.lowercase,
@@ -176,7 +176,7 @@ class Pretokenizer:
         counts.update(dict(zip(pretokens, numbers)))
         return counts
 
-    def tally(self) -> "Tally":
+    def tally(self) -> Tally:
         """An accumulator of pretoken counts: compiled for the gpt2 / cl100k presets."""
         return Tally(self)
 

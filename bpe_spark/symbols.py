@@ -10,10 +10,10 @@ alphabet in code-point order, then the end-of-word symbol(s).
 from __future__ import annotations
 
 from collections.abc import Iterable
-from functools import lru_cache
+from functools import cache
 
 
-@lru_cache(maxsize=None)
+@cache
 def bytes_to_unicode() -> tuple[str, ...]:
     """GPT-2's printable character for each byte value (the ``tokenizers`` ByteLevel alphabet)."""
     printable = (
@@ -30,7 +30,7 @@ def bytes_to_unicode() -> tuple[str, ...]:
     return tuple(chr(table[b]) for b in range(256))
 
 
-@lru_cache(maxsize=None)
+@cache
 def unicode_to_bytes() -> dict[str, int]:
     return {ch: b for b, ch in enumerate(bytes_to_unicode())}
 
@@ -110,7 +110,7 @@ class SymbolTable:
 
     # --- constructors -----------------------------------------------------------------------
     @classmethod
-    def for_bytes(cls, tie_break: str) -> "SymbolTable":
+    def for_bytes(cls, tie_break: str) -> SymbolTable:
         table = cls("byte", tie_break, 0)
         display = bytes_to_unicode()
         order = sorted(range(256), key=lambda b: ord(display[b]))
@@ -129,7 +129,7 @@ class SymbolTable:
         end_of_word: str,
         marker: str,
         first_id: int = 0,
-    ) -> "SymbolTable":
+    ) -> SymbolTable:
         table = cls("char", tie_break, first_id)
         chars = sorted(set(alphabet))
         for ch in chars:

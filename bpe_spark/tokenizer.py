@@ -153,7 +153,7 @@ class Tokenizer:
 
     # --- construction ---------------------------------------------------------------------------
     @classmethod
-    def from_training(cls, cfg: TrainerConfig, table, merges, *, stats: dict | None = None) -> "Tokenizer":
+    def from_training(cls, cfg: TrainerConfig, table, merges, *, stats: dict | None = None) -> Tokenizer:
         """Assemble the tokenizer of a training run (``table``: the engine's SymbolTable)."""
         vocab = {table.first_id + i: value for i, value in enumerate(table.values)}
         if cfg.scheme == "byte":
@@ -196,7 +196,7 @@ class Tokenizer:
         }
 
     @classmethod
-    def from_dict(cls, data: Mapping[str, Any]) -> "Tokenizer":
+    def from_dict(cls, data: Mapping[str, Any]) -> Tokenizer:
         data = dict(data)
         config = data.pop("config", None)
         return cls(config=TrainerConfig.from_dict(config) if config else None, **data)
@@ -488,7 +488,7 @@ class Tokenizer:
         save_model(self, directory, overwrite=overwrite, exports=exports)
 
     @classmethod
-    def load(cls, path, **kwargs) -> "Tokenizer":
+    def load(cls, path, **kwargs) -> Tokenizer:
         """Load our model directory, a ``tokenizer.json``, GPT-2 ``vocab.json``+``merges.txt``
         (a directory holding them, or the ``vocab.json`` path), or a ``.tiktoken`` file."""
         from bpe_spark.formats import load_any

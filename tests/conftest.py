@@ -5,7 +5,7 @@ from __future__ import annotations
 import gzip
 import os
 import sys
-from functools import lru_cache
+from functools import cache
 from pathlib import Path
 
 import pytest
@@ -27,7 +27,7 @@ def require_shared() -> None:
         pytest.skip("../shared is not present beside the project")
 
 
-@lru_cache(maxsize=None)
+@cache
 def corpus_text(name: str, max_bytes: int | None = None) -> str:
     """The first ``max_bytes`` of a shared corpus, cut back to whole lines."""
     require_shared()

@@ -13,8 +13,7 @@ from conftest import CORPUS_NAMES, corpus_text
 
 from bpe_spark import TrainerConfig
 from bpe_spark import count_pretokens as core_count
-from bpe_spark.spark import count_pretokens, read_documents
-from bpe_spark.spark import textsplits
+from bpe_spark.spark import count_pretokens, read_documents, textsplits
 from bpe_spark.spark.count import write_pretoken_counts
 from bpe_spark.spark.textsplits import Split, iter_lines, plan_splits, source_of
 
@@ -85,7 +84,7 @@ def test_direct_counts_equal_spark_reader_and_core(spark, tmp_path, monkeypatch,
 
 
 def test_direct_statistics_and_custom_patterns(spark, tmp_path):
-    (tmp_path / "a.txt").write_bytes("Ab cd\n\nÉé".encode("utf-8"))
+    (tmp_path / "a.txt").write_bytes("Ab cd\n\nÉé".encode())
     docs = read_documents(spark, str(tmp_path / "a.txt"))
     cfg = TrainerConfig(pattern="words", lowercase=True)
     stats = write_pretoken_counts(docs, cfg, str(tmp_path / "counts"))
