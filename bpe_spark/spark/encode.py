@@ -61,6 +61,7 @@ from bpe_spark.shards import (
     shard_name,
     token_dtype,
 )
+from bpe_spark.spark import textsplits
 from bpe_spark.tokenizer import Tokenizer
 
 SPECIAL_POLICIES = ("ordinary", "allowed")
@@ -737,8 +738,8 @@ def _assemble_shards(specs, *, fs, staging, pieces_dir, output_format, dtype, id
                                   "n_tokens": rows.column("n_tokens")})
             if parquet is None:
                 sink = opener(prefix + ".parquet")
-                parquet = pq.ParquetWriter(sink, table.schema, compression="zstd")
-            parquet.write_table(table)
+                parquet = _RowGroupWriter(pq.ParquetWriter(sink, table.schema, compression="zstd"))
+            parquet.add(table)
         if writer is not None:
             writer.close()
         elif parquet is not None:
@@ -751,18 +752,83 @@ def _assemble_shards(specs, *, fs, staging, pieces_dir, output_format, dtype, id
         yield {"index": spec["index"], "documents": spec["documents"], "tokens": tokens, "bytes": size}
 
 
+def _split_batches(batches, splits: list[tuple[str, str, int, int]]):
+    """The documents of the splits named by the task's rows, as Arrow batches shaped like the
+    Spark reader's (text, file URI, block start): see :mod:`bpe_spark.spark.textsplits`."""
+    for batch in batches:
+        for index in batch.column(0).to_pylist():
+            uri, path, start, end = splits[index]
+            for lines in textsplits.iter_lines(textsplits.Split(path, start, end)):
+                n = len(lines)
+                yield pa.RecordBatch.from_arrays(
+                    [pa.array(lines, pa.string()), pa.array([uri] * n, pa.string()), pa.array([start] * n, pa.int64())],
+                    ["__bpe_text", _FILE, _BLOCK],
+                )
+
+
+class _RowGroupWriter:
+    """Parquet row groups cut by the document stream alone (a group ends at the first document
+    that brings it to ``max_tokens`` tokens or ``max_rows`` rows), never by how the input was
+    split into pieces: the same bytes whatever the partitioning."""
+
+    def __init__(self, writer, max_tokens: int = 1 << 22, max_rows: int = 1 << 16):
+        self.writer = writer
+        self.max_tokens = max_tokens
+        self.max_rows = max_rows
+        self.pending: list[pa.Table] = []
+
+    def add(self, table: pa.Table) -> None:
+        self.pending.append(table)
+        self._flush(final=False)
+
+    def _flush(self, final: bool) -> None:
+        if not self.pending:
+            return
+        table = pa.concat_tables(self.pending)
+        self.pending = []
+        while table.num_rows:
+            tokens = np.cumsum(table.column("n_tokens").to_numpy(zero_copy_only=False))
+            full = np.flatnonzero(tokens >= self.max_tokens)
+            cut = min(int(full[0]) + 1 if len(full) else table.num_rows + 1, self.max_rows)
+            if cut > table.num_rows:
+                if final:
+                    self.writer.write_table(table, row_group_size=table.num_rows)
+                else:
+                    self.pending = [table]
+                return
+            self.writer.write_table(table.slice(0, cut), row_group_size=cut)
+            table = table.slice(cut)
+
+    def close(self) -> None:
+        self._flush(final=True)
+        self.writer.close()
+
+
 def _encode_to_pieces(df, tok, *, text_col, id_cols, fs, pieces_dir, special_tokens, bos_id, eos_id) -> list[dict]:
-    """Run the encoding job: one Arrow piece per input segment; the pieces in document order."""
-    frame = df.select(
-        *[F.col(f"`{c}`") for c in id_cols], F.col(f"`{text_col}`").alias("__bpe_text"),
-        F.input_file_name().alias(_FILE), F.input_file_block_start().alias(_BLOCK),
-    )
+    """Run the encoding job: one Arrow piece per input segment; the pieces in document order.
+
+    Local text files tagged by ``read_documents`` are read by the tasks themselves, one split per
+    task (no JVM string per line); anything else goes through the DataFrame."""
+    source = textsplits.source_of(df)
+    splits = None
+    if source is not None and not id_cols and df.columns == [text_col]:
+        spark = df.sparkSession
+        splits = [(source.uri_of(s.path), s.path, s.start, s.end)
+                  for s in textsplits.plan_splits(source, spark.sparkContext.defaultParallelism)]
+        frame = spark.range(0, len(splits), 1, numPartitions=max(1, len(splits)))
+    else:
+        frame = df.select(
+            *[F.col(f"`{c}`") for c in id_cols], F.col(f"`{text_col}`").alias("__bpe_text"),
+            F.input_file_name().alias(_FILE), F.input_file_block_start().alias(_BLOCK),
+        )
     broadcast = df.sparkSession.sparkContext.broadcast(tok.to_dict())
     key = (model_fingerprint(tok), special_tokens, bos_id, eos_id)
     options = {"special_tokens": special_tokens, "bos_id": bos_id, "eos_id": eos_id}
     tag = uuid.uuid4().hex[:8]
 
     def run(batches):
+        if splits is not None:
+            batches = _split_batches(batches, splits)
         return _encode_pieces(batches, broadcast=broadcast, key=key, options=options, text_index=len(id_cols),
                               keep_names=list(id_cols), fs=fs, pieces_dir=pieces_dir, attempt_tag=tag)
 

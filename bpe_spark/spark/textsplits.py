@@ -11,7 +11,8 @@ at ``\\n`` only, each keeping its ``\\n`` (one is added to a last line that lack
 A split owns the lines that start inside it: a task seeks to its start, skips the rest of a line
 begun before it, and reads on past its end to finish its last line. Compressed files (``.gz``,
 ``.bz2``) are one split each. Other sources (HDFS, S3, other codecs, transformed DataFrames)
-keep Spark's reader.
+keep Spark's reader. Encoding reads them the same way (``encode_dataset``), in the same document
+order as through Spark (files in URI order, then lines), so ``doc_id`` does not change.
 """
 
 from __future__ import annotations
@@ -32,9 +33,14 @@ MIN_SPLIT_BYTES = 4 << 20  # spark.sql.files.openCostInBytes' default, as a floo
 
 @dataclass(frozen=True)
 class TextSource:
-    """Local text files read one document per line (sorted paths, as Spark lists them)."""
+    """Local text files read one document per line: their paths, and the URIs Spark names them
+    by (``input_file_name()``), in URI order, which is Spark's input order."""
 
     files: tuple[str, ...]
+    uris: tuple[str, ...] = ()
+
+    def uri_of(self, path: str) -> str:
+        return self.uris[self.files.index(path)] if self.uris else path
 
 
 @dataclass(frozen=True)
@@ -51,16 +57,16 @@ def tag(df, files: Sequence[str]):
     """Mark ``df`` (read by ``read_documents``) as holding the lines of ``files``, if they are all
     local files this module can read; any transformation of ``df`` drops the mark."""
     local = []
-    for uri in files:
+    for uri in sorted(files):
         parsed = urlparse(uri)
         if parsed.scheme not in ("", "file"):
             return df
         path = unquote(parsed.path) if parsed.scheme else uri
         if path.endswith(_PLAIN_SUFFIXES_REFUSED) or not os.path.isfile(path):
             return df
-        local.append(path)
+        local.append((path, uri))
     if local:
-        setattr(df, _ATTRIBUTE, TextSource(tuple(sorted(local))))
+        setattr(df, _ATTRIBUTE, TextSource(tuple(p for p, _ in local), tuple(u for _, u in local)))
     return df
 
 
@@ -68,11 +74,12 @@ def source_of(df) -> TextSource | None:
     return getattr(df, _ATTRIBUTE, None)
 
 
-def plan_splits(source: TextSource, parallelism: int, max_split_bytes: int = MAX_SPLIT_BYTES) -> list[Split]:
-    """Byte ranges of about ``total / parallelism`` bytes (between 4 MB and ``max_split_bytes``),
-    in file order; a compressed file is one split."""
+def plan_splits(source: TextSource, parallelism: int) -> list[Split]:
+    """Byte ranges of about ``total / parallelism`` bytes (between ``MIN_SPLIT_BYTES`` and
+    ``MAX_SPLIT_BYTES``, as Spark sizes file splits), in file order; a compressed file is one
+    split."""
     sizes = [os.path.getsize(path) for path in source.files]
-    target = max(MIN_SPLIT_BYTES, min(max_split_bytes, -(-sum(sizes) // max(1, parallelism))))
+    target = max(MIN_SPLIT_BYTES, min(MAX_SPLIT_BYTES, -(-sum(sizes) // max(1, parallelism))))
     splits: list[Split] = []
     for path, size in zip(source.files, sizes):
         if path.endswith(tuple(_COMPRESSED)):

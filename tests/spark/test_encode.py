@@ -5,7 +5,9 @@ bad input fails cleanly with no partial output."""
 from __future__ import annotations
 
 import contextlib
+import gzip
 import hashlib
+import itertools
 import json
 import os
 
@@ -326,3 +328,55 @@ def test_batch_encoder_paths_agree_with_tokenizer_encode(tok, compiled, policy):
         else:
             expected = tok.encode(text, disallowed_special=())
         assert got == [5, *expected, 7], (i, text)
+
+
+@pytest.mark.parametrize("output_format", ["parquet", "bin"])
+def test_text_files_read_by_the_tasks_give_the_same_files_as_spark_reader(spark, inputs, tok, tmp_path,
+                                                                        monkeypatch, output_format):
+    """Local text files are read by the encoding tasks (textsplits); a transformed DataFrame goes
+    through Spark's reader. Same documents, same order (file URIs sort like Spark's, even with
+    spaces in names), same files byte for byte."""
+    from bpe_spark.spark import textsplits
+
+    root, _ = inputs
+    corpus = tmp_path / "corpus dir"
+    corpus.mkdir()
+    for i, path in enumerate(sorted((root / "text").iterdir())):
+        data = path.read_bytes()
+        if i % 2:
+            with gzip.open(corpus / f"{path.stem} #{i}.txt.gz", "wb") as fh:
+                fh.write(data[:-1])  # no final newline
+        else:
+            (corpus / f"{path.stem} {i}.txt").write_bytes(data)
+    monkeypatch.setattr(textsplits, "MIN_SPLIT_BYTES", 1)
+    monkeypatch.setattr(textsplits, "MAX_SPLIT_BYTES", 20_000)
+    docs = read_documents(spark, str(corpus))
+    assert textsplits.source_of(docs) is not None
+    assert len(textsplits.plan_splits(textsplits.source_of(docs), 2)) > 6
+    direct = encode_dataset(docs, tok, str(tmp_path / "direct"), output_format=output_format, eos=EOT)
+    through_spark = encode_dataset(docs.select("text"), tok, str(tmp_path / "spark"),
+                                   output_format=output_format, eos=EOT)
+    assert _files(tmp_path / "direct") == _files(tmp_path / "spark")
+    for key in ("documents", "tokens", "bytes", "shards"):
+        assert direct[key] == through_spark[key]
+
+
+def test_parquet_row_groups_follow_the_documents_not_the_pieces(tmp_path):
+    from bpe_spark.spark.encode import _RowGroupWriter
+
+    rng = np.random.default_rng(0)
+    n_tokens = rng.integers(0, 40, size=500).astype(np.int32)
+    ids = pa.ListArray.from_arrays(pa.array(np.concatenate([[0], np.cumsum(n_tokens)]).astype(np.int32)),
+                                   pa.array(np.arange(int(n_tokens.sum())), pa.int32()))
+    table = pa.table({"doc_id": np.arange(500), "input_ids": ids, "n_tokens": n_tokens})
+    outputs = []
+    for cuts in ([0, 500], [0, 1, 2, 250, 499, 500], list(range(0, 501, 7)) + [500]):
+        path = tmp_path / f"{len(cuts)}.parquet"
+        writer = _RowGroupWriter(pq.ParquetWriter(path, table.schema, compression="zstd"), max_tokens=600, max_rows=50)
+        for lo, hi in itertools.pairwise(cuts):
+            writer.add(table.slice(lo, hi - lo))
+        writer.close()
+        outputs.append(path.read_bytes())
+        assert pq.read_table(path).equals(table)
+    assert outputs[0] == outputs[1] == outputs[2]
+    assert pq.ParquetFile(tmp_path / "2.parquet").num_row_groups > 10

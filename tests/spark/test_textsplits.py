@@ -73,10 +73,11 @@ def test_direct_counts_equal_spark_reader_and_core(spark, tmp_path, monkeypatch,
     (tmp_path / "b.txt").write_text(text[:half], encoding="utf-8")
     with gzip.open(tmp_path / "a.txt.gz", "wt", encoding="utf-8") as fh:
         fh.write(text[half:])
-    monkeypatch.setattr(textsplits, "MIN_SPLIT_BYTES", 10_000)  # many splits, lines cut across them
+    monkeypatch.setattr(textsplits, "MIN_SPLIT_BYTES", 1)  # many splits, lines cut across them
+    monkeypatch.setattr(textsplits, "MAX_SPLIT_BYTES", 10_000)
     cfg = TrainerConfig(pattern="gpt2", special_tokens=("<|endoftext|>",))
     docs = read_documents(spark, str(tmp_path))
-    assert len(plan_splits(source_of(docs), 8)) > 5
+    assert len(plan_splits(source_of(docs), 2)) > 5
     direct = as_dict(count_pretokens(docs, cfg))
     through_spark = as_dict(count_pretokens(docs, cfg, engine="jvm"))
     lines = [row.text for row in docs.collect()]
