@@ -448,7 +448,7 @@ def _train_counts(
     if checkpoint is not None:
         checkpoint.record(cfg, stats)
     trainer = _RoundTrainer(counts, cfg, budget, checkpoint, on_round, timings)
-    trainer.collected = collected
+    trainer.collected, collected = collected, None  # the trainer frees it once read
     trainer.run(driver_mode=stats["distinct_pretokens"] <= budget, resume=resume)
     stats["rounds"] = len(trainer.rounds)
     stats["merges"] = len(trainer.merges)
@@ -519,10 +519,17 @@ class _RoundTrainer:
         if self.on_round is not None:
             self.on_round(dict(record))
 
-    def _engine_round(self, words: list[list[int]], counts: list[int], floor: int | None) -> tuple[list[Merge], bool]:
-        """Run the engine on collected words; returns the merges and whether training is over."""
+    def _engine_round(self, batch: list, floor: int | None) -> tuple[list[Merge], bool]:
+        """Run the engine on collected ``[words, counts]``; returns the merges and whether training
+        is over. ``batch`` is emptied: the compiled engine copies the words, so the driver's lists
+        are freed before it runs (the peak holds one copy, not two)."""
         phase = time.perf_counter()
+        words, counts = batch
+        batch.clear()
         engine = MergeEngine(self.table, words, counts)
+        if engine.backend == "compiled":
+            engine.counts = None
+        del words, counts
         new_tokens, max_merges = self._remaining()
         merges = engine.run(
             max_new_tokens=new_tokens,
@@ -582,8 +589,11 @@ class _RoundTrainer:
         self._clock("merge_seconds", phase)
         if not self._budget_left():
             return
-        merges, _ = self._engine_round(words, counts, floor=None)
-        self._finish_round(merges, {"kind": "driver", "collected": len(words)}, since)
+        collected = len(words)
+        batch = [words, counts]
+        del words, counts
+        merges, _ = self._engine_round(batch, floor=None)
+        self._finish_round(merges, {"kind": "driver", "collected": collected}, since)
 
     def _alphabet_table(self) -> SymbolTable:
         if self.cfg.scheme == "byte":
@@ -644,12 +654,12 @@ class _RoundTrainer:
                     selected = words.join(highest.where(F.col("m") >= threshold), "wid").select("count", "symbols")
                     arrow = selected.toArrow()
                     phase = self._clock("rounds_spark_seconds", phase)
-                    round_words = arrow.column("symbols").to_pylist()
-                    round_counts = arrow.column("count").to_pylist()
+                    batch = [arrow.column("symbols").to_pylist(), arrow.column("count").to_pylist()]
                     del arrow
+                    collected = len(batch[0])
                     phase = self._clock("collect_seconds", phase)
-                    merges, done = self._engine_round(round_words, round_counts, floor=floor)
-                    record = {"kind": "engine", "threshold": threshold, "floor": floor, "collected": len(round_words)}
+                    merges, done = self._engine_round(batch, floor=floor)
+                    record = {"kind": "engine", "threshold": threshold, "floor": floor, "collected": collected}
                     if not merges and not done:
                         raise AssertionError(f"round at threshold {threshold} made no progress")
                 highest.unpersist()
