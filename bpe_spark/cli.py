@@ -191,10 +191,15 @@ def _cmd_train(args: argparse.Namespace) -> int:
     from bpe_spark.spark import read_counts, read_documents
     from bpe_spark.spark import train as spark_train
     from bpe_spark.spark import train_from_counts as spark_train_from_counts
+    from bpe_spark.spark.io import reads_local_text
     from bpe_spark.spark.session import build_session
     from bpe_spark.spark.train import DEFAULT_DRIVER_BUDGET
 
-    spark = build_session("bpe-spark train", master=args.master, conf_file=args.conf, overrides=overrides)
+    # local text read by the Python tasks: the JVM only coordinates (see build_session)
+    light = (bool(options["input"]) and options["engine"] != "jvm"
+             and reads_local_text(options["input"], options["input_format"], options["document"]))
+    spark = build_session("bpe-spark train", master=args.master, conf_file=args.conf, overrides=overrides,
+                          light_jvm=light)
     if not args.verbose:
         spark.sparkContext.setLogLevel("ERROR")
     on_round = None
@@ -334,10 +339,12 @@ def _cmd_encode(args: argparse.Namespace) -> int:
         overrides.setdefault("spark.sql.execution.arrow.maxRecordsPerBatch", "64")
 
     from bpe_spark.spark.encode import encode_dataset
-    from bpe_spark.spark.io import read_documents
+    from bpe_spark.spark.io import read_documents, reads_local_text
     from bpe_spark.spark.session import build_session
 
-    spark = build_session("bpe-spark encode", master=args.master, conf_file=args.conf, overrides=overrides)
+    light = not args.id_column and reads_local_text(args.input, args.input_format, args.document)
+    spark = build_session("bpe-spark encode", master=args.master, conf_file=args.conf, overrides=overrides,
+                          light_jvm=light)
     if not args.verbose:
         spark.sparkContext.setLogLevel("ERROR")
     docs = read_documents(

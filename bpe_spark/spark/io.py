@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Sequence
+from urllib.parse import urlparse
 
 from pyspark.errors import AnalysisException
 from pyspark.sql import DataFrame, SparkSession
@@ -65,6 +66,18 @@ def _load(what, paths: list[str]) -> DataFrame:
                 "check the path, glob or file-system URI"
             ) from None
         raise
+
+
+def reads_local_text(paths: str | Sequence[str], input_format: str = "text", document: str = "line") -> bool:
+    """True when ``read_documents`` with these arguments reads local text files line by line,
+    which the Python tasks then read themselves (``textsplits``): the JVM only coordinates.
+
+    >>> reads_local_text(["corpus/*.txt"]), reads_local_text("s3a://b/x.txt"), reads_local_text("x", "jsonl")
+    (True, False, False)
+    """
+    if input_format != "text" or document != "line":
+        return False
+    return all(urlparse(str(p)).scheme in ("", "file") for p in _as_list(paths))
 
 
 def read_documents(

@@ -60,3 +60,24 @@ def test_running_session_is_never_relaunched(spark):
     from bpe_spark.spark.session import _launches_jvm
 
     assert not _launches_jvm()
+
+
+def test_light_jvm_compiles_with_c1_unless_the_user_chose(cache):
+    from bpe_spark.spark.session import QUICK_JIT, launch_java_options
+
+    assert launch_java_options(None, light=False) is None
+    assert launch_java_options(None, light=True) == QUICK_JIT
+    assert launch_java_options("-Xss4m", light=True) == f"-Xss4m {QUICK_JIT}"
+    assert launch_java_options("-XX:-TieredCompilation", light=True) == "-XX:-TieredCompilation"
+    jvm_cache.archive_path().write_bytes(b"archive")
+    options = launch_java_options(None, light=True)
+    assert options.startswith("-XX:SharedArchiveFile=") and options.endswith(QUICK_JIT)
+
+
+def test_reads_local_text():
+    from bpe_spark.spark.io import reads_local_text
+
+    assert reads_local_text(["a.txt", "file:///b/*.gz"])
+    assert not reads_local_text(["a.txt", "hdfs://nn/b.txt"])
+    assert not reads_local_text("a.jsonl", "jsonl")
+    assert not reads_local_text("a.txt", "text", "file")
