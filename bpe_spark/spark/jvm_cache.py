@@ -149,7 +149,7 @@ def _dump(target: str) -> int:
     proc = getattr(SparkContext._gateway, "proc", None)
     if proc is not None:  # the JVM exits on EOF on its stdin, and writes the archive as it exits
         proc.stdin.close()
-        proc.wait(timeout=600)
+        proc.wait(timeout=120)
     return 0 if Path(target).is_file() else 1
 
 
@@ -171,8 +171,13 @@ def build_archive(force: bool = False, quiet: bool = False) -> Path | None:
     if not quiet:
         print(f"jvm-cache: building {path} (a small train + encode, ~30 s)", file=sys.stderr)
     try:
-        result = subprocess.run([sys.executable, "-m", "bpe_spark.spark.jvm_cache", "_dump", str(tmp)], check=False,
-                                env=env, capture_output=True, text=True, timeout=900)
+        try:
+            result = subprocess.run([sys.executable, "-m", "bpe_spark.spark.jvm_cache", "_dump", str(tmp)],
+                                    check=False, env=env, capture_output=True, text=True, timeout=300)
+        except (subprocess.TimeoutExpired, OSError) as exc:
+            if not quiet:
+                print(f"jvm-cache: not built ({exc}); Spark starts without it", file=sys.stderr)
+            return None
         if result.returncode != 0 or not tmp.is_file():
             if not quiet:
                 tail = "\n".join((result.stderr or "").splitlines()[-5:])
@@ -214,7 +219,11 @@ def main(argv: list[str] | None = None) -> int:
     path = archive_path()
     if args.quiet_if_present and not args.force and path is not None and path.is_file():
         return 0
-    built = build_archive(force=args.force, quiet=args.quiet)
+    try:
+        built = build_archive(force=args.force, quiet=args.quiet)
+    except OSError as exc:  # e.g. an unwritable cache directory
+        print(f"jvm-cache: not built ({exc}); Spark starts without it", file=sys.stderr)
+        return 0
     if built is not None and not args.quiet:
         print(built)
     return 0  # a missing archive only costs start-up time: never fail an install for it
