@@ -15,7 +15,7 @@ Build it once per machine (``make install`` does)::
 
     python -m bpe_spark.spark.jvm_cache build     # ~30 s: runs a small train + encode
     python -m bpe_spark.spark.jvm_cache path      # where it is (or would be)
-    python -m bpe_spark.spark.jvm_cache clear
+    python -m bpe_spark.spark.jvm_cache clear     # every archive (one per Java + Spark install)
 
 ``BPE_SPARK_JVM_CACHE=off`` disables it; ``BPE_SPARK_CACHE_DIR`` moves it (default
 ``$XDG_CACHE_HOME/bpe-spark`` or ``~/.cache/bpe-spark``).
@@ -186,9 +186,6 @@ def build_archive(force: bool = False, quiet: bool = False) -> Path | None:
         os.replace(tmp, path)
     finally:
         tmp.unlink(missing_ok=True)
-    for stale in path.parent.glob("spark-classes-*.jsa"):
-        if stale != path:
-            stale.unlink(missing_ok=True)
     if not quiet:
         size = path.stat().st_size / 2**20
         print(f"jvm-cache: {path} ({size:.0f} MB) in {time.perf_counter() - started:.0f} s", file=sys.stderr)
