@@ -427,16 +427,17 @@ def _train_counts(
             F.coalesce(F.sum("count"), F.lit(0)).alias("total"),
             F.min("count").alias("lowest"),
         ).first()
+    if summary["lowest"] is not None and summary["lowest"] < 0:
+        raise ConfigError(f"pretoken counts must be >= 0; the input has a count of {summary['lowest']}")
+    if not summary["distinct"] or not summary["total"]:
+        # before reading the observation: a query over no rows may never have filled it
+        raise EmptyCorpusError(
+            "the corpus has no pretoken to train on (empty input, empty text column, or only special tokens)"
+        )
     if isinstance(corpus, Observation):
         corpus = dict(corpus.get)
     if "count_seconds" in timings:
         timings["count_seconds"] += time.perf_counter() - phase
-    if summary["lowest"] is not None and summary["lowest"] < 0:
-        raise ConfigError(f"pretoken counts must be >= 0; the input has a count of {summary['lowest']}")
-    if not summary["distinct"] or not summary["total"]:
-        raise EmptyCorpusError(
-            "the corpus has no pretoken to train on (empty input, empty text column, or only special tokens)"
-        )
     stats: dict[str, Any] = {
         "documents": corpus.get("documents"),
         "bytes": corpus.get("bytes"),

@@ -91,3 +91,18 @@ def test_direct_statistics_and_custom_patterns(spark, tmp_path):
     stats = write_pretoken_counts(docs, cfg, str(tmp_path / "counts"))
     assert stats == {"documents": 3, "bytes": 6 + 1 + 5, "pretokens": 3, "distinct_pretokens": 3}
     assert as_dict(count_pretokens(docs, cfg)) == {"ab": 1, "cd": 1, "éé": 1}
+
+
+def test_empty_text_files_are_an_empty_corpus(spark, tmp_path):
+    from bpe_spark.errors import EmptyCorpusError
+    from bpe_spark.spark import train
+
+    (tmp_path / "a.txt").write_bytes(b"")
+    (tmp_path / "b.txt.gz").write_bytes(gzip.compress(b""))
+    docs = read_documents(spark, str(tmp_path))
+    assert source_of(docs) is not None
+    with pytest.raises(EmptyCorpusError):
+        train(docs, TrainerConfig(vocab_size=300))
+    (tmp_path / "c.txt").write_bytes(b"\xff\xfe not utf-8 \xc3\x28")  # replaced by U+FFFD, as the JVM does
+    tok = train(read_documents(spark, str(tmp_path)), TrainerConfig(vocab_size=260))
+    assert tok.metadata["stats"]["documents"] == 1 and tok.metadata["stats"]["bytes"] == 16
