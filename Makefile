@@ -29,7 +29,7 @@ java:
 	  echo "bpe-spark needs Java 17 or newer for Spark; install it (e.g. Temurin 17) and put 'java' on the PATH" >&2; exit 1; \
 	fi
 
-$(STAMP): pyproject.toml
+$(STAMP): pyproject.toml setup.py bpe_spark/_fastbpe.c bpe_spark/_fastenc.c
 	@test -x $(PY) || python3 -m venv $(VENV)
 	$(PY) -m pip install -q --upgrade pip
 	$(PY) -m pip install -q -e '.[dev]'

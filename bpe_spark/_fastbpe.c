@@ -333,23 +333,25 @@ static void Engine_dealloc(Engine *e) {
 
 /* Copy word w's symbols into the engine: a sequence of ids, or (byte scheme) the UTF-8 bytes
  * themselves, which spares the caller a list of ints per word. */
+static int load_bytes(Engine *e, Py_ssize_t w, const unsigned char *raw, Py_ssize_t len, long long max_id) {
+    if (len < 0 || len >= INT32_MAX) {
+        PyErr_SetString(PyExc_OverflowError, "word too long for the compiled engine (or bad offsets)");
+        return -1;
+    }
+    int32_t *symbols = PyMem_Malloc((size_t)(len ? len : 1) * sizeof(int32_t));
+    if (symbols == NULL) return PyErr_NoMemory(), -1;
+    e->word[w] = symbols;
+    for (Py_ssize_t j = 0; j < len; j++) {
+        if ((long long)raw[j] < e->first_id || (long long)raw[j] >= max_id) return check_id(e, raw[j]);
+        symbols[j] = raw[j];
+    }
+    e->word_len[w] = (int32_t)len;
+    return 0;
+}
+
 static int load_word(Engine *e, Py_ssize_t w, PyObject *item, long long max_id) {
     if (PyBytes_Check(item)) {
-        Py_ssize_t len = PyBytes_GET_SIZE(item);
-        const unsigned char *raw = (const unsigned char *)PyBytes_AS_STRING(item);
-        if (len >= INT32_MAX) {
-            PyErr_SetString(PyExc_OverflowError, "word too long for the compiled engine");
-            return -1;
-        }
-        int32_t *symbols = PyMem_Malloc((size_t)(len ? len : 1) * sizeof(int32_t));
-        if (symbols == NULL) return PyErr_NoMemory(), -1;
-        e->word[w] = symbols;
-        for (Py_ssize_t j = 0; j < len; j++) {
-            if ((long long)raw[j] < e->first_id || (long long)raw[j] >= max_id) return check_id(e, raw[j]);
-            symbols[j] = raw[j];
-        }
-        e->word_len[w] = (int32_t)len;
-        return 0;
+        return load_bytes(e, w, (const unsigned char *)PyBytes_AS_STRING(item), PyBytes_GET_SIZE(item), max_id);
     }
     PyObject *seq = PySequence_Fast(item, "each word must be a sequence of ids (or bytes)");
     if (seq == NULL) return -1;
@@ -412,16 +414,52 @@ static int Engine_init(Engine *e, PyObject *args, PyObject *kwds) {
     }
     Py_DECREF(keys);
 
-    PyObject *words = PySequence_Fast(words_obj, "words must be a sequence");
-    if (words == NULL) return -1;
-    PyObject *counts = PySequence_Fast(counts_obj, "counts must be a sequence");
-    if (counts == NULL) {
-        Py_DECREF(words);
-        return -1;
+    /* Words: a sequence (of id sequences or bytes), or packed byte-scheme words as Arrow lays out
+     * a binary column, (data, offsets): word w is data[offsets[w]:offsets[w + 1]], offsets int32
+     * or int64. Counts: a sequence of ints, or an int64 buffer. Buffers spare the caller a
+     * Python object per word. */
+    PyObject *words = NULL, *counts = NULL;
+    Py_buffer data = {0}, offsets = {0}, counts_buf = {0};
+    int packed = PyTuple_Check(words_obj) && PyTuple_GET_SIZE(words_obj) == 2 &&
+                 PyObject_CheckBuffer(PyTuple_GET_ITEM(words_obj, 0));
+    int counts_packed = PyObject_CheckBuffer(counts_obj) && !PyBytes_Check(counts_obj);
+    Py_ssize_t n;
+    if (packed) {
+        if (PyObject_GetBuffer(PyTuple_GET_ITEM(words_obj, 0), &data, PyBUF_SIMPLE) < 0) return -1;
+        if (PyObject_GetBuffer(PyTuple_GET_ITEM(words_obj, 1), &offsets, PyBUF_FORMAT | PyBUF_C_CONTIGUOUS) < 0)
+            goto fail;
+        if ((offsets.itemsize != 4 && offsets.itemsize != 8) || offsets.len < offsets.itemsize) {
+            PyErr_SetString(PyExc_ValueError, "packed words: offsets must be int32 or int64, n + 1 of them");
+            goto fail;
+        }
+        n = offsets.len / offsets.itemsize - 1;
+    } else {
+        words = PySequence_Fast(words_obj, "words must be a sequence");
+        if (words == NULL) goto fail;
+        n = PySequence_Fast_GET_SIZE(words);
     }
-    Py_ssize_t n = PySequence_Fast_GET_SIZE(words);
-    if (PySequence_Fast_GET_SIZE(counts) != n || n >= INT32_MAX) {
-        PyErr_SetString(PyExc_ValueError, "words and counts differ in length (or are too many)");
+    if (counts_packed) {
+        if (PyObject_GetBuffer(counts_obj, &counts_buf, PyBUF_FORMAT | PyBUF_C_CONTIGUOUS) < 0) goto fail;
+        const char *f = counts_buf.format ? counts_buf.format : "B";
+        if (*f == '<' || *f == '=' || *f == '@') f++;
+        if (counts_buf.itemsize != 8 || (strcmp(f, "q") != 0 && strcmp(f, "l") != 0)) {
+            PyErr_SetString(PyExc_ValueError, "counts given as a buffer must be int64");
+            goto fail;
+        }
+        if (counts_buf.len / 8 != n) {
+            PyErr_SetString(PyExc_ValueError, "words and counts differ in length");
+            goto fail;
+        }
+    } else {
+        counts = PySequence_Fast(counts_obj, "counts must be a sequence");
+        if (counts == NULL) goto fail;
+        if (PySequence_Fast_GET_SIZE(counts) != n) {
+            PyErr_SetString(PyExc_ValueError, "words and counts differ in length");
+            goto fail;
+        }
+    }
+    if (n >= INT32_MAX) {
+        PyErr_SetString(PyExc_ValueError, "too many words for the compiled engine");
         goto fail;
     }
     e->word = PyMem_Calloc((size_t)n + 1, sizeof(int32_t *));
@@ -436,9 +474,26 @@ static int Engine_init(Engine *e, PyObject *args, PyObject *kwds) {
     int64_t total_count = 0; /* sum of count * (len - 1): the bound of every pair count */
     long long max_id = (long long)first_id + (long long)e->n_ids;
     for (Py_ssize_t w = 0; w < n; w++) {
-        if (load_word(e, w, PySequence_Fast_GET_ITEM(words, w), max_id) < 0) goto fail;
+        if (packed) {
+            long long lo, hi;
+            if (offsets.itemsize == 4) {
+                lo = ((const int32_t *)offsets.buf)[w];
+                hi = ((const int32_t *)offsets.buf)[w + 1];
+            } else {
+                lo = ((const int64_t *)offsets.buf)[w];
+                hi = ((const int64_t *)offsets.buf)[w + 1];
+            }
+            if (lo < 0 || hi < lo || hi > (long long)data.len) {
+                PyErr_Format(PyExc_ValueError, "packed words: offsets of word %zd are out of the data", w);
+                goto fail;
+            }
+            if (load_bytes(e, w, (const unsigned char *)data.buf + lo, (Py_ssize_t)(hi - lo), max_id) < 0) goto fail;
+        } else if (load_word(e, w, PySequence_Fast_GET_ITEM(words, w), max_id) < 0) {
+            goto fail;
+        }
         int32_t len_w = e->word_len[w];
-        long long count = PyLong_AsLongLong(PySequence_Fast_GET_ITEM(counts, w));
+        long long count = counts_packed ? (long long)((const int64_t *)counts_buf.buf)[w]
+                                        : PyLong_AsLongLong(PySequence_Fast_GET_ITEM(counts, w));
         if (count == -1 && PyErr_Occurred()) goto fail;
         if (count < 0) {
             PyErr_Format(PyExc_ValueError, "word %zd has a negative count", w);
@@ -454,8 +509,11 @@ static int Engine_init(Engine *e, PyObject *args, PyObject *kwds) {
             }
         }
     }
-    Py_DECREF(words);
-    Py_DECREF(counts);
+    Py_XDECREF(words);
+    Py_XDECREF(counts);
+    if (data.obj) PyBuffer_Release(&data);
+    if (offsets.obj) PyBuffer_Release(&offsets);
+    if (counts_buf.obj) PyBuffer_Release(&counts_buf);
 
     /* subtle: sized for the distinct pairs (few: byte pairs), not for the occurrences; it grows */
     size_t n_slots = 1024;
@@ -489,8 +547,11 @@ static int Engine_init(Engine *e, PyObject *args, PyObject *kwds) {
     return 0;
 
 fail:
-    Py_DECREF(words);
-    Py_DECREF(counts);
+    Py_XDECREF(words);
+    Py_XDECREF(counts);
+    if (data.obj) PyBuffer_Release(&data);
+    if (offsets.obj) PyBuffer_Release(&offsets);
+    if (counts_buf.obj) PyBuffer_Release(&counts_buf);
     return -1;
 }
 
@@ -710,7 +771,7 @@ PyMODINIT_FUNC PyInit__fastbpe(void) {
     PyObject *m = PyModule_Create(&fastbpe_module);
     if (m == NULL) return NULL;
     /* bpe_spark/_compiled.py checks this: a stale build (older source) is not used */
-    if (PyModule_AddIntConstant(m, "API_VERSION", 2) < 0) {
+    if (PyModule_AddIntConstant(m, "API_VERSION", 3) < 0) {
         Py_DECREF(m);
         return NULL;
     }

@@ -81,6 +81,30 @@ def _resolve_backend(backend: str | None) -> str:
     return backend
 
 
+class PackedWords:
+    """Byte-scheme words packed as Arrow lays out a binary column: word ``i`` is
+    ``data[offsets[i]:offsets[i + 1]]`` (``data``: a bytes-like buffer; ``offsets``: an int32 or
+    int64 buffer of n + 1 entries, e.g. a numpy array). The compiled engine reads the buffers
+    directly: no Python object per word on the driver.
+
+    >>> words = PackedWords(b"abcab", [0, 3, 5])
+    >>> len(words), list(words)
+    (2, [b'abc', b'ab'])
+    """
+
+    def __init__(self, data, offsets):
+        self.data = data
+        self.offsets = offsets
+
+    def __len__(self) -> int:
+        return len(self.offsets) - 1
+
+    def __iter__(self):
+        view = memoryview(self.data)
+        for lo, hi in pairwise(self.offsets):
+            yield bytes(view[int(lo):int(hi)])
+
+
 class _PythonCore:
     """The reference core: pair counts, pair -> holder words, and a lazily updated heap.
 
@@ -93,6 +117,8 @@ class _PythonCore:
         self.table = table
         if not isinstance(words, list):
             words = list(words)
+        if not isinstance(counts, list):
+            counts = [int(c) for c in counts]  # numpy int64 would wrap around; Python ints do not
         for index, word in enumerate(words):
             if type(word) is not list:  # bytes (byte scheme), tuples...: merged in place as lists
                 words[index] = list(word)
@@ -207,6 +233,8 @@ class _CompiledCore:
         self.table = table
         self.lexicographic = table.tie_break != "hf"
         keys = [self._key(value, key) for value, key in zip(table.values, table.keys)]
+        if isinstance(words, PackedWords):
+            words = (words.data, words.offsets)
         self.engine = _fastbpe.Engine(words, counts, keys, table.first_id, self.lexicographic)
         self.known = len(keys)  # ids whose keys the C side holds
 

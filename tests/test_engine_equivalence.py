@@ -20,9 +20,11 @@ from bpe_spark.errors import ConfigError
 from bpe_spark.symbols import bytes_to_display
 from bpe_spark.trainer import (
     MergeEngine,
+    PackedWords,
     build_engine,
     compiled_core_available,
     count_pretokens,
+    initial_table,
     new_token_budget,
 )
 
@@ -252,3 +254,35 @@ def test_byte_words_may_be_given_as_bytes(backend):
     as_bytes = MergeEngine(table, [p.encode("utf-8") for p in counts], list(counts.values()), backend=backend)
     assert as_bytes.run(max_new_tokens=344) == expected
     assert as_bytes.words == as_lists.words
+
+
+@pytest.mark.parametrize("offset_type", ["int32", "int64"])
+@pytest.mark.parametrize("tie_break", ["hf", "lexicographic"])
+def test_packed_words_give_the_same_merges(offset_type, tie_break):
+    """Byte-scheme words packed as Arrow lays them out (data + offsets buffers, int64 counts
+    buffer) give the same merges as lists, in both cores."""
+    np = pytest.importorskip("numpy")
+    rng = random.Random(7)
+    cfg = TrainerConfig(vocab_size=420, tie_break=tie_break)
+    words = [bytes(rng.choice(b"abcd e\xc3\xa9") for _ in range(rng.randint(1, 12))) for _ in range(4000)]
+    counts = [rng.randint(1, 10**13) for _ in words]
+    data = b"".join(words)
+    offsets = np.concatenate([[0], np.cumsum([len(w) for w in words])]).astype(offset_type)
+    reference = MergeEngine(initial_table(cfg, ()), list(words), list(counts), backend="python").run(max_new_tokens=164)
+    for backend in ("compiled", "python") if compiled_core_available() else ("python",):
+        packed = PackedWords(data, offsets)
+        got = MergeEngine(initial_table(cfg, ()), packed, np.array(counts, dtype=np.int64), backend=backend)
+        assert got.run(max_new_tokens=164) == reference, backend
+
+
+@needs_compiled
+def test_packed_words_are_checked():
+    np = pytest.importorskip("numpy")
+    cfg = TrainerConfig(vocab_size=300)
+    with pytest.raises(ValueError, match="out of the data"):
+        MergeEngine(initial_table(cfg, ()), PackedWords(b"ab", np.array([0, 5], dtype=np.int64)), [1], backend="compiled")
+    with pytest.raises(ValueError, match="int64"):
+        MergeEngine(initial_table(cfg, ()), PackedWords(b"ab", np.array([0, 2], dtype=np.int64)),
+                    np.array([1], dtype=np.int32), backend="compiled")
+    with pytest.raises(ValueError, match="differ in length"):
+        MergeEngine(initial_table(cfg, ()), PackedWords(b"ab", np.array([0, 1, 2], dtype=np.int64)), [1], backend="compiled")

@@ -36,6 +36,7 @@ from bisect import bisect_right
 from collections.abc import Callable, Iterator, Sequence
 from typing import Any
 
+import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 from pyspark import StorageLevel
@@ -52,6 +53,7 @@ from bpe_spark.tokenizer import Tokenizer
 from bpe_spark.trainer import (
     Merge,
     MergeEngine,
+    PackedWords,
     initial_table,
     merge_symbols,
     new_token_budget,
@@ -531,6 +533,9 @@ class _RoundTrainer:
         if engine.backend == "compiled":
             engine.counts = None
         del words, counts
+        # the collected Arrow buffers live in Arrow's allocator, which keeps freed memory: hand it
+        # back before the engine grows
+        pa.default_memory_pool().release_unused()
         new_tokens, max_merges = self._remaining()
         merges = engine.run(
             max_new_tokens=new_tokens,
@@ -561,20 +566,25 @@ class _RoundTrainer:
         since = phase = time.perf_counter()
         arrow = self.collected if self.collected is not None else self.counts.select("pretoken", "count").toArrow()
         self.collected = None
-        counts = arrow.column("count").to_pylist()
         phase = self._clock("collect_seconds", phase)
         if self.cfg.scheme == "byte":
             self.table = initial_table(self.cfg, ())
             self._check_vocab()
             self._resume(resume)
-            # the engine reads UTF-8 bytes as byte-scheme words: no str, no list of ints per pretoken
-            words = arrow.column("pretoken").cast(pa.binary()).to_pylist()
-            del arrow
+            # The engine reads the UTF-8 bytes as byte-scheme words straight from the Arrow buffers:
+            # no Python object per pretoken on the driver.
+            # large_binary: int64 offsets, whatever the size (a copy of the offsets, not of the bytes)
+            column = arrow.column("pretoken").cast(pa.large_binary()).combine_chunks()
+            offsets = np.frombuffer(column.buffers()[1], dtype=np.int64, count=len(column) + 1, offset=8 * column.offset)
+            words = PackedWords(column.buffers()[2], offsets)
+            counts = arrow.column("count").combine_chunks().to_numpy(zero_copy_only=False).astype(np.int64, copy=False)
+            del arrow, column, offsets
             if self.merges:
                 prior = [(m.left, m.right, m.new_id) for m in self.merges]
                 ranks = pair_rank_index(prior)
                 words = [apply_merges(list(word), prior, ranks) for word in words]
         else:
+            counts = arrow.column("count").to_pylist()
             pretokens = arrow.column("pretoken").to_pylist()
             del arrow
             self.table = initial_table(self.cfg, pretokens)
