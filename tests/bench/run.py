@@ -475,10 +475,12 @@ def case_t6(ctx: Context) -> None:
 
     t1_driver, t2_driver = peak(t1_mine, "root"), peak(t2_mine, "root")
     hf_t2 = peak(t2_theirs, "root")
-    ctx.add(Row("T6", "driver Python peak: T2 vs T1 (corpus 10x)", t2_driver, t1_driver, "ours on T1", "MB",
+    distinct = [_distinct_pretokens(ctx.scratch / f"{case}-model") for case in ("T1", "T2")]
+    shown = f", {distinct[1] / distinct[0]:.1f}x distinct pretokens" if all(distinct) else ""
+    ctx.add(Row("T6", f"driver Python peak: T2 vs T1 (corpus 10x{shown})", t2_driver, t1_driver, "ours on T1", "MB",
                 t2_driver / t1_driver, "<= 1.2", t2_driver / t1_driver <= 1.2,
-                note="T2 holds 7-8x T1's distinct pretokens (all corpora, CJK included): the driver "
-                     "scales with those; the next row holds them fixed"))
+                note=f"T2 holds {_count(distinct[1])} distinct pretokens (all corpora, CJK included), T1 "
+                     f"{_count(distinct[0])}: the driver scales with those; the next row holds them fixed"))
     # The same distinct pretokens at a sixth of the bytes: the corpus size alone, isolated.
     once = inputs.big_corpus_text(ctx.quick, once=True)
     out = ctx.scratch / "T6-model"
@@ -496,6 +498,18 @@ def case_t6(ctx: Context) -> None:
                     note=""))
         ctx.add(Row("T6", f"{case} whole job peak (sum over processes)", peak(mine, "total"), peak(theirs, "root"),
                     "tokenizers peak", "MB", peak(mine, "total") / peak(theirs, "root"), "", None))
+
+
+def _count(value: int | None) -> str:
+    return f"{value:,}" if value is not None else "?"
+
+
+def _distinct_pretokens(model_dir: Path) -> int | None:
+    """The distinct pretokens a training run saw (its bpe_spark.json), or None."""
+    try:
+        return int(json.loads((model_dir / "bpe_spark.json").read_text(encoding="utf-8"))["stats"]["distinct_pretokens"])
+    except (OSError, KeyError, ValueError, TypeError):
+        return None
 
 
 def case_t7(ctx: Context) -> None:
