@@ -193,7 +193,7 @@ def _cmd_train(args: argparse.Namespace) -> int:
     from bpe_spark.spark import train_from_counts as spark_train_from_counts
     from bpe_spark.spark.io import reads_local_text
     from bpe_spark.spark.session import build_session
-    from bpe_spark.spark.train import DEFAULT_DRIVER_BUDGET
+    from bpe_spark.spark.training import DEFAULT_DRIVER_BUDGET
 
     # local text read by the Python tasks: the JVM only coordinates (see build_session)
     light = (bool(options["input"]) and options["engine"] != "jvm"
@@ -338,7 +338,7 @@ def _cmd_encode(args: argparse.Namespace) -> int:
         # whole files are big documents: fewer per Arrow batch keeps the Python workers' memory small
         overrides.setdefault("spark.sql.execution.arrow.maxRecordsPerBatch", "64")
 
-    from bpe_spark.spark.encode import encode_dataset
+    from bpe_spark.spark.encoding import encode_dataset
     from bpe_spark.spark.io import read_documents, reads_local_text
     from bpe_spark.spark.session import build_session
 

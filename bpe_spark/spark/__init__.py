@@ -3,18 +3,30 @@
 Every function takes a DataFrame first and returns a DataFrame or a result: reading
 (``read_documents``, ``read_counts``), training (DESIGN 2.1: ``count_pretokens``, ``train``,
 ``train_from_counts``) and encoding (DESIGN 2.2: ``encode``, ``encode_dataset``).
+
+The names load on first use (PEP 562): importing one module of the package, such as the Python
+worker daemon (:mod:`bpe_spark.spark.daemon`), must not import pyarrow, pandas or numpy, which
+start threads, before Spark forks its workers.
 """
 
-from bpe_spark.spark.count import count_pretokens
-from bpe_spark.spark.encode import encode, encode_dataset
-from bpe_spark.spark.io import (
-    InputError,
-    InputNotFoundError,
-    MissingColumnError,
-    read_counts,
-    read_documents,
-)
-from bpe_spark.spark.train import DEFAULT_DRIVER_BUDGET, train, train_from_counts
+from __future__ import annotations
+
+import importlib
+from typing import Any
+
+_EXPORTS = {
+    "count_pretokens": "bpe_spark.spark.count",
+    "encode": "bpe_spark.spark.encoding",
+    "encode_dataset": "bpe_spark.spark.encoding",
+    "InputError": "bpe_spark.spark.io",
+    "InputNotFoundError": "bpe_spark.spark.io",
+    "MissingColumnError": "bpe_spark.spark.io",
+    "read_counts": "bpe_spark.spark.io",
+    "read_documents": "bpe_spark.spark.io",
+    "DEFAULT_DRIVER_BUDGET": "bpe_spark.spark.training",
+    "train": "bpe_spark.spark.training",
+    "train_from_counts": "bpe_spark.spark.training",
+}
 
 __all__ = [
     "DEFAULT_DRIVER_BUDGET",
@@ -29,3 +41,16 @@ __all__ = [
     "train",
     "train_from_counts",
 ]
+
+
+def __getattr__(name: str) -> Any:
+    module = _EXPORTS.get(name)
+    if module is None:
+        raise AttributeError(f"module 'bpe_spark.spark' has no attribute {name!r}")
+    value = getattr(importlib.import_module(module), name)
+    globals()[name] = value  # later lookups skip __getattr__
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted(set(globals()) | set(_EXPORTS))

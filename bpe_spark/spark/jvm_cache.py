@@ -116,10 +116,10 @@ def _warm_up(work: Path) -> None:
     """Run what bpe-spark runs (read, count both ways, train, encode both formats) so that the
     archive holds the classes those jobs load."""
     from bpe_spark.config import TrainerConfig
-    from bpe_spark.spark.encode import encode_dataset
+    from bpe_spark.spark.encoding import encode_dataset
     from bpe_spark.spark.io import read_documents
     from bpe_spark.spark.session import build_session
-    from bpe_spark.spark.train import train
+    from bpe_spark.spark.training import train
 
     corpus = work / "corpus.txt"
     corpus.write_text(_WARMUP_TEXT * 200, encoding="utf-8")

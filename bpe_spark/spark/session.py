@@ -16,8 +16,8 @@ DEFAULTS = {
     "spark.sql.execution.arrow.pyspark.enabled": "true",
     "spark.sql.session.timeZone": "UTC",
     "spark.ui.showConsoleProgress": "false",
-    # Python workers import the installed pyspark (compiled), not Spark's zip copy: see _daemon.
-    "spark.python.daemon.module": "bpe_spark._daemon",
+    # Python workers import the installed pyspark (compiled), not Spark's zip copy: see daemon.py.
+    "spark.python.daemon.module": "bpe_spark.spark.daemon",
 }
 
 

@@ -220,7 +220,7 @@ def ours_spark_encode(args: dict) -> dict:
     session (the JVM's JIT warms up over the first) and ``seconds`` is the median of ``runs``.
     """
     from bpe_spark import Tokenizer
-    from bpe_spark.spark.encode import encode_dataset
+    from bpe_spark.spark.encoding import encode_dataset
     from bpe_spark.spark.io import read_documents
     from bpe_spark.spark.session import build_session
 

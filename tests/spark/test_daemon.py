@@ -7,7 +7,7 @@ import zipfile
 
 import pyspark
 
-from bpe_spark._daemon import prefer_installed_pyspark
+from bpe_spark.spark.daemon import prefer_installed_pyspark
 
 HOME = os.path.dirname(pyspark.__file__)
 SITE = os.path.dirname(HOME)

@@ -21,7 +21,7 @@ from bpe_spark import ConfigError, TrainerConfig, UnknownCharacterError, _compil
 from bpe_spark.errors import OutputExistsError
 from bpe_spark.formats import load_any
 from bpe_spark.shards import MANIFEST_NAME, model_fingerprint, read_manifest, read_shards
-from bpe_spark.spark.encode import BatchEncoder, encode, encode_dataset
+from bpe_spark.spark.encoding import BatchEncoder, encode, encode_dataset
 from bpe_spark.spark.io import read_documents
 
 pytestmark = pytest.mark.spark
@@ -362,7 +362,7 @@ def test_text_files_read_by_the_tasks_give_the_same_files_as_spark_reader(spark,
 
 
 def test_parquet_row_groups_follow_the_documents_not_the_pieces(tmp_path):
-    from bpe_spark.spark.encode import _RowGroupWriter
+    from bpe_spark.spark.encoding import _RowGroupWriter
 
     rng = np.random.default_rng(0)
     n_tokens = rng.integers(0, 40, size=500).astype(np.int32)

@@ -10,7 +10,7 @@ from bpe_spark import train as core_train
 from bpe_spark import train_from_counts as core_train_from_counts
 from bpe_spark.errors import ConfigError, EmptyCorpusError, OutputExistsError
 from bpe_spark.spark import MissingColumnError, read_documents, train, train_from_counts
-from bpe_spark.spark.train import apply_merges, resolve_budget
+from bpe_spark.spark.training import apply_merges, resolve_budget
 from bpe_spark.symbols import display_to_bytes
 from bpe_spark.trainer import build_engine
 

@@ -10,9 +10,9 @@ version is installed beside the interpreter (pip install, as bpe-spark's own ins
 daemon drops the zips from the path, so workers import compiled modules: ~0.2 s.
 
 It is Spark's own daemon otherwise (``pyspark.daemon.manager``). ``build_session`` sets
-``spark.python.daemon.module`` to this module unless the user has chosen one. Lives outside
-``bpe_spark.spark`` on purpose: that package imports pyarrow/pandas, which start threads, and the
-daemon must not have threads when it forks its workers.
+``spark.python.daemon.module`` to this module unless the user has chosen one. It imports nothing
+that starts threads (pyarrow, pandas, numpy: ``bpe_spark.spark`` loads its names lazily for that):
+the daemon must have no thread when it forks its workers.
 """
 
 from __future__ import annotations
