@@ -19,7 +19,6 @@ Row(pretoken=' the', count=412345)
 
 from __future__ import annotations
 
-from collections import Counter
 from collections.abc import Iterator
 
 import pyarrow as pa
@@ -37,7 +36,9 @@ from bpe_spark.spark.jregex import VERIFIED_PRESETS, java_pattern, special_token
 ENGINES = ("auto", "jvm", "python")
 # StructTypes, not DDL strings: a DDL string costs a JVM round trip to parse (0.14 s when cold)
 COUNTS_SCHEMA = StructType([StructField("pretoken", StringType()), StructField("count", LongType())])
-# A partition's Counter is flushed downstream when it holds this many distinct pretokens.
+# what the Python tasks emit: counts, and (text files read by the tasks) a row of split totals
+_PARTIAL_SCHEMA = StructType([*COUNTS_SCHEMA.fields, StructField("documents", LongType()), StructField("bytes", LongType())])
+# A partition's tally is flushed downstream when it holds this many distinct pretokens.
 _FLUSH_DISTINCT = 1_000_000
 
 
@@ -129,28 +130,21 @@ def _count_python(docs: DataFrame, cfg: TrainerConfig) -> DataFrame:
     settings = cfg.to_dict()
 
     def count_partition(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
-        pretokenizer = Pretokenizer.from_config(TrainerConfig.from_dict(settings))
-        counts: Counter = Counter()
+        tally = Pretokenizer.from_config(TrainerConfig.from_dict(settings)).tally()
         for batch in batches:
-            pretokenizer.count(batch.column(0).to_pylist(), counts)
-            if len(counts) >= _FLUSH_DISTINCT:
-                yield _counts_batch(counts)
-                counts = Counter()
-        if counts:
-            yield _counts_batch(counts)
+            tally.add(batch.column(0).to_pylist())
+            if len(tally) >= _FLUSH_DISTINCT:
+                yield _tally_batch(tally)
+        yield _tally_batch(tally)
 
-    partial = docs.mapInArrow(count_partition, COUNTS_SCHEMA)
-    return partial.groupBy("pretoken").agg(F.sum("count").alias("count"))
-
-
-_DIRECT_SCHEMA = StructType([*COUNTS_SCHEMA.fields, StructField("documents", LongType()), StructField("bytes", LongType())])
+    return _sum_counts(docs.mapInArrow(count_partition, _PARTIAL_SCHEMA))
 
 
 def _count_text_files(spark, source: textsplits.TextSource, cfg: TrainerConfig, observation) -> DataFrame:
     """Count local text files read by the Python tasks (see :mod:`textsplits`): no JVM string
     per line, no Arrow hand-off of the text. Each split also reports its documents and bytes in
     one extra row (null pretoken), which feeds ``observation`` and is dropped."""
-    splits = [(s.path, s.start, s.end) for s in textsplits.plan_splits(source, spark.sparkContext.defaultParallelism)]
+    splits = textsplits.plan_splits(source, spark.sparkContext.defaultParallelism)
     settings = cfg.to_dict()
 
     def count_splits(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
@@ -158,7 +152,7 @@ def _count_text_files(spark, source: textsplits.TextSource, cfg: TrainerConfig, 
         for batch in batches:
             for index in batch.column(0).to_pylist():
                 documents = size = 0
-                for lines, nbytes in textsplits.iter_lines(textsplits.Split(*splits[index]), with_bytes=True):
+                for lines, nbytes in textsplits.iter_lines(splits[index], with_bytes=True):
                     tally.add(lines)
                     documents += len(lines)
                     size += nbytes
@@ -166,18 +160,19 @@ def _count_text_files(spark, source: textsplits.TextSource, cfg: TrainerConfig, 
                         yield _tally_batch(tally)
                 yield _tally_batch(tally, documents, size)
 
-    partial = spark.range(0, len(splits), 1, numPartitions=max(1, len(splits))).mapInArrow(count_splits, _DIRECT_SCHEMA)
+    partial = spark.range(0, len(splits), 1, numPartitions=max(1, len(splits))).mapInArrow(count_splits, _PARTIAL_SCHEMA)
     if observation is not None:
         partial = partial.observe(
             observation,
             F.coalesce(F.sum("documents"), F.lit(0)).alias("documents"),
             F.coalesce(F.sum("bytes"), F.lit(0)).alias("bytes"),
         )
-    return (
-        partial.where(F.col("pretoken").isNotNull())
-        .groupBy("pretoken")
-        .agg(F.sum("count").alias("count"))
-    )
+    return _sum_counts(partial)
+
+
+def _sum_counts(partial: DataFrame) -> DataFrame:
+    """The partitions' partial counts summed per pretoken (rows of split totals dropped)."""
+    return partial.where(F.col("pretoken").isNotNull()).groupBy("pretoken").agg(F.sum("count").alias("count"))
 
 
 def _tally_batch(tally, documents: int | None = None, size: int | None = None) -> pa.RecordBatch:
@@ -194,14 +189,7 @@ def _tally_batch(tally, documents: int | None = None, size: int | None = None) -
     return pa.RecordBatch.from_arrays(
         [pa.array(pretokens, pa.string()), pa.array(counts, pa.int64()),
          pa.array(docs_column, pa.int64()), pa.array(bytes_column, pa.int64())],
-        names=["pretoken", "count", "documents", "bytes"],
-    )
-
-
-def _counts_batch(counts: Counter) -> pa.RecordBatch:
-    return pa.RecordBatch.from_arrays(
-        [pa.array(list(counts.keys()), pa.string()), pa.array(list(counts.values()), pa.int64())],
-        names=["pretoken", "count"],
+        names=_PARTIAL_SCHEMA.names,
     )
 
 

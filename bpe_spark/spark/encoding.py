@@ -752,16 +752,17 @@ def _assemble_shards(specs, *, fs, staging, pieces_dir, output_format, dtype, id
         yield {"index": spec["index"], "documents": spec["documents"], "tokens": tokens, "bytes": size}
 
 
-def _split_batches(batches, splits: list[tuple[str, str, int, int]]):
+def _split_batches(batches, splits: list[textsplits.Split]):
     """The documents of the splits named by the task's rows, as Arrow batches shaped like the
     Spark reader's (text, file URI, block start): see :mod:`bpe_spark.spark.textsplits`."""
     for batch in batches:
         for index in batch.column(0).to_pylist():
-            uri, path, start, end = splits[index]
-            for lines in textsplits.iter_lines(textsplits.Split(path, start, end)):
+            split = splits[index]
+            for lines in textsplits.iter_lines(split):
                 n = len(lines)
                 yield pa.RecordBatch.from_arrays(
-                    [pa.array(lines, pa.string()), pa.array([uri] * n, pa.string()), pa.array([start] * n, pa.int64())],
+                    [pa.array(lines, pa.string()), pa.array([split.uri] * n, pa.string()),
+                     pa.array([split.start] * n, pa.int64())],
                     ["__bpe_text", _FILE, _BLOCK],
                 )
 
@@ -786,18 +787,20 @@ class _RowGroupWriter:
             return
         table = pa.concat_tables(self.pending)
         self.pending = []
-        while table.num_rows:
-            tokens = np.cumsum(table.column("n_tokens").to_numpy(zero_copy_only=False))
-            full = np.flatnonzero(tokens >= self.max_tokens)
-            cut = min(int(full[0]) + 1 if len(full) else table.num_rows + 1, self.max_rows)
-            if cut > table.num_rows:
+        tokens = np.cumsum(table.column("n_tokens").to_numpy(zero_copy_only=False))
+        start = 0  # the group being cut begins at row `start`, after `done` tokens
+        while start < table.num_rows:
+            done = tokens[start - 1] if start else 0
+            full = start + int(np.searchsorted(tokens[start:], done + self.max_tokens))  # first row reaching it
+            end = min(full + 1, start + self.max_rows)
+            if end > table.num_rows:
                 if final:
-                    self.writer.write_table(table, row_group_size=table.num_rows)
+                    self.writer.write_table(table.slice(start), row_group_size=table.num_rows - start)
                 else:
-                    self.pending = [table]
+                    self.pending = [table.slice(start)]
                 return
-            self.writer.write_table(table.slice(0, cut), row_group_size=cut)
-            table = table.slice(cut)
+            self.writer.write_table(table.slice(start, end - start), row_group_size=end - start)
+            start = end
 
     def close(self) -> None:
         self._flush(final=True)
@@ -813,8 +816,7 @@ def _encode_to_pieces(df, tok, *, text_col, id_cols, fs, pieces_dir, special_tok
     splits = None
     if source is not None and not id_cols and df.columns == [text_col]:
         spark = df.sparkSession
-        splits = [(source.uri_of(s.path), s.path, s.start, s.end)
-                  for s in textsplits.plan_splits(source, spark.sparkContext.defaultParallelism)]
+        splits = textsplits.plan_splits(source, spark.sparkContext.defaultParallelism)
         frame = spark.range(0, len(splits), 1, numPartitions=max(1, len(splits)))
     else:
         frame = df.select(

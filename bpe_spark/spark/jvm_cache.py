@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import argparse
 import hashlib
+import json
 import os
 import shutil
 import subprocess
@@ -124,8 +125,6 @@ def _warm_up(work: Path) -> None:
     corpus = work / "corpus.txt"
     corpus.write_text(_WARMUP_TEXT * 200, encoding="utf-8")
     jsonl = work / "corpus.jsonl"
-    import json
-
     jsonl.write_text("".join(json.dumps({"text": line}) + "\n" for line in _WARMUP_TEXT.splitlines()) * 50)
     spark = build_session("bpe-spark jvm-cache", master="local[2]",
                           overrides={"spark.ui.enabled": "false", "spark.ui.showConsoleProgress": "false"})

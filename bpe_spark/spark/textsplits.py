@@ -39,15 +39,13 @@ class TextSource:
     files: tuple[str, ...]
     uris: tuple[str, ...] = ()
 
-    def uri_of(self, path: str) -> str:
-        return self.uris[self.files.index(path)] if self.uris else path
-
 
 @dataclass(frozen=True)
 class Split:
     path: str
     start: int
     end: int  # exclusive; -1: the whole (compressed) file
+    uri: str = ""  # the file as Spark names it (input_file_name()): encoding's ordering key
 
 
 _ATTRIBUTE = "_bpe_spark_text_source"
@@ -81,14 +79,14 @@ def plan_splits(source: TextSource, parallelism: int) -> list[Split]:
     sizes = [os.path.getsize(path) for path in source.files]
     target = max(MIN_SPLIT_BYTES, min(MAX_SPLIT_BYTES, -(-sum(sizes) // max(1, parallelism))))
     splits: list[Split] = []
-    for path, size in zip(source.files, sizes):
+    for path, uri, size in zip(source.files, source.uris or source.files, sizes):
         if path.endswith(tuple(_COMPRESSED)):
-            splits.append(Split(path, 0, -1))
+            splits.append(Split(path, 0, -1, uri))
             continue
         start = 0
         while start < size:
             end = min(size, start + target)
-            splits.append(Split(path, start, end))
+            splits.append(Split(path, start, end, uri))
             start = end
     return splits
 

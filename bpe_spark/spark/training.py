@@ -268,6 +268,24 @@ def resolve_budget(driver_budget: float | str, distinct: int) -> int:
     >>> resolve_budget("10%", 5000), resolve_budget(0.5, 11), resolve_budget(1000, 10**9)
     (500, 5, 1000)
     """
+    value = _parse_budget(driver_budget)
+    if isinstance(value, int):
+        return value
+    return max(1, math.floor(value * distinct))
+
+
+def absolute_budget(driver_budget: float | str) -> int | None:
+    """The budget as a count when it is one (not a fraction of the distinct pretokens).
+
+    >>> absolute_budget("2000000"), absolute_budget("30%"), absolute_budget(1.0)
+    (2000000, None, None)
+    """
+    value = _parse_budget(driver_budget)
+    return value if isinstance(value, int) else None
+
+
+def _parse_budget(driver_budget: float | str) -> int | float:
+    """A count (int) or a fraction in (0, 1] (float); anything else is a ConfigError."""
     value: Any = driver_budget
     if isinstance(value, str):
         text = value.strip()
@@ -282,10 +300,8 @@ def resolve_budget(driver_budget: float | str, distinct: int) -> int:
             ) from None
     if isinstance(value, bool) or not isinstance(value, (int, float)) or not value > 0:
         raise ConfigError(f"driver budget must be a positive count or a fraction in (0, 1], got {driver_budget!r}")
-    if isinstance(value, int):
+    if isinstance(value, int) or value <= 1:
         return value
-    if value <= 1:
-        return max(1, math.floor(value * distinct))
     if value.is_integer():
         return int(value)
     raise ConfigError(f"a fractional driver budget must be in (0, 1], got {driver_budget!r}")
@@ -412,8 +428,8 @@ def _train_counts(
 ) -> Tokenizer:
     phase = time.perf_counter()
     collected = None
-    fixed = resolve_budget(driver_budget, 1)
-    if fixed == resolve_budget(driver_budget, 2**62):  # an absolute budget, not a fraction
+    fixed = absolute_budget(driver_budget)
+    if fixed is not None:
         # One job when the counts fit the budget: collect at most budget + 1 rows (what the driver
         # may hold anyway) and read the summary off them; more rows mean rounds, summarized below.
         arrow = counts.select("pretoken", "count").limit(fixed + 1).toArrow()
