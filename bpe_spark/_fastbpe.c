@@ -16,6 +16,9 @@
 #include <Python.h>
 #include <stdint.h>
 #include <string.h>
+#if defined(__GLIBC__)
+#include <malloc.h>
+#endif
 
 /* --- small helpers -------------------------------------------------------------------------- */
 
@@ -60,13 +63,28 @@ static inline uint64_t mix64(uint64_t x) {
 
 /* --- engine --------------------------------------------------------------------------------- */
 
+/* A pair's holders: the word indices that hold it; may hold stale or repeated entries (checked
+ * on use). Up to INLINE_HOLDERS live in the Pair itself (cap_holders == 0): most pairs a long run
+ * creates are held by one or two words, and a heap block each would cost more than the pair. */
+#define INLINE_HOLDERS 2
 typedef struct {
     int64_t count;
     int32_t left, right;
-    int32_t *holders; /* word indices; may hold stale or repeated entries (checked on use) */
-    int32_t n_holders, cap_holders;
-    uint32_t grown_stamp;
+    int32_t n_holders, cap_holders; /* cap_holders 0: inline */
+    union {
+        int32_t *heap;
+        int32_t inline_[INLINE_HOLDERS];
+    } holders;
 } Pair;
+
+static inline int32_t *holders_of(Pair *pair) {
+    return pair->cap_holders ? pair->holders.heap : pair->holders.inline_;
+}
+
+static inline void drop_holders(Pair *pair) {
+    if (pair->cap_holders) PyMem_Free(pair->holders.heap);
+    pair->n_holders = pair->cap_holders = 0;
+}
 
 typedef struct {
     int64_t count;
@@ -82,9 +100,12 @@ typedef struct {
     int64_t *int_key;    /* hf */
     char **value;        /* lexicographic: the token's bytes */
     Py_ssize_t *value_len;
-    /* words */
+    /* words: word w is symbols[word_start[w]:word_start[w] + word_len[w]], merged in place */
     Py_ssize_t n_words;
-    int32_t **word;
+    int32_t *symbols;
+    size_t n_symbols, cap_symbols; /* n_symbols: the end of the last word; merges leave gaps */
+    size_t live_symbols;           /* the sum of word_len */
+    int64_t *word_start;
     int32_t *word_len;
     int64_t *word_count;
     uint32_t *word_stamp;
@@ -97,10 +118,31 @@ typedef struct {
     /* heap */
     HeapEntry *heap;
     size_t n_heap, cap_heap;
-    /* scratch: pairs grown by the current merge */
+    /* scratch: pairs grown by the current merge, marked in grown_mark (indexed by pair) */
     int32_t *grown;
     size_t n_grown, cap_grown;
+    uint8_t *grown_mark;
+    size_t cap_mark;
+    /* holder lists freed since the allocator last gave memory back (see release_freed) */
+    size_t freed_bytes;
 } Engine;
+
+/* Holder lists of merged pairs are freed all through a run while new, small ones keep being
+ * allocated above them, so the allocator keeps the freed pages: every 16 MB freed, hand the free
+ * pages back to the system (glibc's malloc_trim; elsewhere a no-op). */
+static void release_freed(Engine *e, size_t bytes) {
+    e->freed_bytes += bytes;
+    if (e->freed_bytes < ((size_t)16 << 20)) return;
+    e->freed_bytes = 0;
+#if defined(__GLIBC__)
+    malloc_trim(0);
+#endif
+}
+
+static void free_holders(Engine *e, Pair *pair) {
+    if (pair->cap_holders) release_freed(e, (size_t)pair->cap_holders * sizeof(int32_t));
+    drop_holders(pair);
+}
 
 static int32_t find_pair(Engine *e, int32_t left, int32_t right) {
     uint64_t k = pair_key(left, right);
@@ -149,6 +191,16 @@ static int32_t get_pair(Engine *e, int32_t left, int32_t right) {
         return -1;
     }
     e->pairs = pairs;
+    if (e->cap_mark < e->cap_pairs) {
+        uint8_t *mark = PyMem_Realloc(e->grown_mark, e->cap_pairs);
+        if (mark == NULL) {
+            PyErr_NoMemory();
+            return -1;
+        }
+        memset(mark + e->cap_mark, 0, e->cap_pairs - e->cap_mark);
+        e->grown_mark = mark;
+        e->cap_mark = e->cap_pairs;
+    }
     int32_t p = (int32_t)e->n_pairs++;
     Pair *pair = &e->pairs[p];
     memset(pair, 0, sizeof(Pair));
@@ -165,23 +217,49 @@ static int32_t get_pair(Engine *e, int32_t left, int32_t right) {
 }
 
 static int add_holder(Pair *pair, int32_t word) {
-    if (pair->n_holders > 0 && pair->holders[pair->n_holders - 1] == word) return 0;
-    if (pair->n_holders == pair->cap_holders) {
-        if (pair->cap_holders > INT32_MAX / 2) {
+    int32_t n = pair->n_holders, cap = pair->cap_holders ? pair->cap_holders : INLINE_HOLDERS;
+    if (n > 0 && holders_of(pair)[n - 1] == word) return 0;
+    if (n == cap) {
+        if (cap > INT32_MAX / 2) {
             PyErr_SetString(PyExc_OverflowError, "a pair is held by too many words for the compiled engine");
             return -1;
         }
-        int32_t cap = pair->cap_holders ? pair->cap_holders + pair->cap_holders / 2 + 1 : 2;
-        int32_t *h = PyMem_Realloc(pair->holders, (size_t)cap * sizeof(int32_t));
+        int32_t grown = cap + cap / 2 + 2;
+        int32_t *h;
+        if (pair->cap_holders) {
+            h = PyMem_Realloc(pair->holders.heap, (size_t)grown * sizeof(int32_t));
+        } else {
+            h = PyMem_Malloc((size_t)grown * sizeof(int32_t));
+            if (h != NULL) memcpy(h, pair->holders.inline_, (size_t)n * sizeof(int32_t));
+        }
         if (h == NULL) {
             PyErr_NoMemory();
             return -1;
         }
-        pair->holders = h;
-        pair->cap_holders = cap;
+        pair->holders.heap = h;
+        pair->cap_holders = grown;
     }
-    pair->holders[pair->n_holders++] = word;
+    holders_of(pair)[pair->n_holders++] = word;
     return 0;
+}
+
+/* Words shrink in place as merges take place: once the gaps hold more than the words, move the
+ * words together and give the rest of the buffer back (a few times a run: symbols only shrink). */
+static void compact_words(Engine *e) {
+    if (e->live_symbols * 2 > e->n_symbols || e->n_symbols < 4096) return;
+    size_t at = 0;
+    for (Py_ssize_t w = 0; w < e->n_words; w++) {
+        size_t start = (size_t)e->word_start[w], len = (size_t)e->word_len[w];
+        if (start != at) memmove(e->symbols + at, e->symbols + start, len * sizeof(int32_t));
+        e->word_start[w] = (int64_t)at;
+        at += len;
+    }
+    e->n_symbols = at;
+    int32_t *fit = PyMem_Realloc(e->symbols, (at ? at : 1) * sizeof(int32_t));
+    if (fit != NULL) {
+        e->symbols = fit;
+        e->cap_symbols = at ? at : 1;
+    }
 }
 
 /* Tie-break order of two distinct symbols: <0 when a sorts first (wins the tie). */
@@ -308,20 +386,19 @@ static int check_id(Engine *e, long long id) {
 }
 
 static void Engine_dealloc(Engine *e) {
-    if (e->word != NULL) {
-        for (Py_ssize_t i = 0; i < e->n_words; i++) PyMem_Free(e->word[i]);
-    }
-    PyMem_Free(e->word);
+    PyMem_Free(e->symbols);
+    PyMem_Free(e->word_start);
     PyMem_Free(e->word_len);
     PyMem_Free(e->word_count);
     PyMem_Free(e->word_stamp);
     if (e->pairs != NULL) {
-        for (size_t p = 0; p < e->n_pairs; p++) PyMem_Free(e->pairs[p].holders);
+        for (size_t p = 0; p < e->n_pairs; p++) drop_holders(&e->pairs[p]);
     }
     PyMem_Free(e->pairs);
     PyMem_Free(e->slots);
     PyMem_Free(e->heap);
     PyMem_Free(e->grown);
+    PyMem_Free(e->grown_mark);
     if (e->value != NULL) {
         for (size_t i = 0; i < e->n_ids; i++) PyMem_Free(e->value[i]);
     }
@@ -331,21 +408,42 @@ static void Engine_dealloc(Engine *e) {
     Py_TYPE(e)->tp_free((PyObject *)e);
 }
 
-/* Copy word w's symbols into the engine: a sequence of ids, or (byte scheme) the UTF-8 bytes
- * themselves, which spares the caller a list of ints per word. */
-static int load_bytes(Engine *e, Py_ssize_t w, const unsigned char *raw, Py_ssize_t len, long long max_id) {
+/* Room for word w's len symbols at the end of the symbol buffer (one buffer for every word:
+ * no heap block per word); NULL on error. */
+static int32_t *word_slot(Engine *e, Py_ssize_t w, Py_ssize_t len) {
     if (len < 0 || len >= INT32_MAX) {
         PyErr_SetString(PyExc_OverflowError, "word too long for the compiled engine (or bad offsets)");
-        return -1;
+        return NULL;
     }
-    int32_t *symbols = PyMem_Malloc((size_t)(len ? len : 1) * sizeof(int32_t));
-    if (symbols == NULL) return PyErr_NoMemory(), -1;
-    e->word[w] = symbols;
+    int32_t *symbols = grow(e->symbols, &e->cap_symbols, e->n_symbols + (size_t)len, sizeof(int32_t));
+    if (symbols == NULL) return PyErr_NoMemory(), NULL;
+    e->symbols = symbols;
+    e->word_start[w] = (int64_t)e->n_symbols;
+    e->word_len[w] = (int32_t)len;
+    e->n_symbols += (size_t)len;
+    e->live_symbols += (size_t)len;
+    return symbols + e->word_start[w];
+}
+
+/* Copy word w's symbols into the engine: a sequence of ids, packed ids (int32), or (byte
+ * scheme) the UTF-8 bytes themselves, which spares the caller a list of ints per word. */
+static int load_bytes(Engine *e, Py_ssize_t w, const unsigned char *raw, Py_ssize_t len, long long max_id) {
+    int32_t *symbols = word_slot(e, w, len);
+    if (symbols == NULL) return -1;
     for (Py_ssize_t j = 0; j < len; j++) {
         if ((long long)raw[j] < e->first_id || (long long)raw[j] >= max_id) return check_id(e, raw[j]);
         symbols[j] = raw[j];
     }
-    e->word_len[w] = (int32_t)len;
+    return 0;
+}
+
+static int load_ids(Engine *e, Py_ssize_t w, const int32_t *raw, Py_ssize_t len, long long max_id) {
+    int32_t *symbols = word_slot(e, w, len);
+    if (symbols == NULL) return -1;
+    for (Py_ssize_t j = 0; j < len; j++) {
+        if ((long long)raw[j] < e->first_id || (long long)raw[j] >= max_id) return check_id(e, raw[j]);
+        symbols[j] = raw[j];
+    }
     return 0;
 }
 
@@ -356,17 +454,8 @@ static int load_word(Engine *e, Py_ssize_t w, PyObject *item, long long max_id) 
     PyObject *seq = PySequence_Fast(item, "each word must be a sequence of ids (or bytes)");
     if (seq == NULL) return -1;
     Py_ssize_t len = PySequence_Fast_GET_SIZE(seq);
-    int32_t *symbols = NULL;
-    if (len >= INT32_MAX) {
-        PyErr_SetString(PyExc_OverflowError, "word too long for the compiled engine");
-        goto fail;
-    }
-    symbols = PyMem_Malloc((size_t)(len ? len : 1) * sizeof(int32_t));
-    if (symbols == NULL) {
-        PyErr_NoMemory();
-        goto fail;
-    }
-    e->word[w] = symbols;
+    int32_t *symbols = word_slot(e, w, len);
+    if (symbols == NULL) goto fail;
     for (Py_ssize_t j = 0; j < len; j++) {
         long long id = PyLong_AsLongLong(PySequence_Fast_GET_ITEM(seq, j));
         if (id == -1 && PyErr_Occurred()) goto fail;
@@ -377,7 +466,6 @@ static int load_word(Engine *e, Py_ssize_t w, PyObject *item, long long max_id) 
         symbols[j] = (int32_t)id;
     }
     Py_DECREF(seq);
-    e->word_len[w] = (int32_t)len;
     return 0;
 fail:
     Py_DECREF(seq);
@@ -389,7 +477,7 @@ static int Engine_init(Engine *e, PyObject *args, PyObject *kwds) {
     static char *kwlist[] = {"words", "counts", "keys", "first_id", "lexicographic", NULL};
     PyObject *words_obj, *counts_obj, *keys_obj;
     int first_id, lexicographic;
-    if (e->word != NULL || e->slots != NULL) {
+    if (e->word_start != NULL || e->slots != NULL) {
         PyErr_SetString(PyExc_RuntimeError, "Engine is already initialized");
         return -1;
     }
@@ -414,10 +502,11 @@ static int Engine_init(Engine *e, PyObject *args, PyObject *kwds) {
     }
     Py_DECREF(keys);
 
-    /* Words: a sequence (of id sequences or bytes), or packed byte-scheme words as Arrow lays out
-     * a binary column, (data, offsets): word w is data[offsets[w]:offsets[w + 1]], offsets int32
-     * or int64. Counts: a sequence of ints, or an int64 buffer. Buffers spare the caller a
-     * Python object per word. */
+    /* Words: a sequence (of id sequences or bytes), or packed words as Arrow lays out a binary or
+     * a list<int32> column, (data, offsets): word w is data[offsets[w]:offsets[w + 1]], data
+     * UTF-8 bytes (byte scheme; itemsize 1) or int32 ids (itemsize 4), offsets int32 or int64,
+     * counted in items. Counts: a sequence of ints, or an int64 buffer. Buffers spare the caller
+     * a Python object per word. */
     PyObject *words = NULL, *counts = NULL;
     Py_buffer data = {0}, offsets = {0}, counts_buf = {0};
     int packed = PyTuple_Check(words_obj) && PyTuple_GET_SIZE(words_obj) == 2 &&
@@ -425,7 +514,14 @@ static int Engine_init(Engine *e, PyObject *args, PyObject *kwds) {
     int counts_packed = PyObject_CheckBuffer(counts_obj) && !PyBytes_Check(counts_obj);
     Py_ssize_t n;
     if (packed) {
-        if (PyObject_GetBuffer(PyTuple_GET_ITEM(words_obj, 0), &data, PyBUF_SIMPLE) < 0) return -1;
+        if (PyObject_GetBuffer(PyTuple_GET_ITEM(words_obj, 0), &data, PyBUF_FORMAT | PyBUF_C_CONTIGUOUS) < 0)
+            return -1;
+        const char *f = data.format ? data.format : "B";
+        if (*f == '<' || *f == '=' || *f == '@') f++;
+        if (data.itemsize != 1 && !(data.itemsize == 4 && (strcmp(f, "i") == 0 || strcmp(f, "l") == 0))) {
+            PyErr_SetString(PyExc_ValueError, "packed words: data must be bytes or int32 ids");
+            goto fail;
+        }
         if (PyObject_GetBuffer(PyTuple_GET_ITEM(words_obj, 1), &offsets, PyBUF_FORMAT | PyBUF_C_CONTIGUOUS) < 0)
             goto fail;
         if ((offsets.itemsize != 4 && offsets.itemsize != 8) || offsets.len < offsets.itemsize) {
@@ -462,15 +558,27 @@ static int Engine_init(Engine *e, PyObject *args, PyObject *kwds) {
         PyErr_SetString(PyExc_ValueError, "too many words for the compiled engine");
         goto fail;
     }
-    e->word = PyMem_Calloc((size_t)n + 1, sizeof(int32_t *));
+    e->word_start = PyMem_Calloc((size_t)n + 1, sizeof(int64_t));
     e->word_len = PyMem_Calloc((size_t)n + 1, sizeof(int32_t));
     e->word_count = PyMem_Calloc((size_t)n + 1, sizeof(int64_t));
     e->word_stamp = PyMem_Calloc((size_t)n + 1, sizeof(uint32_t));
-    if (!e->word || !e->word_len || !e->word_count || !e->word_stamp) {
+    if (!e->word_start || !e->word_len || !e->word_count || !e->word_stamp) {
         PyErr_NoMemory();
         goto fail;
     }
     e->n_words = n;
+    if (packed && n > 0) { /* the exact size up front */
+        long long first = offsets.itemsize == 4 ? ((const int32_t *)offsets.buf)[0] : ((const int64_t *)offsets.buf)[0];
+        long long last = offsets.itemsize == 4 ? ((const int32_t *)offsets.buf)[n] : ((const int64_t *)offsets.buf)[n];
+        if (last > first && (unsigned long long)(last - first) <= (unsigned long long)(data.len / data.itemsize)) {
+            e->symbols = PyMem_Malloc((size_t)(last - first) * sizeof(int32_t));
+            if (e->symbols == NULL) {
+                PyErr_NoMemory();
+                goto fail;
+            }
+            e->cap_symbols = (size_t)(last - first);
+        }
+    }
     int64_t total_count = 0; /* sum of count * (len - 1): the bound of every pair count */
     long long max_id = (long long)first_id + (long long)e->n_ids;
     for (Py_ssize_t w = 0; w < n; w++) {
@@ -483,11 +591,13 @@ static int Engine_init(Engine *e, PyObject *args, PyObject *kwds) {
                 lo = ((const int64_t *)offsets.buf)[w];
                 hi = ((const int64_t *)offsets.buf)[w + 1];
             }
-            if (lo < 0 || hi < lo || hi > (long long)data.len) {
+            if (lo < 0 || hi < lo || hi > (long long)(data.len / data.itemsize)) {
                 PyErr_Format(PyExc_ValueError, "packed words: offsets of word %zd are out of the data", w);
                 goto fail;
             }
-            if (load_bytes(e, w, (const unsigned char *)data.buf + lo, (Py_ssize_t)(hi - lo), max_id) < 0) goto fail;
+            if (data.itemsize == 1 ? load_bytes(e, w, (const unsigned char *)data.buf + lo, (Py_ssize_t)(hi - lo), max_id)
+                                   : load_ids(e, w, (const int32_t *)data.buf + lo, (Py_ssize_t)(hi - lo), max_id))
+                goto fail;
         } else if (load_word(e, w, PySequence_Fast_GET_ITEM(words, w), max_id) < 0) {
             goto fail;
         }
@@ -514,6 +624,13 @@ static int Engine_init(Engine *e, PyObject *args, PyObject *kwds) {
     if (data.obj) PyBuffer_Release(&data);
     if (offsets.obj) PyBuffer_Release(&offsets);
     if (counts_buf.obj) PyBuffer_Release(&counts_buf);
+    if (e->cap_symbols > e->n_symbols && e->n_symbols > 0) { /* give back the growth slack */
+        int32_t *fit = PyMem_Realloc(e->symbols, e->n_symbols * sizeof(int32_t));
+        if (fit != NULL) {
+            e->symbols = fit;
+            e->cap_symbols = e->n_symbols;
+        }
+    }
 
     /* subtle: sized for the distinct pairs (few: byte pairs), not for the occurrences; it grows */
     size_t n_slots = 1024;
@@ -521,16 +638,42 @@ static int Engine_init(Engine *e, PyObject *args, PyObject *kwds) {
     if (e->slots == NULL) return PyErr_NoMemory(), -1;
     memset(e->slots, 0xff, n_slots * sizeof(int32_t));
     e->n_slots = n_slots;
+    /* Two passes, so that every holder list is allocated once at its exact size: the first counts
+     * each pair and its holders (inline_[0] notes the last holder seen, plus one), the second
+     * fills the lists. */
     for (Py_ssize_t w = 0; w < n; w++) {
-        int32_t *symbols = e->word[w];
+        int32_t *symbols = e->symbols + e->word_start[w];
         int32_t len = e->word_len[w];
         int64_t count = e->word_count[w];
         if (count == 0) continue;
         for (int32_t j = 0; j + 1 < len; j++) {
             int32_t p = get_pair(e, symbols[j], symbols[j + 1]);
             if (p < 0) return -1;
-            e->pairs[p].count += count;
-            if (add_holder(&e->pairs[p], (int32_t)w) < 0) return -1;
+            Pair *pair = &e->pairs[p];
+            pair->count += count;
+            if (pair->holders.inline_[0] != (int32_t)w + 1) {
+                pair->holders.inline_[0] = (int32_t)w + 1;
+                pair->n_holders++;
+            }
+        }
+    }
+    for (size_t p = 0; p < e->n_pairs; p++) {
+        Pair *pair = &e->pairs[p];
+        int32_t need = pair->n_holders;
+        pair->n_holders = 0;
+        pair->holders.inline_[0] = 0;
+        if (need > INLINE_HOLDERS) {
+            pair->holders.heap = PyMem_Malloc((size_t)need * sizeof(int32_t));
+            if (pair->holders.heap == NULL) return PyErr_NoMemory(), -1;
+            pair->cap_holders = need;
+        }
+    }
+    for (Py_ssize_t w = 0; w < n; w++) {
+        int32_t *symbols = e->symbols + e->word_start[w];
+        int32_t len = e->word_len[w];
+        if (e->word_count[w] == 0) continue;
+        for (int32_t j = 0; j + 1 < len; j++) {
+            if (add_holder(&e->pairs[find_pair(e, symbols[j], symbols[j + 1])], (int32_t)w) < 0) return -1;
         }
     }
     e->heap = PyMem_Malloc((e->n_pairs + 1) * sizeof(HeapEntry));
@@ -583,20 +726,18 @@ static inline int change(Engine *e, int32_t left, int32_t right, int64_t delta, 
     if (p < 0) return -1;
     Pair *pair = &e->pairs[p];
     pair->count += delta;
-    if (pair->count == 0 && pair->holders != NULL) {
+    if (pair->count == 0 && pair->n_holders) {
         /* no word holds the pair any more: every holder entry is stale */
-        PyMem_Free(pair->holders);
-        pair->holders = NULL;
-        pair->n_holders = pair->cap_holders = 0;
+        free_holders(e, pair);
     }
     if (delta > 0 && word >= 0) {
         if (add_holder(pair, word) < 0) return -1;
-        if (pair->grown_stamp != e->stamp) {
-            pair->grown_stamp = e->stamp;
+        if (!e->grown_mark[p]) {
             int32_t *g = grow(e->grown, &e->cap_grown, e->n_grown + 1, sizeof(int32_t));
             if (g == NULL) return PyErr_NoMemory(), -1;
             e->grown = g;
             e->grown[e->n_grown++] = p;
+            e->grown_mark[p] = 1;
         }
     }
     return 0;
@@ -636,22 +777,22 @@ static PyObject *Engine_apply(Engine *e, PyObject *args) {
     e->stamp++;
     if (e->stamp == 0) { /* wrapped: reset every stamp */
         memset(e->word_stamp, 0, (size_t)e->n_words * sizeof(uint32_t));
-        for (size_t p = 0; p < e->n_pairs; p++) e->pairs[p].grown_stamp = 0;
         e->stamp = 1;
     }
+    for (size_t g = 0; g < e->n_grown; g++) e->grown_mark[e->grown[g]] = 0; /* after an error */
     e->n_grown = 0;
     /* Take the holder list: the merge removes the pair from every word, so the list empties. */
-    int32_t *holders = e->pairs[target].holders;
-    int32_t n_holders = e->pairs[target].n_holders;
-    e->pairs[target].holders = NULL;
-    e->pairs[target].n_holders = 0;
-    e->pairs[target].cap_holders = 0;
+    Pair *taken = &e->pairs[target];
+    int32_t n_holders = taken->n_holders, few[INLINE_HOLDERS];
+    int32_t *holders = taken->cap_holders ? taken->holders.heap : memcpy(few, taken->holders.inline_, sizeof(few));
+    int heap_holders = taken->cap_holders != 0;
+    taken->n_holders = taken->cap_holders = 0;
 
     for (int32_t h = 0; h < n_holders; h++) {
         int32_t w = holders[h];
         if (e->word_stamp[w] == e->stamp) continue;
         e->word_stamp[w] = e->stamp;
-        int32_t *symbols = e->word[w];
+        int32_t *symbols = e->symbols + e->word_start[w];
         int32_t len = e->word_len[w];
         int64_t count = e->word_count[w];
         int32_t out = 0, in = 0;
@@ -673,20 +814,27 @@ static PyObject *Engine_apply(Engine *e, PyObject *args) {
                 symbols[out++] = symbols[in++];
             }
         }
+        e->live_symbols -= (size_t)(len - out);
         e->word_len[w] = out;
     }
-    PyMem_Free(holders);
+    if (heap_holders) {
+        PyMem_Free(holders);
+        release_freed(e, (size_t)n_holders * sizeof(int32_t));
+    }
     holders = NULL;
     /* get_pair may have moved the pairs array: index afresh. */
     e->pairs[target].count = 0;
     for (size_t g = 0; g < e->n_grown; g++) {
         int32_t p = e->grown[g];
+        e->grown_mark[p] = 0;
         if (e->pairs[p].count > 0 && heap_push(e, e->pairs[p].count, p) < 0) return NULL;
     }
+    e->n_grown = 0;
+    compact_words(e);
     Py_RETURN_NONE;
 
 fail:
-    PyMem_Free(holders);
+    if (heap_holders) PyMem_Free(holders);
     return NULL;
 }
 
@@ -701,7 +849,7 @@ static PyObject *Engine_words(Engine *e, PyObject *Py_UNUSED(ignored)) {
             return NULL;
         }
         for (int32_t j = 0; j < e->word_len[w]; j++) {
-            PyObject *id = PyLong_FromLong(e->word[w][j]);
+            PyObject *id = PyLong_FromLong(e->symbols[e->word_start[w] + j]);
             if (id == NULL) {
                 Py_DECREF(word);
                 Py_DECREF(out);
@@ -771,7 +919,7 @@ PyMODINIT_FUNC PyInit__fastbpe(void) {
     PyObject *m = PyModule_Create(&fastbpe_module);
     if (m == NULL) return NULL;
     /* bpe_spark/_compiled.py checks this: a stale build (older source) is not used */
-    if (PyModule_AddIntConstant(m, "API_VERSION", 3) < 0) {
+    if (PyModule_AddIntConstant(m, "API_VERSION", 4) < 0) {
         Py_DECREF(m);
         return NULL;
     }

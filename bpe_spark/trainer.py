@@ -82,10 +82,11 @@ def _resolve_backend(backend: str | None) -> str:
 
 
 class PackedWords:
-    """Byte-scheme words packed as Arrow lays out a binary column: word ``i`` is
-    ``data[offsets[i]:offsets[i + 1]]`` (``data``: a bytes-like buffer; ``offsets``: an int32 or
-    int64 buffer of n + 1 entries, e.g. a numpy array). The compiled engine reads the buffers
-    directly: no Python object per word on the driver.
+    """Words packed as Arrow lays out a binary or a ``list<int32>`` column: word ``i`` is
+    ``data[offsets[i]:offsets[i + 1]]``. ``data``: the UTF-8 bytes of byte-scheme pretokens (a
+    bytes-like buffer) or symbol ids (an int32 buffer, e.g. a numpy array); ``offsets``: an
+    int32 or int64 buffer of n + 1 entries, counted in items. The compiled engine reads the
+    buffers directly: no Python object per word on the driver.
 
     >>> words = PackedWords(b"abcab", [0, 3, 5])
     >>> len(words), list(words)
@@ -101,8 +102,10 @@ class PackedWords:
 
     def __iter__(self):
         view = memoryview(self.data)
+        ids = view.itemsize != 1
         for lo, hi in pairwise(self.offsets):
-            yield bytes(view[int(lo):int(hi)])
+            piece = view[int(lo):int(hi)]
+            yield piece.tolist() if ids else bytes(piece)
 
 
 class _PythonCore:

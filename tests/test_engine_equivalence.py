@@ -275,6 +275,37 @@ def test_packed_words_give_the_same_merges(offset_type, tie_break):
         assert got.run(max_new_tokens=164) == reference, backend
 
 
+@pytest.mark.parametrize("tie_break", ["hf", "lexicographic"])
+def test_packed_ids_give_the_same_merges(tie_break):
+    """Words of symbol ids packed as Arrow lays out a list<int32> column (the rounds' collected
+    pretokens, some already merged) give the same merges and words as lists, in both cores."""
+    np = pytest.importorskip("numpy")
+    rng = random.Random(11)
+    cfg = TrainerConfig(vocab_size=600, tie_break=tie_break)
+    words = [[rng.choice(b"abcd e\xc3\xa9") for _ in range(rng.randint(2, 14))] for _ in range(3000)]
+    counts = [rng.randint(1, 10**6) for _ in words]
+    # a few merges first, so that the packed words hold ids above 255, as a later round's do
+    warm = MergeEngine(initial_table(cfg, ()), [list(w) for w in words], list(counts), backend="python")
+    warm.run(max_new_tokens=40)
+    merged, table_state = warm.words, warm.table
+    values = np.array([i for word in merged for i in word], dtype=np.int32)
+    offsets = np.concatenate([[0], np.cumsum([len(w) for w in merged])]).astype(np.int32)
+    assert values.max() > 255
+    expected_engine = MergeEngine(_copy_table(table_state), [list(w) for w in merged], list(counts), backend="python")
+    expected = expected_engine.run(max_new_tokens=100)
+    for backend in ("compiled", "python") if compiled_core_available() else ("python",):
+        got = MergeEngine(_copy_table(table_state), PackedWords(values, offsets), np.array(counts, dtype=np.int64),
+                          backend=backend)
+        assert got.run(max_new_tokens=100) == expected, backend
+        assert got.words == expected_engine.words, backend
+
+
+def _copy_table(table):
+    import copy
+
+    return copy.deepcopy(table)
+
+
 @needs_compiled
 def test_packed_words_are_checked():
     np = pytest.importorskip("numpy")
@@ -286,3 +317,9 @@ def test_packed_words_are_checked():
                     np.array([1], dtype=np.int32), backend="compiled")
     with pytest.raises(ValueError, match="differ in length"):
         MergeEngine(initial_table(cfg, ()), PackedWords(b"ab", np.array([0, 1, 2], dtype=np.int64)), [1], backend="compiled")
+    with pytest.raises(ValueError, match="bytes or int32 ids"):
+        MergeEngine(initial_table(cfg, ()), PackedWords(np.array([97, 98], dtype=np.int64), np.array([0, 2])), [1],
+                    backend="compiled")
+    with pytest.raises(ValueError, match="outside the engine's table"):
+        MergeEngine(initial_table(cfg, ()), PackedWords(np.array([97, 4000], dtype=np.int32), np.array([0, 2])), [1],
+                    backend="compiled")

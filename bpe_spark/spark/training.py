@@ -109,6 +109,18 @@ def pair_rank_index(merges: Sequence[tuple[int, int, int]]) -> dict[tuple[int, i
     return index
 
 
+def _packed_symbols(column: pa.ChunkedArray) -> PackedWords:
+    """A collected ``list<int32>`` column as packed words: its values and offsets buffers, no
+    Python list per word (the compiled engine reads them; it copies, so they can go after)."""
+    column = column.combine_chunks()
+    values = column.values.to_numpy(zero_copy_only=False).astype(np.int32, copy=False)
+    return PackedWords(values, column.offsets.to_numpy(zero_copy_only=False))
+
+
+def _int64_counts(column: pa.ChunkedArray) -> np.ndarray:
+    return column.combine_chunks().to_numpy(zero_copy_only=False).astype(np.int64, copy=False)
+
+
 def _words_batch(wids, counts, words) -> pa.RecordBatch:
     return pa.RecordBatch.from_arrays(
         [pa.array(wids, pa.int64()), pa.array(counts, pa.int64()), pa.array(words, pa.list_(pa.int32()))],
@@ -435,6 +447,7 @@ def _train_counts(
         arrow = counts.select("pretoken", "count").limit(fixed + 1).toArrow()
         if arrow.num_rows <= fixed:
             collected = arrow
+        del arrow  # the trainer frees the collected table once read: hold no other reference
     if collected is not None:
         column = collected.column("count")
         summary = {"distinct": collected.num_rows, "total": pc.sum(column).as_py() or 0,
@@ -593,7 +606,7 @@ class _RoundTrainer:
             column = arrow.column("pretoken").cast(pa.large_binary()).combine_chunks()
             offsets = np.frombuffer(column.buffers()[1], dtype=np.int64, count=len(column) + 1, offset=8 * column.offset)
             words = PackedWords(column.buffers()[2], offsets)
-            counts = arrow.column("count").combine_chunks().to_numpy(zero_copy_only=False).astype(np.int64, copy=False)
+            counts = _int64_counts(arrow.column("count"))
             del arrow, column, offsets
             if self.merges:
                 prior = [(m.left, m.right, m.new_id) for m in self.merges]
@@ -681,7 +694,7 @@ class _RoundTrainer:
                     selected = words.join(highest.where(F.col("m") >= threshold), "wid").select("count", "symbols")
                     arrow = selected.toArrow()
                     phase = self._clock("rounds_spark_seconds", phase)
-                    batch = [arrow.column("symbols").to_pylist(), arrow.column("count").to_pylist()]
+                    batch = [_packed_symbols(arrow.column("symbols")), _int64_counts(arrow.column("count"))]
                     del arrow
                     collected = len(batch[0])
                     phase = self._clock("collect_seconds", phase)
