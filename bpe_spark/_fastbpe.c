@@ -880,8 +880,9 @@ static PyObject *Engine_stats(Engine *e, PyObject *Py_UNUSED(ignored)) {
         live_pairs += e->pairs[p].count > 0;
     }
     for (Py_ssize_t w = 0; w < e->n_words; w++) symbols += (size_t)e->word_len[w];
-    return Py_BuildValue("{s:n,s:n,s:n,s:n,s:n,s:n,s:n,s:n}", "words", (Py_ssize_t)e->n_words, "symbols",
-                         (Py_ssize_t)symbols, "pairs", (Py_ssize_t)e->n_pairs, "live_pairs", (Py_ssize_t)live_pairs,
+    return Py_BuildValue("{s:n,s:n,s:n,s:n,s:n,s:n,s:n,s:n,s:n}", "words", (Py_ssize_t)e->n_words, "symbols",
+                         (Py_ssize_t)symbols, "symbol_capacity", (Py_ssize_t)e->cap_symbols, "pairs",
+                         (Py_ssize_t)e->n_pairs, "live_pairs", (Py_ssize_t)live_pairs,
                          "holders", (Py_ssize_t)holders, "holder_capacity", (Py_ssize_t)holder_capacity, "heap",
                          (Py_ssize_t)e->n_heap, "slots", (Py_ssize_t)e->n_slots);
 }

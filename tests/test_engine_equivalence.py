@@ -300,6 +300,23 @@ def test_packed_ids_give_the_same_merges(tie_break):
         assert got.words == expected_engine.words, backend
 
 
+@needs_compiled
+def test_compiled_words_are_compacted_as_they_shrink():
+    """The compiled engine keeps every word in one buffer and moves them together once merges
+    have halved it: the buffer shrinks, and the words stay those of the Python core."""
+    counts = count_pretokens(corpus_lines("en_books", 200_000), TrainerConfig(vocab_size=2000))
+    cfg = TrainerConfig(vocab_size=2000)
+    compiled, reference = build_engine(counts, cfg), build_engine(counts, cfg)
+    compiled = MergeEngine(compiled.table, compiled.words, compiled.counts, backend="compiled")
+    reference = MergeEngine(reference.table, reference.words, reference.counts, backend="python")
+    before = compiled._core.engine.stats()
+    assert compiled.run(max_new_tokens=1700) == reference.run(max_new_tokens=1700)
+    after = compiled._core.engine.stats()
+    assert after["symbol_capacity"] < before["symbol_capacity"] // 2 + 1
+    assert after["symbols"] <= after["symbol_capacity"]
+    assert compiled.words == reference.words
+
+
 def _copy_table(table):
     import copy
 
