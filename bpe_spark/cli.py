@@ -195,8 +195,10 @@ def _cmd_train(args: argparse.Namespace) -> int:
     from bpe_spark.spark.session import build_session
     from bpe_spark.spark.training import DEFAULT_DRIVER_BUDGET
 
-    # local text read by the Python tasks: the JVM only coordinates (see build_session)
-    light = (bool(options["input"]) and options["engine"] != "jvm"
+    # local text read by the Python tasks: the JVM only coordinates (see build_session). Not when a
+    # driver budget is given: that asks for rounds, whose pair counts are JVM work (C2 measured
+    # 25% faster there: 53 rounds on 8.6 MB, 136 -> 100 s).
+    light = (bool(options["input"]) and options["engine"] != "jvm" and not options["driver_budget"]
              and reads_local_text(options["input"], options["input_format"], options["document"]))
     spark = build_session("bpe-spark train", master=args.master, conf_file=args.conf, overrides=overrides,
                           light_jvm=light)

@@ -64,6 +64,8 @@ from bpe_spark.trainer import (
 DEFAULT_DRIVER_BUDGET = 2_000_000
 WORDS_SCHEMA = "wid long, count long, symbols array<int>"
 _PAIR_SHIFT = 32
+# the most pairs a round broadcasts to find each pretoken's highest pair count (16 bytes each)
+_MAX_BROADCAST_PAIRS = 1_000_000
 # subtle: a pair is one long, left << 32 | right; ids are < 2**31, so it is exact and positive.
 _PAIRS_SQL = (
     "transform(sequence(0, size(symbols) - 2), "
@@ -107,6 +109,28 @@ def pair_rank_index(merges: Sequence[tuple[int, int, int]]) -> dict[tuple[int, i
     for rank, (left, right, _) in enumerate(merges):
         index.setdefault((left, right), []).append(rank)
     return index
+
+
+def _levels(table: pa.Table, value: str) -> list[tuple[int, int]]:
+    """A collected histogram ``(value, n)`` as ``[(value, n), ...]``, highest value first."""
+    return sorted(zip(table.column(value).to_pylist(), table.column("n").to_pylist()), reverse=True)
+
+
+def _cut(levels: list[tuple[int, int]], most: int) -> tuple[int | None, int]:
+    """``(cut, outside)`` over the pair-count histogram ``levels`` (highest first): the lowest
+    count such that the pairs counted >= it are at most ``most`` (whole levels; None when the top
+    level alone is more), and the highest count below it (0 when none).
+
+    >>> _cut([(9, 1), (5, 2), (2, 4)], 3), _cut([(9, 1), (5, 2)], 10), _cut([(9, 4)], 3)
+    ((5, 2), (5, 0), (None, 9))
+    """
+    cut, kept = None, 0
+    for level, n in levels:
+        if kept + n > most:
+            return cut, level
+        kept += n
+        cut = level
+    return cut, 0
 
 
 def _packed_symbols(column: pa.ChunkedArray) -> PackedWords:
@@ -158,20 +182,44 @@ def _apply_round(words: DataFrame, merges: list[tuple[int, int, int]]) -> DataFr
 
     def apply(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
         ranks = pair_rank_index(merges)
+        keys = np.unique(np.array([(left << _PAIR_SHIFT) | right for left, right, _ in merges], dtype=np.int64))
         for batch in batches:
-            wids, counts, words_in = (batch.column(i).to_pylist() for i in range(3))
-            out = ([], [], [])
-            for wid, count, word in zip(wids, counts, words_in):
-                if any(pair in ranks for pair in itertools.pairwise(word)):
-                    word = apply_merges(word, merges, ranks)
-                    if len(word) < 2:
-                        continue
-                out[0].append(wid)
-                out[1].append(count)
-                out[2].append(word)
-            yield _words_batch(*out)
+            yield from apply_round_batch(batch, merges, ranks, keys)
 
     return words.mapInArrow(apply, WORDS_SCHEMA)
+
+
+def apply_round_batch(batch: pa.RecordBatch, merges, ranks, keys: np.ndarray) -> Iterator[pa.RecordBatch]:
+    """A batch of ``(wid, count, symbols)`` after a round's merges. Most words hold none of the
+    round's pairs (only the collected ones can): they are found with array operations on the
+    batch's buffers and pass through untouched; only the others become Python lists."""
+    symbols = batch.column(2)
+    offsets = symbols.offsets.to_numpy(zero_copy_only=False).astype(np.int64)
+    values = symbols.values.to_numpy(zero_copy_only=False).astype(np.int64)
+    if len(values) < 2:
+        yield batch
+        return
+    hit = np.isin((values[:-1] << _PAIR_SHIFT) | values[1:], keys)  # pair at i: (i, i + 1)
+    seen = np.concatenate(([0], np.cumsum(hit)))
+    starts = offsets[:-1]
+    ends = np.maximum(offsets[1:] - 1, starts)  # a word's pairs start at [start, end - 1]
+    changed = seen[ends] - seen[starts] > 0
+    if not changed.any():
+        yield batch
+        return
+    yield batch.filter(pa.array(~changed))
+    rows = batch.take(pa.array(np.flatnonzero(changed)))
+    out: tuple[list, list, list] = ([], [], [])
+    for wid, count, word in zip(*(rows.column(i).to_pylist() for i in range(3))):
+        word = apply_merges(word, merges, ranks)
+        if len(word) > 1:
+            out[0].append(wid)
+            out[1].append(count)
+            out[2].append(word)
+    # the input's own schema (Spark names the list's item field its own way)
+    yield pa.RecordBatch.from_arrays(
+        [pa.array(column, type=field.type) for column, field in zip(out, batch.schema)], schema=batch.schema
+    )
 
 
 # --- checkpoint -------------------------------------------------------------------------------
@@ -665,33 +713,47 @@ class _RoundTrainer:
             while self._budget_left():
                 since = phase = time.perf_counter()
                 occurrences = words.select("wid", "count", pairs)
-                pair_counts = occurrences.groupBy("pair").agg(F.sum("count").alias("pc"))
-                highest = (
-                    occurrences.select("wid", "pair")
-                    .join(pair_counts, "pair")
-                    .groupBy("wid")
-                    .agg(F.max("pc").alias("m"))
-                    .persist(StorageLevel.MEMORY_AND_DISK)
+                pair_counts = occurrences.groupBy("pair").agg(F.sum("count").alias("pc")).persist(
+                    StorageLevel.MEMORY_AND_DISK
                 )
-                histogram = highest.groupBy("m").agg(F.count(F.lit(1)).alias("n")).toArrow()
-                levels = sorted(zip(histogram.column("m").to_pylist(), histogram.column("n").to_pylist()), reverse=True)
-                if not levels or levels[0][0] < max(self.cfg.min_frequency, 1):
-                    highest.unpersist()
+                pair_levels = _levels(pair_counts.groupBy("pc").agg(F.count(F.lit(1)).alias("n")).toArrow(), "pc")
+                if not pair_levels or pair_levels[0][0] < max(self.cfg.min_frequency, 1):
+                    pair_counts.unpersist()
                     break
+                # Only the top pairs can set the highest count of a pretoken the round collects:
+                # keep the pairs counted >= cut (at most budget of them, whole levels), broadcast
+                # them, and let `outside` be the best count left out. A pretoken whose highest
+                # count is > outside has it from a kept pair, so for any threshold above outside
+                # the pretokens at or over it are exactly those found through the kept pairs, and
+                # max(next level, outside) bounds every pretoken left out: the round stays exact.
+                cut, outside = _cut(pair_levels, min(self.budget, _MAX_BROADCAST_PAIRS))
+                levels = []
+                highest = None
+                if cut is not None:
+                    kept = F.broadcast(pair_counts.where(F.col("pc") >= cut))
+                    highest = (
+                        occurrences.select("wid", "pair")
+                        .join(kept, "pair")
+                        .groupBy("wid")
+                        .agg(F.max("pc").alias("m"))
+                        .persist(StorageLevel.MEMORY_AND_DISK)
+                    )
+                    levels = _levels(highest.groupBy("m").agg(F.count(F.lit(1)).alias("n")).toArrow(), "m")
                 threshold, floor, collected = None, 0, 0
                 for i, (level, n) in enumerate(levels):
                     if collected + n > self.budget:
                         break
                     collected += n
                     threshold = level
-                    floor = levels[i + 1][0] if i + 1 < len(levels) else 0
+                    floor = max(levels[i + 1][0] if i + 1 < len(levels) else 0, outside)
                 if threshold is None:
-                    merges = self._top_pair_merge(pair_counts, levels[0][0])
+                    merges = self._top_pair_merge(pair_counts, pair_levels[0][0])
                     phase = self._clock("rounds_spark_seconds", phase)
-                    record = {"kind": "top-pair", "threshold": levels[0][0], "floor": None, "collected": 0}
+                    record = {"kind": "top-pair", "threshold": pair_levels[0][0], "floor": None, "collected": 0}
                     done = False
                 else:
-                    selected = words.join(highest.where(F.col("m") >= threshold), "wid").select("count", "symbols")
+                    chosen = F.broadcast(highest.where(F.col("m") >= threshold).select("wid"))
+                    selected = words.join(chosen, "wid").select("count", "symbols")
                     arrow = selected.toArrow()
                     phase = self._clock("rounds_spark_seconds", phase)
                     batch = [_packed_symbols(arrow.column("symbols")), _int64_counts(arrow.column("count"))]
@@ -702,13 +764,16 @@ class _RoundTrainer:
                     record = {"kind": "engine", "threshold": threshold, "floor": floor, "collected": collected}
                     if not merges and not done:
                         raise AssertionError(f"round at threshold {threshold} made no progress")
-                highest.unpersist()
+                if highest is not None:
+                    highest.unpersist()
+                pair_counts.unpersist()
                 self._finish_round(merges, record, since)
                 if done or not merges:
                     break
                 phase = time.perf_counter()
                 applied = _apply_round(words, [(m.left, m.right, m.new_id) for m in merges])
-                words = applied.localCheckpoint(eager=True)
+                previous, words = words, applied.localCheckpoint(eager=True)
+                previous.unpersist()
                 self._clock("rounds_spark_seconds", phase)
         finally:
             words.unpersist()

@@ -10,7 +10,13 @@ from bpe_spark import train as core_train
 from bpe_spark import train_from_counts as core_train_from_counts
 from bpe_spark.errors import ConfigError, EmptyCorpusError, OutputExistsError
 from bpe_spark.spark import MissingColumnError, read_documents, train, train_from_counts
-from bpe_spark.spark.training import apply_merges, resolve_budget
+from bpe_spark.spark.training import (
+    _words_batch,
+    apply_merges,
+    apply_round_batch,
+    pair_rank_index,
+    resolve_budget,
+)
 from bpe_spark.symbols import display_to_bytes
 from bpe_spark.trainer import build_engine
 
@@ -95,6 +101,21 @@ def test_small_driver_budgets_give_the_single_round_merges(spark, small_corpus):
     print("rounds per budget", rounds_taken)
     assert rounds_taken == sorted(rounds_taken)  # smaller budgets take more rounds
     df.unpersist()
+
+
+def test_rounds_that_broadcast_few_pairs_stay_exact(spark, small_corpus, monkeypatch):
+    """A round finds each pretoken's highest pair count through the top pairs only (broadcast);
+    with very few kept, rounds prove fewer merges each, and still the same ones."""
+    from bpe_spark.spark import training
+
+    cfg = TrainerConfig(vocab_size=300)
+    expected = core_train(small_corpus, cfg)
+    df = frame(spark, small_corpus, 2)
+    monkeypatch.setattr(training, "_MAX_BROADCAST_PAIRS", 3)
+    tok = train(df, cfg, driver_budget=0.5)
+    assert_same_model(tok, expected)
+    rounds = tok.metadata["rounds"]
+    assert len(rounds) > 3 and all(r["floor"] is None or r["floor"] > 0 for r in rounds)
 
 
 def test_char_scheme_rounds_take_the_alphabet_from_the_whole_corpus(spark):
@@ -191,6 +212,33 @@ def test_apply_merges_replays_training_exactly():
     merges = engine.run(max_new_tokens=144)
     triples = [(m.left, m.right, m.new_id) for m in merges]
     assert [apply_merges(word, triples) for word in initial] == engine.words
+
+
+def test_a_round_batch_rewrites_only_the_words_holding_its_pairs():
+    """apply_round_batch finds the words holding a round's pairs with array operations on the
+    batch (sliced batches included) and gives what apply_merges gives word by word."""
+    np = pytest.importorskip("numpy")
+    lines = spread_lines("tiny_shakespeare", 20_000)
+    cfg = TrainerConfig(vocab_size=400)
+    counts = dict(core_train_from_counts.__globals__["count_pretokens"](lines, cfg))
+    engine = build_engine(counts, cfg)
+    engine.run(max_new_tokens=60)  # words as a later round holds them
+    words = [w for w in engine.words if len(w) > 1]
+    triples = [(m.left, m.right, m.new_id) for m in engine.run(max_new_tokens=40)]
+    ranks = pair_rank_index(triples)
+    keys = np.array(sorted({(left << 32) | right for left, right, _ in triples}), dtype=np.int64)
+    batch = _words_batch(list(range(len(words))), [7] * len(words), words)
+    for piece in (batch, batch.slice(5, 300), batch.slice(len(words) - 3)):
+        got = [row for out in apply_round_batch(piece, triples, ranks, keys) for row in out.to_pylist()]
+        expected = []
+        for wid in piece.column(0).to_pylist():
+            word = apply_merges(words[wid], triples, ranks)
+            if len(word) > 1:
+                expected.append({"wid": wid, "count": 7, "symbols": word})
+        assert sorted(got, key=lambda row: row["wid"]) == expected
+        assert len(got) < len(expected) or any(row["symbols"] != words[row["wid"]] for row in got)
+    unchanged = _words_batch([0], [1], [[1, 2, 3]])
+    assert list(apply_round_batch(unchanged, triples, ranks, keys)) == [unchanged]
 
 
 def test_resolve_budget():
