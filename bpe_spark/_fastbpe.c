@@ -415,7 +415,9 @@ static int32_t *word_slot(Engine *e, Py_ssize_t w, Py_ssize_t len) {
         PyErr_SetString(PyExc_OverflowError, "word too long for the compiled engine (or bad offsets)");
         return NULL;
     }
-    int32_t *symbols = grow(e->symbols, &e->cap_symbols, e->n_symbols + (size_t)len, sizeof(int32_t));
+    /* subtle: room for one symbol at least, so that an empty first word gets a buffer too */
+    size_t need = e->n_symbols + (size_t)len;
+    int32_t *symbols = grow(e->symbols, &e->cap_symbols, need ? need : 1, sizeof(int32_t));
     if (symbols == NULL) return PyErr_NoMemory(), NULL;
     e->symbols = symbols;
     e->word_start[w] = (int64_t)e->n_symbols;

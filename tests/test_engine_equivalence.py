@@ -323,6 +323,19 @@ def _copy_table(table):
     return copy.deepcopy(table)
 
 
+def test_empty_words_are_carried_along():
+    np = pytest.importorskip("numpy")
+    cfg = TrainerConfig(vocab_size=300)
+    for backend in ("compiled", "python") if compiled_core_available() else ("python",):
+        for words in ([[], [97, 98]], [b"", b"ab"], PackedWords(b"ab", np.array([0, 0, 2])),
+                      PackedWords(np.array([97, 98], dtype=np.int32), np.array([0, 0, 2]))):
+            engine = MergeEngine(initial_table(cfg, ()), words, [1, 1], backend=backend)
+            assert [m.new_id for m in engine.run(max_new_tokens=3)] == [256], (backend, words)
+            assert engine.words == [[], [256]]
+        engine = MergeEngine(initial_table(cfg, ()), PackedWords(b"", np.array([0, 0, 0])), [1, 1], backend=backend)
+        assert engine.run(max_new_tokens=3) == [] and engine.words == [[], []]
+
+
 @needs_compiled
 def test_packed_words_are_checked():
     np = pytest.importorskip("numpy")
