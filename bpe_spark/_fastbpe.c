@@ -427,31 +427,24 @@ static int32_t *word_slot(Engine *e, Py_ssize_t w, Py_ssize_t len) {
     return symbols + e->word_start[w];
 }
 
-/* Copy word w's symbols into the engine: a sequence of ids, packed ids (int32), or (byte
- * scheme) the UTF-8 bytes themselves, which spares the caller a list of ints per word. */
-static int load_bytes(Engine *e, Py_ssize_t w, const unsigned char *raw, Py_ssize_t len, long long max_id) {
+/* Copy word w's symbols into the engine: a sequence of ids, packed ids (int32, itemsize 4), or
+ * (byte scheme, itemsize 1) the UTF-8 bytes themselves, which spares the caller a list of ints
+ * per word. */
+static int load_packed(Engine *e, Py_ssize_t w, const void *raw, Py_ssize_t itemsize, Py_ssize_t len,
+                       long long max_id) {
     int32_t *symbols = word_slot(e, w, len);
     if (symbols == NULL) return -1;
     for (Py_ssize_t j = 0; j < len; j++) {
-        if ((long long)raw[j] < e->first_id || (long long)raw[j] >= max_id) return check_id(e, raw[j]);
-        symbols[j] = raw[j];
-    }
-    return 0;
-}
-
-static int load_ids(Engine *e, Py_ssize_t w, const int32_t *raw, Py_ssize_t len, long long max_id) {
-    int32_t *symbols = word_slot(e, w, len);
-    if (symbols == NULL) return -1;
-    for (Py_ssize_t j = 0; j < len; j++) {
-        if ((long long)raw[j] < e->first_id || (long long)raw[j] >= max_id) return check_id(e, raw[j]);
-        symbols[j] = raw[j];
+        long long id = itemsize == 1 ? (long long)((const unsigned char *)raw)[j] : (long long)((const int32_t *)raw)[j];
+        if (id < e->first_id || id >= max_id) return check_id(e, id);
+        symbols[j] = (int32_t)id;
     }
     return 0;
 }
 
 static int load_word(Engine *e, Py_ssize_t w, PyObject *item, long long max_id) {
     if (PyBytes_Check(item)) {
-        return load_bytes(e, w, (const unsigned char *)PyBytes_AS_STRING(item), PyBytes_GET_SIZE(item), max_id);
+        return load_packed(e, w, PyBytes_AS_STRING(item), 1, PyBytes_GET_SIZE(item), max_id);
     }
     PyObject *seq = PySequence_Fast(item, "each word must be a sequence of ids (or bytes)");
     if (seq == NULL) return -1;
@@ -597,8 +590,8 @@ static int Engine_init(Engine *e, PyObject *args, PyObject *kwds) {
                 PyErr_Format(PyExc_ValueError, "packed words: offsets of word %zd are out of the data", w);
                 goto fail;
             }
-            if (data.itemsize == 1 ? load_bytes(e, w, (const unsigned char *)data.buf + lo, (Py_ssize_t)(hi - lo), max_id)
-                                   : load_ids(e, w, (const int32_t *)data.buf + lo, (Py_ssize_t)(hi - lo), max_id))
+            if (load_packed(e, w, (const char *)data.buf + lo * data.itemsize, data.itemsize, (Py_ssize_t)(hi - lo),
+                            max_id) < 0)
                 goto fail;
         } else if (load_word(e, w, PySequence_Fast_GET_ITEM(words, w), max_id) < 0) {
             goto fail;
