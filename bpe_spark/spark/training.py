@@ -500,6 +500,7 @@ def _train_counts(
         column = collected.column("count")
         summary = {"distinct": collected.num_rows, "total": pc.sum(column).as_py() or 0,
                    "lowest": pc.min(column).as_py()}
+        del column  # subtle: a column keeps the whole collected batch alive (one socket read)
     else:
         summary = counts.agg(
             F.count(F.lit(1)).alias("distinct"),
