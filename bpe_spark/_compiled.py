@@ -19,7 +19,7 @@ import warnings
 # The API each extension must have; a build from older sources (the .so files are built in
 # place and not versioned, so a `git pull` without `pip install -e .` leaves them stale) is
 # ignored, with a warning, rather than half used.
-FASTBPE_API = 4
+FASTBPE_API = 5
 FASTENC_API = 1
 
 

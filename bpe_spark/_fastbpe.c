@@ -3,7 +3,8 @@
  * The pure-Python engine in bpe_spark/trainer.py is the reference; this module does the same
  * work with flat arrays: words as int32 arrays merged in place, pair counts in an
  * open-addressing hash table keyed by (left << 32 | right), an index from each pair to the
- * words that hold it, and a lazily updated binary max-heap. Each merge touches only the words
+ * words that hold it, and a lazily updated binary max-heap of the pairs above a falling floor
+ * (see refill()). Each merge touches only the words
  * holding its pair, and within a word only the neighbours of each merge position (delta
  * updates), so a long CJK pretoken costs a scan, not a full recount.
  *
@@ -16,8 +17,9 @@
 #include <Python.h>
 #include <stdint.h>
 #include <string.h>
-#if defined(__GLIBC__)
-#include <malloc.h>
+#if defined(__unix__) || defined(__APPLE__)
+#include <sys/mman.h>
+#define HAVE_MMAP 1
 #endif
 
 /* --- small helpers -------------------------------------------------------------------------- */
@@ -64,8 +66,9 @@ static inline uint64_t mix64(uint64_t x) {
 /* --- engine --------------------------------------------------------------------------------- */
 
 /* A pair's holders: the word indices that hold it; may hold stale or repeated entries (checked
- * on use). Up to INLINE_HOLDERS live in the Pair itself (cap_holders == 0): most pairs a long run
- * creates are held by one or two words, and a heap block each would cost more than the pair. */
+ * on use). Up to INLINE_HOLDERS live in the Pair itself (cap_holders == 0): most pairs a long
+ * run creates are held by one or two words. Longer lists live in the engine's holder space (see
+ * holder_space()), never freed one by one. */
 #define INLINE_HOLDERS 2
 typedef struct {
     int64_t count;
@@ -81,15 +84,38 @@ static inline int32_t *holders_of(Pair *pair) {
     return pair->cap_holders ? pair->holders.heap : pair->holders.inline_;
 }
 
-static inline void drop_holders(Pair *pair) {
-    if (pair->cap_holders) PyMem_Free(pair->holders.heap);
-    pair->n_holders = pair->cap_holders = 0;
+static inline int32_t holder_capacity(const Pair *pair) {
+    return pair->cap_holders ? pair->cap_holders : INLINE_HOLDERS;
 }
 
 typedef struct {
     int64_t count;
     int32_t pair;
 } HeapEntry;
+
+typedef struct {
+    int32_t *data;
+    size_t size; /* entries */
+} HolderBlock;
+
+/* Holder blocks come straight from the system (mmap) where it can: they go back whole when the
+ * index is rebuilt, whatever the allocator would keep. */
+static int32_t *block_alloc(size_t entries) {
+#ifdef HAVE_MMAP
+    void *p = mmap(NULL, entries * sizeof(int32_t), PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    return p == MAP_FAILED ? NULL : (int32_t *)p;
+#else
+    return PyMem_RawMalloc(entries * sizeof(int32_t));
+#endif
+}
+
+static void block_free(HolderBlock *block) {
+#ifdef HAVE_MMAP
+    munmap(block->data, block->size * sizeof(int32_t));
+#else
+    PyMem_RawFree(block->data);
+#endif
+}
 
 typedef struct {
     PyObject_HEAD
@@ -100,48 +126,87 @@ typedef struct {
     int64_t *int_key;    /* hf */
     char **value;        /* lexicographic: the token's bytes */
     Py_ssize_t *value_len;
-    /* words: word w is symbols[word_start[w]:word_start[w] + word_len[w]], merged in place */
+    /* words: word w is symbols[word_start[w]:word_start[w] + word_len[w]], merged in place; the
+     * buffer holds uint16 ids while every id fits (most vocabularies: half the memory), int32 ids
+     * once one does not (wide) */
     Py_ssize_t n_words;
-    int32_t *symbols;
+    void *symbols;
+    int wide;
     size_t n_symbols, cap_symbols; /* n_symbols: the end of the last word; merges leave gaps */
     size_t live_symbols;           /* the sum of word_len */
     int64_t *word_start;
     int32_t *word_len;
     int64_t *word_count;
-    uint32_t *word_stamp;
-    uint32_t stamp;
-    /* pairs */
+    /* pairs: a dead pair (count 0, left -1) is on the free list, reused by the next new pair */
     Pair *pairs;
     size_t n_pairs, cap_pairs;
+    int32_t *free_pairs;
+    size_t n_free, cap_free;
     int32_t *slots; /* open addressing: -1 empty, else pair index */
     size_t n_slots; /* power of two */
-    /* heap */
+    /* heap: every pair whose count is >= heap_floor has an entry (lazy: stale ones are skipped) */
     HeapEntry *heap;
     size_t n_heap, cap_heap;
+    int64_t heap_floor;
     /* scratch: pairs grown by the current merge, marked in grown_mark (indexed by pair) */
     int32_t *grown;
     size_t n_grown, cap_grown;
     uint8_t *grown_mark;
     size_t cap_mark;
-    /* holder lists freed since the allocator last gave memory back (see release_freed) */
-    size_t freed_bytes;
+    /* holder space: blocks handed out front to back (holder_space()); the index rebuilds */
+    HolderBlock *blocks;
+    size_t n_blocks, cap_blocks, block_used;
+    size_t holder_space; /* entries in every block */
+    size_t n_indexes;
 } Engine;
 
-/* Holder lists of merged pairs are freed all through a run while new, small ones keep being
- * allocated above them, so the allocator keeps the freed pages: every 16 MB freed, hand the free
- * pages back to the system (glibc's malloc_trim; elsewhere a no-op). */
-static void release_freed(Engine *e, size_t bytes) {
-    e->freed_bytes += bytes;
-    if (e->freed_bytes < ((size_t)16 << 20)) return;
-    e->freed_bytes = 0;
-#if defined(__GLIBC__)
-    malloc_trim(0);
-#endif
+static inline size_t symbol_size(const Engine *e) { return e->wide ? sizeof(int32_t) : sizeof(uint16_t); }
+
+static inline int32_t symbol_at(const Engine *e, size_t i) {
+    return e->wide ? ((const int32_t *)e->symbols)[i] : (int32_t)((const uint16_t *)e->symbols)[i];
 }
 
-static void free_holders(Engine *e, Pair *pair) {
-    if (pair->cap_holders) release_freed(e, (size_t)pair->cap_holders * sizeof(int32_t));
-    drop_holders(pair);
+static inline void set_symbol(Engine *e, size_t i, int32_t id) {
+    if (e->wide) {
+        ((int32_t *)e->symbols)[i] = id;
+    } else {
+        ((uint16_t *)e->symbols)[i] = (uint16_t)id;
+    }
+}
+
+static inline void drop_holders(Pair *pair) {
+    pair->n_holders = pair->cap_holders = 0;
+    pair->holders.heap = NULL;
+}
+
+/* Room for n holder entries. Lists are carved front to back out of big blocks and never freed
+ * one by one: a list that grows moves to fresh room and leaves its old place behind, as a merged
+ * or dead pair leaves its list. The index is rebuilt from the words (index_holders) once the
+ * space has grown to twice the live symbols, and the blocks go back whole: no allocator
+ * fragmentation, and holder memory stays within a bound of the words'. */
+#define HOLDER_BLOCK ((size_t)1 << 18) /* entries: 1 MB */
+static int32_t *holder_space(Engine *e, size_t n) {
+    if (e->n_blocks == 0 || e->block_used + n > e->blocks[e->n_blocks - 1].size) {
+        size_t size = n > HOLDER_BLOCK ? n : HOLDER_BLOCK;
+        HolderBlock *blocks = grow(e->blocks, &e->cap_blocks, e->n_blocks + 1, sizeof(HolderBlock));
+        if (blocks == NULL) return PyErr_NoMemory(), NULL;
+        e->blocks = blocks;
+        int32_t *data = block_alloc(size);
+        if (data == NULL) return PyErr_NoMemory(), NULL;
+        e->blocks[e->n_blocks].data = data;
+        e->blocks[e->n_blocks].size = size;
+        e->n_blocks++;
+        e->block_used = 0;
+        e->holder_space += size;
+    }
+    int32_t *room = e->blocks[e->n_blocks - 1].data + e->block_used;
+    e->block_used += n;
+    return room;
+}
+
+static void free_holder_space(Engine *e) {
+    for (size_t b = 0; b < e->n_blocks; b++) block_free(&e->blocks[b]);
+    e->n_blocks = e->block_used = e->holder_space = 0;
 }
 
 static int32_t find_pair(Engine *e, int32_t left, int32_t right) {
@@ -161,6 +226,7 @@ static int rehash(Engine *e, size_t n_slots) {
     memset(slots, 0xff, n_slots * sizeof(int32_t));
     size_t mask = n_slots - 1;
     for (size_t p = 0; p < e->n_pairs; p++) {
+        if (e->pairs[p].left < 0) continue; /* dead, on the free list */
         size_t i = (size_t)mix64(pair_key(e->pairs[p].left, e->pairs[p].right)) & mask;
         while (slots[i] >= 0) i = (i + 1) & mask;
         slots[i] = (int32_t)p;
@@ -181,16 +247,22 @@ static int32_t get_pair(Engine *e, int32_t left, int32_t right) {
         if (e->pairs[p].left == left && e->pairs[p].right == right) return p;
         i = (i + 1) & mask;
     }
-    if (e->n_pairs >= INT32_MAX) {
-        PyErr_SetString(PyExc_OverflowError, "too many distinct pairs for the compiled engine");
-        return -1;
+    int32_t p;
+    if (e->n_free > 0) {
+        p = e->free_pairs[--e->n_free];
+    } else {
+        if (e->n_pairs >= INT32_MAX) {
+            PyErr_SetString(PyExc_OverflowError, "too many distinct pairs for the compiled engine");
+            return -1;
+        }
+        Pair *pairs = grow(e->pairs, &e->cap_pairs, e->n_pairs + 1, sizeof(Pair));
+        if (pairs == NULL) {
+            PyErr_NoMemory();
+            return -1;
+        }
+        e->pairs = pairs;
+        p = (int32_t)e->n_pairs++;
     }
-    Pair *pairs = grow(e->pairs, &e->cap_pairs, e->n_pairs + 1, sizeof(Pair));
-    if (pairs == NULL) {
-        PyErr_NoMemory();
-        return -1;
-    }
-    e->pairs = pairs;
     if (e->cap_mark < e->cap_pairs) {
         uint8_t *mark = PyMem_Realloc(e->grown_mark, e->cap_pairs);
         if (mark == NULL) {
@@ -201,13 +273,12 @@ static int32_t get_pair(Engine *e, int32_t left, int32_t right) {
         e->grown_mark = mark;
         e->cap_mark = e->cap_pairs;
     }
-    int32_t p = (int32_t)e->n_pairs++;
     Pair *pair = &e->pairs[p];
     memset(pair, 0, sizeof(Pair));
     pair->left = left;
     pair->right = right;
     e->slots[i] = p;
-    if (e->n_pairs * 2 > e->n_slots) {
+    if ((e->n_pairs - e->n_free) * 2 > e->n_slots) {
         if (rehash(e, e->n_slots * 2) < 0) {
             PyErr_NoMemory();
             return -1;
@@ -216,8 +287,8 @@ static int32_t get_pair(Engine *e, int32_t left, int32_t right) {
     return p;
 }
 
-static int add_holder(Pair *pair, int32_t word) {
-    int32_t n = pair->n_holders, cap = pair->cap_holders ? pair->cap_holders : INLINE_HOLDERS;
+static int add_holder(Engine *e, Pair *pair, int32_t word) {
+    int32_t n = pair->n_holders, cap = holder_capacity(pair);
     if (n > 0 && holders_of(pair)[n - 1] == word) return 0;
     if (n == cap) {
         if (cap > INT32_MAX / 2) {
@@ -225,17 +296,9 @@ static int add_holder(Pair *pair, int32_t word) {
             return -1;
         }
         int32_t grown = cap + cap / 2 + 2;
-        int32_t *h;
-        if (pair->cap_holders) {
-            h = PyMem_Realloc(pair->holders.heap, (size_t)grown * sizeof(int32_t));
-        } else {
-            h = PyMem_Malloc((size_t)grown * sizeof(int32_t));
-            if (h != NULL) memcpy(h, pair->holders.inline_, (size_t)n * sizeof(int32_t));
-        }
-        if (h == NULL) {
-            PyErr_NoMemory();
-            return -1;
-        }
+        int32_t *h = holder_space(e, (size_t)grown);
+        if (h == NULL) return -1;
+        memcpy(h, holders_of(pair), (size_t)n * sizeof(int32_t));
         pair->holders.heap = h;
         pair->cap_holders = grown;
     }
@@ -243,19 +306,82 @@ static int add_holder(Pair *pair, int32_t word) {
     return 0;
 }
 
-/* Words shrink in place as merges take place: once the gaps hold more than the words, move the
+/* (Re)build every holder list from the words: exact sizes, no stale or repeated entries, in one
+ * block. Run once the pairs are counted, and again whenever the holder space reaches twice the
+ * live symbols (every live entry is a distinct pair of adjacent symbols, so at most that many are
+ * live): stale entries (words that lost the pair to a merge next to it) are most of the index a
+ * few thousand merges into a run. Two passes over the words: the first counts each pair's
+ * holders (inline_[0] notes the last holder seen, plus one), the second fills the lists. */
+static int index_holders(Engine *e) {
+    for (size_t p = 0; p < e->n_pairs; p++) drop_holders(&e->pairs[p]);
+    free_holder_space(e);
+    for (Py_ssize_t w = 0; w < e->n_words; w++) {
+        if (e->word_count[w] == 0) continue;
+        size_t at = (size_t)e->word_start[w];
+        for (int32_t j = 0; j + 1 < e->word_len[w]; j++) {
+            Pair *pair = &e->pairs[find_pair(e, symbol_at(e, at + j), symbol_at(e, at + j + 1))];
+            if (pair->holders.inline_[0] != (int32_t)w + 1) {
+                pair->holders.inline_[0] = (int32_t)w + 1;
+                pair->n_holders++;
+            }
+        }
+    }
+    size_t listed = 0;
+    for (size_t p = 0; p < e->n_pairs; p++) {
+        if (e->pairs[p].n_holders > INLINE_HOLDERS) listed += (size_t)e->pairs[p].n_holders;
+    }
+    int32_t *room = listed ? holder_space(e, listed) : NULL;
+    if (listed && room == NULL) return -1;
+    for (size_t p = 0; p < e->n_pairs; p++) {
+        Pair *pair = &e->pairs[p];
+        int32_t need = pair->n_holders;
+        pair->n_holders = 0;
+        pair->holders.heap = NULL;
+        if (need > INLINE_HOLDERS) {
+            pair->holders.heap = room;
+            pair->cap_holders = need;
+            room += need;
+        }
+    }
+    for (Py_ssize_t w = 0; w < e->n_words; w++) {
+        if (e->word_count[w] == 0) continue;
+        size_t at = (size_t)e->word_start[w];
+        for (int32_t j = 0; j + 1 < e->word_len[w]; j++) {
+            int32_t p = find_pair(e, symbol_at(e, at + j), symbol_at(e, at + j + 1));
+            if (add_holder(e, &e->pairs[p], (int32_t)w) < 0) return -1;
+        }
+    }
+    e->n_indexes++;
+    return 0;
+}
+
+/* Switch the symbol buffer to int32 ids (an id above 65535 is about to be written). */
+static int widen(Engine *e) {
+    size_t cap = e->cap_symbols ? e->cap_symbols : 1;
+    int32_t *wide = PyMem_Malloc(cap * sizeof(int32_t));
+    if (wide == NULL) return PyErr_NoMemory(), -1;
+    for (size_t i = 0; i < e->n_symbols; i++) wide[i] = ((const uint16_t *)e->symbols)[i];
+    PyMem_Free(e->symbols);
+    e->symbols = wide;
+    e->cap_symbols = cap;
+    e->wide = 1;
+    return 0;
+}
+
+/* Words shrink in place as merges take place: once the gaps hold a quarter of the buffer, move the
  * words together and give the rest of the buffer back (a few times a run: symbols only shrink). */
 static void compact_words(Engine *e) {
-    if (e->live_symbols * 2 > e->n_symbols || e->n_symbols < 4096) return;
+    if (e->live_symbols * 4 > e->n_symbols * 3 || e->n_symbols < 4096) return;
     size_t at = 0;
     for (Py_ssize_t w = 0; w < e->n_words; w++) {
         size_t start = (size_t)e->word_start[w], len = (size_t)e->word_len[w];
-        if (start != at) memmove(e->symbols + at, e->symbols + start, len * sizeof(int32_t));
+        size_t size = symbol_size(e);
+        if (start != at) memmove((char *)e->symbols + at * size, (char *)e->symbols + start * size, len * size);
         e->word_start[w] = (int64_t)at;
         at += len;
     }
     e->n_symbols = at;
-    int32_t *fit = PyMem_Realloc(e->symbols, (at ? at : 1) * sizeof(int32_t));
+    void *fit = PyMem_Realloc(e->symbols, (at ? at : 1) * symbol_size(e));
     if (fit != NULL) {
         e->symbols = fit;
         e->cap_symbols = at ? at : 1;
@@ -327,6 +453,56 @@ static void heap_pop(Engine *e) {
     }
 }
 
+/* The heap ran empty: every count is below heap_floor. Lower the floor to half the best count
+ * left and queue every pair at or above it. A run takes a few dozen refills, and the heap holds
+ * the pairs that can be merged soon, not every pair ever seen (most never are).
+ * Also the moment to recycle dead pairs (count 0; their holders went with the count): no heap
+ * entry names them now, so their slots can take new pairs, and the hash table is rebuilt from
+ * the live ones. */
+static int refill(Engine *e) {
+    int64_t best = 0;
+    size_t live = 0;
+    e->n_free = 0;
+    for (size_t p = 0; p < e->n_pairs; p++) {
+        Pair *pair = &e->pairs[p];
+        if (pair->count > 0) {
+            live++;
+            if (pair->count > best) best = pair->count;
+            continue;
+        }
+        drop_holders(pair);
+        pair->left = pair->right = -1;
+        int32_t *f = grow(e->free_pairs, &e->cap_free, e->n_free + 1, sizeof(int32_t));
+        if (f == NULL) return PyErr_NoMemory(), -1;
+        e->free_pairs = f;
+        e->free_pairs[e->n_free++] = (int32_t)p;
+    }
+    size_t n_slots = 1024;
+    while (n_slots < live * 2) n_slots *= 2;
+    if (rehash(e, n_slots) < 0) return PyErr_NoMemory(), -1;
+    if (best == 0) {
+        e->heap_floor = 1;
+        return 0;
+    }
+    e->heap_floor = best - best / 2;
+    size_t queued = 0;
+    for (size_t p = 0; p < e->n_pairs; p++) queued += e->pairs[p].count >= e->heap_floor;
+    HeapEntry *heap = PyMem_Realloc(e->heap, (queued + 16) * sizeof(HeapEntry));
+    if (heap == NULL) return PyErr_NoMemory(), -1;
+    e->heap = heap;
+    e->cap_heap = queued + 16;
+    e->n_heap = 0;
+    for (size_t p = 0; p < e->n_pairs; p++) {
+        if (e->pairs[p].count >= e->heap_floor) {
+            e->heap[e->n_heap].count = e->pairs[p].count;
+            e->heap[e->n_heap].pair = (int32_t)p;
+            e->n_heap++;
+        }
+    }
+    for (size_t i = e->n_heap / 2; i-- > 0;) sift_down(e, i);
+    return 0;
+}
+
 static int set_key(Engine *e, size_t index, PyObject *key) {
     if (!e->lexicographic) {
         long long k = PyLong_AsLongLong(key);
@@ -390,11 +566,10 @@ static void Engine_dealloc(Engine *e) {
     PyMem_Free(e->word_start);
     PyMem_Free(e->word_len);
     PyMem_Free(e->word_count);
-    PyMem_Free(e->word_stamp);
-    if (e->pairs != NULL) {
-        for (size_t p = 0; p < e->n_pairs; p++) drop_holders(&e->pairs[p]);
-    }
     PyMem_Free(e->pairs);
+    free_holder_space(e);
+    PyMem_Free(e->blocks);
+    PyMem_Free(e->free_pairs);
     PyMem_Free(e->slots);
     PyMem_Free(e->heap);
     PyMem_Free(e->grown);
@@ -409,22 +584,22 @@ static void Engine_dealloc(Engine *e) {
 }
 
 /* Room for word w's len symbols at the end of the symbol buffer (one buffer for every word:
- * no heap block per word); NULL on error. */
-static int32_t *word_slot(Engine *e, Py_ssize_t w, Py_ssize_t len) {
+ * no heap block per word); returns where word w starts, -1 on error. */
+static Py_ssize_t word_slot(Engine *e, Py_ssize_t w, Py_ssize_t len) {
     if (len < 0 || len >= INT32_MAX) {
         PyErr_SetString(PyExc_OverflowError, "word too long for the compiled engine (or bad offsets)");
-        return NULL;
+        return -1;
     }
     /* subtle: room for one symbol at least, so that an empty first word gets a buffer too */
     size_t need = e->n_symbols + (size_t)len;
-    int32_t *symbols = grow(e->symbols, &e->cap_symbols, need ? need : 1, sizeof(int32_t));
-    if (symbols == NULL) return PyErr_NoMemory(), NULL;
+    void *symbols = grow(e->symbols, &e->cap_symbols, need ? need : 1, symbol_size(e));
+    if (symbols == NULL) return PyErr_NoMemory(), -1;
     e->symbols = symbols;
     e->word_start[w] = (int64_t)e->n_symbols;
     e->word_len[w] = (int32_t)len;
     e->n_symbols += (size_t)len;
     e->live_symbols += (size_t)len;
-    return symbols + e->word_start[w];
+    return (Py_ssize_t)e->word_start[w];
 }
 
 /* Copy word w's symbols into the engine: a sequence of ids, packed ids (int32, itemsize 4), or
@@ -432,12 +607,12 @@ static int32_t *word_slot(Engine *e, Py_ssize_t w, Py_ssize_t len) {
  * per word. */
 static int load_packed(Engine *e, Py_ssize_t w, const void *raw, Py_ssize_t itemsize, Py_ssize_t len,
                        long long max_id) {
-    int32_t *symbols = word_slot(e, w, len);
-    if (symbols == NULL) return -1;
+    Py_ssize_t at = word_slot(e, w, len);
+    if (at < 0) return -1;
     for (Py_ssize_t j = 0; j < len; j++) {
         long long id = itemsize == 1 ? (long long)((const unsigned char *)raw)[j] : (long long)((const int32_t *)raw)[j];
         if (id < e->first_id || id >= max_id) return check_id(e, id);
-        symbols[j] = (int32_t)id;
+        set_symbol(e, (size_t)(at + j), (int32_t)id);
     }
     return 0;
 }
@@ -449,8 +624,8 @@ static int load_word(Engine *e, Py_ssize_t w, PyObject *item, long long max_id) 
     PyObject *seq = PySequence_Fast(item, "each word must be a sequence of ids (or bytes)");
     if (seq == NULL) return -1;
     Py_ssize_t len = PySequence_Fast_GET_SIZE(seq);
-    int32_t *symbols = word_slot(e, w, len);
-    if (symbols == NULL) goto fail;
+    Py_ssize_t at = word_slot(e, w, len);
+    if (at < 0) goto fail;
     for (Py_ssize_t j = 0; j < len; j++) {
         long long id = PyLong_AsLongLong(PySequence_Fast_GET_ITEM(seq, j));
         if (id == -1 && PyErr_Occurred()) goto fail;
@@ -458,7 +633,7 @@ static int load_word(Engine *e, Py_ssize_t w, PyObject *item, long long max_id) 
             check_id(e, id);
             goto fail;
         }
-        symbols[j] = (int32_t)id;
+        set_symbol(e, (size_t)(at + j), (int32_t)id);
     }
     Py_DECREF(seq);
     return 0;
@@ -496,6 +671,7 @@ static int Engine_init(Engine *e, PyObject *args, PyObject *kwds) {
         }
     }
     Py_DECREF(keys);
+    e->wide = (long long)first_id + (long long)e->n_ids - 1 > UINT16_MAX;
 
     /* Words: a sequence (of id sequences or bytes), or packed words as Arrow lays out a binary or
      * a list<int32> column, (data, offsets): word w is data[offsets[w]:offsets[w + 1]], data
@@ -556,8 +732,7 @@ static int Engine_init(Engine *e, PyObject *args, PyObject *kwds) {
     e->word_start = PyMem_Calloc((size_t)n + 1, sizeof(int64_t));
     e->word_len = PyMem_Calloc((size_t)n + 1, sizeof(int32_t));
     e->word_count = PyMem_Calloc((size_t)n + 1, sizeof(int64_t));
-    e->word_stamp = PyMem_Calloc((size_t)n + 1, sizeof(uint32_t));
-    if (!e->word_start || !e->word_len || !e->word_count || !e->word_stamp) {
+    if (!e->word_start || !e->word_len || !e->word_count) {
         PyErr_NoMemory();
         goto fail;
     }
@@ -566,7 +741,7 @@ static int Engine_init(Engine *e, PyObject *args, PyObject *kwds) {
         long long first = offsets.itemsize == 4 ? ((const int32_t *)offsets.buf)[0] : ((const int64_t *)offsets.buf)[0];
         long long last = offsets.itemsize == 4 ? ((const int32_t *)offsets.buf)[n] : ((const int64_t *)offsets.buf)[n];
         if (last > first && (unsigned long long)(last - first) <= (unsigned long long)(data.len / data.itemsize)) {
-            e->symbols = PyMem_Malloc((size_t)(last - first) * sizeof(int32_t));
+            e->symbols = PyMem_Malloc((size_t)(last - first) * symbol_size(e));
             if (e->symbols == NULL) {
                 PyErr_NoMemory();
                 goto fail;
@@ -620,7 +795,7 @@ static int Engine_init(Engine *e, PyObject *args, PyObject *kwds) {
     if (offsets.obj) PyBuffer_Release(&offsets);
     if (counts_buf.obj) PyBuffer_Release(&counts_buf);
     if (e->cap_symbols > e->n_symbols && e->n_symbols > 0) { /* give back the growth slack */
-        int32_t *fit = PyMem_Realloc(e->symbols, e->n_symbols * sizeof(int32_t));
+        void *fit = PyMem_Realloc(e->symbols, e->n_symbols * symbol_size(e));
         if (fit != NULL) {
             e->symbols = fit;
             e->cap_symbols = e->n_symbols;
@@ -633,55 +808,18 @@ static int Engine_init(Engine *e, PyObject *args, PyObject *kwds) {
     if (e->slots == NULL) return PyErr_NoMemory(), -1;
     memset(e->slots, 0xff, n_slots * sizeof(int32_t));
     e->n_slots = n_slots;
-    /* Two passes, so that every holder list is allocated once at its exact size: the first counts
-     * each pair and its holders (inline_[0] notes the last holder seen, plus one), the second
-     * fills the lists. */
     for (Py_ssize_t w = 0; w < n; w++) {
-        int32_t *symbols = e->symbols + e->word_start[w];
-        int32_t len = e->word_len[w];
+        size_t at = (size_t)e->word_start[w];
         int64_t count = e->word_count[w];
         if (count == 0) continue;
-        for (int32_t j = 0; j + 1 < len; j++) {
-            int32_t p = get_pair(e, symbols[j], symbols[j + 1]);
+        for (int32_t j = 0; j + 1 < e->word_len[w]; j++) {
+            int32_t p = get_pair(e, symbol_at(e, at + j), symbol_at(e, at + j + 1));
             if (p < 0) return -1;
-            Pair *pair = &e->pairs[p];
-            pair->count += count;
-            if (pair->holders.inline_[0] != (int32_t)w + 1) {
-                pair->holders.inline_[0] = (int32_t)w + 1;
-                pair->n_holders++;
-            }
+            e->pairs[p].count += count;
         }
     }
-    for (size_t p = 0; p < e->n_pairs; p++) {
-        Pair *pair = &e->pairs[p];
-        int32_t need = pair->n_holders;
-        pair->n_holders = 0;
-        pair->holders.inline_[0] = 0;
-        if (need > INLINE_HOLDERS) {
-            pair->holders.heap = PyMem_Malloc((size_t)need * sizeof(int32_t));
-            if (pair->holders.heap == NULL) return PyErr_NoMemory(), -1;
-            pair->cap_holders = need;
-        }
-    }
-    for (Py_ssize_t w = 0; w < n; w++) {
-        int32_t *symbols = e->symbols + e->word_start[w];
-        int32_t len = e->word_len[w];
-        if (e->word_count[w] == 0) continue;
-        for (int32_t j = 0; j + 1 < len; j++) {
-            if (add_holder(&e->pairs[find_pair(e, symbols[j], symbols[j + 1])], (int32_t)w) < 0) return -1;
-        }
-    }
-    e->heap = PyMem_Malloc((e->n_pairs + 1) * sizeof(HeapEntry));
-    if (e->heap == NULL) return PyErr_NoMemory(), -1;
-    e->cap_heap = e->n_pairs + 1;
-    for (size_t p = 0; p < e->n_pairs; p++) {
-        if (e->pairs[p].count > 0) {
-            e->heap[e->n_heap].count = e->pairs[p].count;
-            e->heap[e->n_heap].pair = (int32_t)p;
-            e->n_heap++;
-        }
-    }
-    for (size_t i = e->n_heap / 2; i-- > 0;) sift_down(e, i);
+    if (index_holders(e) < 0) return -1;
+    e->heap_floor = INT64_MAX; /* an empty heap: the first best() fills it */
     return 0;
 
 fail:
@@ -699,21 +837,24 @@ static PyObject *Engine_best(Engine *e, PyObject *Py_UNUSED(ignored)) {
         PyErr_SetString(PyExc_RuntimeError, "Engine is not initialized");
         return NULL;
     }
-    while (e->n_heap > 0) {
-        HeapEntry top = e->heap[0];
-        int64_t current = e->pairs[top.pair].count;
-        if (current == top.count) {
-            return Py_BuildValue("(iiL)", e->pairs[top.pair].left, e->pairs[top.pair].right,
-                                 (long long)current);
+    for (;;) {
+        while (e->n_heap > 0) {
+            HeapEntry top = e->heap[0];
+            int64_t current = e->pairs[top.pair].count;
+            if (current == top.count) {
+                return Py_BuildValue("(iiL)", e->pairs[top.pair].left, e->pairs[top.pair].right,
+                                     (long long)current);
+            }
+            heap_pop(e);
+            /* subtle: a count that fell gets its entry back at the new count (when still above
+             * the floor); a count that grew was pushed afresh when it grew. */
+            if (current >= e->heap_floor && current < top.count) {
+                if (heap_push(e, current, top.pair) < 0) return NULL;
+            }
         }
-        heap_pop(e);
-        /* subtle: a count that fell gets its entry back at the new count; a count that grew was
-         * pushed afresh when it grew. */
-        if (current > 0 && current < top.count) {
-            if (heap_push(e, current, top.pair) < 0) return NULL;
-        }
+        if (refill(e) < 0) return NULL;
+        if (e->n_heap == 0) Py_RETURN_NONE;
     }
-    Py_RETURN_NONE;
 }
 
 static inline int change(Engine *e, int32_t left, int32_t right, int64_t delta, int32_t word) {
@@ -723,10 +864,10 @@ static inline int change(Engine *e, int32_t left, int32_t right, int64_t delta, 
     pair->count += delta;
     if (pair->count == 0 && pair->n_holders) {
         /* no word holds the pair any more: every holder entry is stale */
-        free_holders(e, pair);
+        drop_holders(pair);
     }
     if (delta > 0 && word >= 0) {
-        if (add_holder(pair, word) < 0) return -1;
+        if (add_holder(e, pair, word) < 0) return -1;
         if (!e->grown_mark[p]) {
             int32_t *g = grow(e->grown, &e->cap_grown, e->n_grown + 1, sizeof(int32_t));
             if (g == NULL) return PyErr_NoMemory(), -1;
@@ -752,6 +893,38 @@ static PyObject *Engine_extend(Engine *e, PyObject *keys_obj) {
     return PyLong_FromSize_t(e->n_ids);
 }
 
+/* Merge (left, right) -> new_id all through word w, updating the counts of the neighbouring
+ * pairs (delta updates); one body per symbol width. */
+#define DEFINE_MERGE_WORD(NAME, T)                                                                   \
+    static int NAME(Engine *e, int32_t w, int32_t left, int32_t right, int32_t new_id) {             \
+        T *symbols = (T *)e->symbols + e->word_start[w];                                             \
+        int32_t len = e->word_len[w], out = 0, in = 0;                                               \
+        int64_t count = e->word_count[w];                                                            \
+        while (in < len) {                                                                           \
+            if (in + 1 < len && symbols[in] == left && symbols[in + 1] == right) {                   \
+                if (out > 0) {                                                                       \
+                    int32_t prev = symbols[out - 1];                                                 \
+                    if (change(e, prev, left, -count, -1) < 0 || change(e, prev, new_id, count, w) < 0) \
+                        return -1;                                                                   \
+                }                                                                                    \
+                if (in + 2 < len) {                                                                  \
+                    int32_t next = symbols[in + 2];                                                  \
+                    if (change(e, right, next, -count, -1) < 0 || change(e, new_id, next, count, w) < 0) \
+                        return -1;                                                                   \
+                }                                                                                    \
+                symbols[out++] = (T)new_id;                                                          \
+                in += 2;                                                                             \
+            } else {                                                                                 \
+                symbols[out++] = symbols[in++];                                                      \
+            }                                                                                        \
+        }                                                                                            \
+        e->live_symbols -= (size_t)(len - out);                                                      \
+        e->word_len[w] = out;                                                                        \
+        return 0;                                                                                    \
+    }
+DEFINE_MERGE_WORD(merge_word_narrow, uint16_t)
+DEFINE_MERGE_WORD(merge_word_wide, int32_t)
+
 /* apply(left, right, new_id): merge (left, right) -> new_id in every word holding it. new_id is
  * an id the engine knows (extend() first for a new one). */
 static PyObject *Engine_apply(Engine *e, PyObject *args) {
@@ -768,68 +941,38 @@ static PyObject *Engine_apply(Engine *e, PyObject *args) {
     }
     int32_t target = find_pair(e, left, right);
     if (target < 0) Py_RETURN_NONE;
+    if (!e->wide && new_id > UINT16_MAX && widen(e) < 0) return NULL;
 
-    e->stamp++;
-    if (e->stamp == 0) { /* wrapped: reset every stamp */
-        memset(e->word_stamp, 0, (size_t)e->n_words * sizeof(uint32_t));
-        e->stamp = 1;
-    }
     for (size_t g = 0; g < e->n_grown; g++) e->grown_mark[e->grown[g]] = 0; /* after an error */
     e->n_grown = 0;
     /* Take the holder list: the merge removes the pair from every word, so the list empties. */
     Pair *taken = &e->pairs[target];
     int32_t n_holders = taken->n_holders, few[INLINE_HOLDERS];
     int32_t *holders = taken->cap_holders ? taken->holders.heap : memcpy(few, taken->holders.inline_, sizeof(few));
-    int heap_holders = taken->cap_holders != 0;
     taken->n_holders = taken->cap_holders = 0;
+    taken->holders.heap = NULL;
 
+    /* subtle: a word listed twice is scanned twice; the second scan finds no pair left */
     for (int32_t h = 0; h < n_holders; h++) {
         int32_t w = holders[h];
-        if (e->word_stamp[w] == e->stamp) continue;
-        e->word_stamp[w] = e->stamp;
-        int32_t *symbols = e->symbols + e->word_start[w];
-        int32_t len = e->word_len[w];
-        int64_t count = e->word_count[w];
-        int32_t out = 0, in = 0;
-        while (in < len) {
-            if (in + 1 < len && symbols[in] == left && symbols[in + 1] == right) {
-                if (out > 0) {
-                    int32_t prev = symbols[out - 1];
-                    if (change(e, prev, left, -count, -1) < 0 || change(e, prev, new_id, count, w) < 0)
-                        goto fail;
-                }
-                if (in + 2 < len) {
-                    int32_t next = symbols[in + 2];
-                    if (change(e, right, next, -count, -1) < 0 || change(e, new_id, next, count, w) < 0)
-                        goto fail;
-                }
-                symbols[out++] = new_id;
-                in += 2;
-            } else {
-                symbols[out++] = symbols[in++];
-            }
-        }
-        e->live_symbols -= (size_t)(len - out);
-        e->word_len[w] = out;
+        if ((e->wide ? merge_word_wide(e, w, left, right, new_id) : merge_word_narrow(e, w, left, right, new_id)) < 0)
+            goto fail;
     }
-    if (heap_holders) {
-        PyMem_Free(holders);
-        release_freed(e, (size_t)n_holders * sizeof(int32_t));
-    }
-    holders = NULL;
     /* get_pair may have moved the pairs array: index afresh. */
     e->pairs[target].count = 0;
     for (size_t g = 0; g < e->n_grown; g++) {
         int32_t p = e->grown[g];
         e->grown_mark[p] = 0;
-        if (e->pairs[p].count > 0 && heap_push(e, e->pairs[p].count, p) < 0) return NULL;
+        if (e->pairs[p].count >= e->heap_floor && heap_push(e, e->pairs[p].count, p) < 0) return NULL;
     }
     e->n_grown = 0;
     compact_words(e);
+    if (e->holder_space > 2 * e->live_symbols + HOLDER_BLOCK) {
+        if (index_holders(e) < 0) return NULL;
+    }
     Py_RETURN_NONE;
 
 fail:
-    if (heap_holders) PyMem_Free(holders);
     return NULL;
 }
 
@@ -844,7 +987,7 @@ static PyObject *Engine_words(Engine *e, PyObject *Py_UNUSED(ignored)) {
             return NULL;
         }
         for (int32_t j = 0; j < e->word_len[w]; j++) {
-            PyObject *id = PyLong_FromLong(e->symbols[e->word_start[w] + j]);
+            PyObject *id = PyLong_FromLong(symbol_at(e, (size_t)e->word_start[w] + (size_t)j));
             if (id == NULL) {
                 Py_DECREF(word);
                 Py_DECREF(out);
@@ -868,18 +1011,18 @@ static PyObject *Engine_pair_count(Engine *e, PyObject *args) {
 
 /* stats(): sizes of the engine's structures (for profiling memory). */
 static PyObject *Engine_stats(Engine *e, PyObject *Py_UNUSED(ignored)) {
-    size_t holders = 0, holder_capacity = 0, live_pairs = 0, symbols = 0;
+    size_t holders = 0, live_pairs = 0, symbols = 0;
     for (size_t p = 0; p < e->n_pairs; p++) {
         holders += (size_t)e->pairs[p].n_holders;
-        holder_capacity += (size_t)e->pairs[p].cap_holders;
         live_pairs += e->pairs[p].count > 0;
     }
     for (Py_ssize_t w = 0; w < e->n_words; w++) symbols += (size_t)e->word_len[w];
-    return Py_BuildValue("{s:n,s:n,s:n,s:n,s:n,s:n,s:n,s:n,s:n}", "words", (Py_ssize_t)e->n_words, "symbols",
-                         (Py_ssize_t)symbols, "symbol_capacity", (Py_ssize_t)e->cap_symbols, "pairs",
-                         (Py_ssize_t)e->n_pairs, "live_pairs", (Py_ssize_t)live_pairs,
-                         "holders", (Py_ssize_t)holders, "holder_capacity", (Py_ssize_t)holder_capacity, "heap",
-                         (Py_ssize_t)e->n_heap, "slots", (Py_ssize_t)e->n_slots);
+    return Py_BuildValue("{s:n,s:n,s:n,s:n,s:n,s:n,s:n,s:n,s:n,s:n,s:n}", "words", (Py_ssize_t)e->n_words,
+                         "symbols", (Py_ssize_t)symbols, "symbol_capacity", (Py_ssize_t)e->cap_symbols,
+                         "symbol_bytes", (Py_ssize_t)symbol_size(e), "pairs", (Py_ssize_t)(e->n_pairs - e->n_free),
+                         "live_pairs", (Py_ssize_t)live_pairs, "holders", (Py_ssize_t)holders,
+                         "holder_space", (Py_ssize_t)e->holder_space, "indexes", (Py_ssize_t)e->n_indexes,
+                         "heap", (Py_ssize_t)e->n_heap, "slots", (Py_ssize_t)e->n_slots);
 }
 
 static PyMethodDef Engine_methods[] = {
@@ -915,7 +1058,7 @@ PyMODINIT_FUNC PyInit__fastbpe(void) {
     PyObject *m = PyModule_Create(&fastbpe_module);
     if (m == NULL) return NULL;
     /* bpe_spark/_compiled.py checks this: a stale build (older source) is not used */
-    if (PyModule_AddIntConstant(m, "API_VERSION", 4) < 0) {
+    if (PyModule_AddIntConstant(m, "API_VERSION", 5) < 0) {
         Py_DECREF(m);
         return NULL;
     }

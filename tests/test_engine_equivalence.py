@@ -314,7 +314,37 @@ def test_compiled_words_are_compacted_as_they_shrink():
     after = compiled._core.engine.stats()
     assert after["symbol_capacity"] < before["symbol_capacity"] // 2 + 1
     assert after["symbols"] <= after["symbol_capacity"]
+    assert after["heap"] < after["live_pairs"] // 4  # the heap holds the pairs near the top only
     assert compiled.words == reference.words
+
+
+@needs_compiled
+def test_compiled_symbols_widen_past_65535():
+    """The compiled engine keeps ids as uint16 while they fit and widens its buffer the moment a
+    merge makes id 65536: the merges and words equal those of an engine wide from the start."""
+    from bpe_spark import _fastbpe
+
+    rng = random.Random(5)
+    words = [[rng.randrange(12) for _ in range(rng.randint(1, 40))] for _ in range(300)]
+    counts = [rng.randint(1, 50) for _ in words]
+
+    def run(n_initial: int) -> tuple[list, list]:
+        engine = _fastbpe.Engine(words, counts, list(range(n_initial)), 0, False)
+        taken, next_id = [], n_initial
+        while (top := engine.best()) is not None and len(taken) < 400:
+            engine.extend([next_id])
+            engine.apply(top[0], top[1], next_id)
+            taken.append(top)
+            next_id += 1
+        # ids from the first merge on, relative to it: comparable across the two engines
+        relative = [[i if i < 12 else i - n_initial for i in word] for word in engine.words()]
+        return [(left if left < 12 else left - n_initial, right if right < 12 else right - n_initial, count)
+                for left, right, count in taken], relative
+
+    narrow_then_wide = run(65_536 - 100)  # merge ids cross 65535 a hundred merges in
+    wide = run(70_000)
+    assert len(narrow_then_wide[0]) == 400
+    assert narrow_then_wide == wide
 
 
 def _copy_table(table):
