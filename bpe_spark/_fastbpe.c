@@ -70,10 +70,15 @@ static inline uint64_t mix64(uint64_t x) {
  * run creates are held by one or two words. Longer lists live in the engine's holder space (see
  * holder_space()), never freed one by one. */
 #define INLINE_HOLDERS 2
+#define UNLISTED (-1) /* cap_holders of a pair with no list (see index_holders) */
+#define NEWBORN (-2)  /* cap_holders of a pair created by the current merge, unlisted until it ends */
+#ifndef LIST_RATIO
+#define LIST_RATIO 8 /* the list floor is the heap floor / LIST_RATIO when set */
+#endif
 typedef struct {
     int64_t count;
     int32_t left, right;
-    int32_t n_holders, cap_holders; /* cap_holders 0: inline */
+    int32_t n_holders, cap_holders; /* cap_holders 0: inline; < 0 (UNLISTED, NEWBORN): no list */
     union {
         int32_t *heap;
         int32_t inline_[INLINE_HOLDERS];
@@ -157,6 +162,7 @@ typedef struct {
     HolderBlock *blocks;
     size_t n_blocks, cap_blocks, block_used;
     size_t holder_space; /* entries in every block */
+    int64_t list_floor;  /* pairs counted below it at the last index have no holder list */
     size_t n_indexes;
 } Engine;
 
@@ -185,6 +191,9 @@ static inline void drop_holders(Pair *pair) {
  * space has grown to twice the live symbols, and the blocks go back whole: no allocator
  * fragmentation, and holder memory stays within a bound of the words'. */
 #define HOLDER_BLOCK ((size_t)1 << 18) /* entries: 1 MB */
+#ifndef REINDEX_PCT
+#define REINDEX_PCT 150
+#endif
 static int32_t *holder_space(Engine *e, size_t n) {
     if (e->n_blocks == 0 || e->block_used + n > e->blocks[e->n_blocks - 1].size) {
         size_t size = n > HOLDER_BLOCK ? n : HOLDER_BLOCK;
@@ -277,8 +286,9 @@ static int32_t get_pair(Engine *e, int32_t left, int32_t right) {
     memset(pair, 0, sizeof(Pair));
     pair->left = left;
     pair->right = right;
+    pair->cap_holders = NEWBORN;
     e->slots[i] = p;
-    if ((e->n_pairs - e->n_free) * 2 > e->n_slots) {
+    if ((e->n_pairs - e->n_free) * 10 > e->n_slots * 7) { /* a load of 0.7 at most */
         if (rehash(e, e->n_slots * 2) < 0) {
             PyErr_NoMemory();
             return -1;
@@ -306,21 +316,30 @@ static int add_holder(Engine *e, Pair *pair, int32_t word) {
     return 0;
 }
 
-/* (Re)build every holder list from the words: exact sizes, no stale or repeated entries, in one
- * block. Run once the pairs are counted, and again whenever the holder space reaches twice the
- * live symbols (every live entry is a distinct pair of adjacent symbols, so at most that many are
- * live): stale entries (words that lost the pair to a merge next to it) are most of the index a
- * few thousand merges into a run. Two passes over the words: the first counts each pair's
- * holders (inline_[0] notes the last holder seen, plus one), the second fills the lists. */
-static int index_holders(Engine *e) {
-    for (size_t p = 0; p < e->n_pairs; p++) drop_holders(&e->pairs[p]);
+/* (Re)build the holder lists from the words: exact sizes, no stale or repeated entries, in one
+ * block. Only pairs whose count is at least list_floor get a list: a list is needed only to merge
+ * its pair, and the heap floor (refill()) says which pairs can be merged soon. The others are
+ * UNLISTED: most pairs, and, early in a run, most holder entries (the words of frequent byte
+ * pairs). A pair created later is listed from the start (every word that gains it is added).
+ * Run when the heap floor falls below the list floor, and when the holder space reaches
+ * REINDEX_PCT% of the live symbols (every live entry is a distinct pair of adjacent symbols,
+ * so at most that many are live; stale ones are words that lost the pair to a merge next to it).
+ * Two passes over the words: the first counts each listed pair's holders (inline_[0] notes the
+ * last holder seen, plus one), the second fills the lists. */
+static int index_holders(Engine *e, int64_t list_floor) {
+    for (size_t p = 0; p < e->n_pairs; p++) {
+        Pair *pair = &e->pairs[p];
+        drop_holders(pair);
+        if (pair->count < list_floor) pair->cap_holders = UNLISTED;
+    }
     free_holder_space(e);
+    e->list_floor = list_floor;
     for (Py_ssize_t w = 0; w < e->n_words; w++) {
         if (e->word_count[w] == 0) continue;
         size_t at = (size_t)e->word_start[w];
         for (int32_t j = 0; j + 1 < e->word_len[w]; j++) {
             Pair *pair = &e->pairs[find_pair(e, symbol_at(e, at + j), symbol_at(e, at + j + 1))];
-            if (pair->holders.inline_[0] != (int32_t)w + 1) {
+            if (pair->cap_holders != UNLISTED && pair->holders.inline_[0] != (int32_t)w + 1) {
                 pair->holders.inline_[0] = (int32_t)w + 1;
                 pair->n_holders++;
             }
@@ -334,6 +353,7 @@ static int index_holders(Engine *e) {
     if (listed && room == NULL) return -1;
     for (size_t p = 0; p < e->n_pairs; p++) {
         Pair *pair = &e->pairs[p];
+        if (pair->cap_holders == UNLISTED) continue;
         int32_t need = pair->n_holders;
         pair->n_holders = 0;
         pair->holders.heap = NULL;
@@ -347,11 +367,29 @@ static int index_holders(Engine *e) {
         if (e->word_count[w] == 0) continue;
         size_t at = (size_t)e->word_start[w];
         for (int32_t j = 0; j + 1 < e->word_len[w]; j++) {
-            int32_t p = find_pair(e, symbol_at(e, at + j), symbol_at(e, at + j + 1));
-            if (add_holder(e, &e->pairs[p], (int32_t)w) < 0) return -1;
+            Pair *pair = &e->pairs[find_pair(e, symbol_at(e, at + j), symbol_at(e, at + j + 1))];
+            if (pair->cap_holders != UNLISTED && add_holder(e, pair, (int32_t)w) < 0) return -1;
         }
     }
     e->n_indexes++;
+    return 0;
+}
+
+/* The list of an UNLISTED pair about to be merged, from a scan of every word. Rare: an unlisted
+ * pair's count only falls, until a merge that reuses an existing token raises it. */
+static int list_holders(Engine *e, int32_t target) {
+    int32_t left = e->pairs[target].left, right = e->pairs[target].right;
+    drop_holders(&e->pairs[target]);
+    for (Py_ssize_t w = 0; w < e->n_words; w++) {
+        if (e->word_count[w] == 0) continue;
+        size_t at = (size_t)e->word_start[w];
+        for (int32_t j = 0; j + 1 < e->word_len[w]; j++) {
+            if (symbol_at(e, at + j) == left && symbol_at(e, at + j + 1) == right) {
+                if (add_holder(e, &e->pairs[target], (int32_t)w) < 0) return -1;
+                break;
+            }
+        }
+    }
     return 0;
 }
 
@@ -478,13 +516,17 @@ static int refill(Engine *e) {
         e->free_pairs[e->n_free++] = (int32_t)p;
     }
     size_t n_slots = 1024;
-    while (n_slots < live * 2) n_slots *= 2;
+    while (n_slots * 7 < live * 10) n_slots *= 2;
     if (rehash(e, n_slots) < 0) return PyErr_NoMemory(), -1;
     if (best == 0) {
         e->heap_floor = 1;
         return 0;
     }
     e->heap_floor = best - best / 2;
+    if (e->heap_floor < e->list_floor) {
+        int64_t list_floor = e->heap_floor / LIST_RATIO;
+        if (index_holders(e, list_floor < 2 ? 0 : list_floor) < 0) return -1;
+    }
     size_t queued = 0;
     for (size_t p = 0; p < e->n_pairs; p++) queued += e->pairs[p].count >= e->heap_floor;
     HeapEntry *heap = PyMem_Realloc(e->heap, (queued + 16) * sizeof(HeapEntry));
@@ -639,6 +681,41 @@ static int load_word(Engine *e, Py_ssize_t w, PyObject *item, long long max_id) 
     return 0;
 fail:
     Py_DECREF(seq);
+    return -1;
+}
+
+/* Count the pairs and index their holders, on first use rather than in the constructor: the
+ * caller can drop its copy of the words in between, and the peak holds one copy, not two. */
+static int ensure_indexed(Engine *e) {
+    if (e->word_start == NULL) {
+        PyErr_SetString(PyExc_RuntimeError, "Engine is not initialized");
+        return -1;
+    }
+    if (e->slots != NULL) return 0;
+    /* subtle: sized for the distinct pairs (few: byte pairs), not for the occurrences; it grows */
+    size_t n_slots = 1024;
+    e->slots = PyMem_Malloc(n_slots * sizeof(int32_t));
+    if (e->slots == NULL) return PyErr_NoMemory(), -1;
+    memset(e->slots, 0xff, n_slots * sizeof(int32_t));
+    e->n_slots = n_slots;
+    for (Py_ssize_t w = 0; w < e->n_words; w++) {
+        size_t at = (size_t)e->word_start[w];
+        int64_t count = e->word_count[w];
+        if (count == 0) continue;
+        for (int32_t j = 0; j + 1 < e->word_len[w]; j++) {
+            int32_t p = get_pair(e, symbol_at(e, at + j), symbol_at(e, at + j + 1));
+            if (p < 0) goto fail;
+            e->pairs[p].count += count;
+        }
+    }
+    for (size_t p = 0; p < e->n_pairs; p++) e->pairs[p].cap_holders = UNLISTED;
+    e->heap_floor = e->list_floor = INT64_MAX; /* the first best() fills the heap and the lists */
+    return 0;
+fail: /* start afresh on the next call */
+    PyMem_Free(e->slots);
+    e->slots = NULL;
+    e->n_pairs = e->n_free = 0;
+    free_holder_space(e);
     return -1;
 }
 
@@ -802,24 +879,6 @@ static int Engine_init(Engine *e, PyObject *args, PyObject *kwds) {
         }
     }
 
-    /* subtle: sized for the distinct pairs (few: byte pairs), not for the occurrences; it grows */
-    size_t n_slots = 1024;
-    e->slots = PyMem_Malloc(n_slots * sizeof(int32_t));
-    if (e->slots == NULL) return PyErr_NoMemory(), -1;
-    memset(e->slots, 0xff, n_slots * sizeof(int32_t));
-    e->n_slots = n_slots;
-    for (Py_ssize_t w = 0; w < n; w++) {
-        size_t at = (size_t)e->word_start[w];
-        int64_t count = e->word_count[w];
-        if (count == 0) continue;
-        for (int32_t j = 0; j + 1 < e->word_len[w]; j++) {
-            int32_t p = get_pair(e, symbol_at(e, at + j), symbol_at(e, at + j + 1));
-            if (p < 0) return -1;
-            e->pairs[p].count += count;
-        }
-    }
-    if (index_holders(e) < 0) return -1;
-    e->heap_floor = INT64_MAX; /* an empty heap: the first best() fills it */
     return 0;
 
 fail:
@@ -833,10 +892,7 @@ fail:
 
 /* The top pair as (left, right, count), or None when no pair is left. */
 static PyObject *Engine_best(Engine *e, PyObject *Py_UNUSED(ignored)) {
-    if (e->slots == NULL) {
-        PyErr_SetString(PyExc_RuntimeError, "Engine is not initialized");
-        return NULL;
-    }
+    if (ensure_indexed(e) < 0) return NULL;
     for (;;) {
         while (e->n_heap > 0) {
             HeapEntry top = e->heap[0];
@@ -867,7 +923,7 @@ static inline int change(Engine *e, int32_t left, int32_t right, int64_t delta, 
         drop_holders(pair);
     }
     if (delta > 0 && word >= 0) {
-        if (add_holder(e, pair, word) < 0) return -1;
+        if (pair->cap_holders >= 0 && add_holder(e, pair, word) < 0) return -1;
         if (!e->grown_mark[p]) {
             int32_t *g = grow(e->grown, &e->cap_grown, e->n_grown + 1, sizeof(int32_t));
             if (g == NULL) return PyErr_NoMemory(), -1;
@@ -930,10 +986,7 @@ DEFINE_MERGE_WORD(merge_word_wide, int32_t)
 static PyObject *Engine_apply(Engine *e, PyObject *args) {
     int left, right, new_id;
     if (!PyArg_ParseTuple(args, "iii", &left, &right, &new_id)) return NULL;
-    if (e->slots == NULL) {
-        PyErr_SetString(PyExc_RuntimeError, "Engine is not initialized");
-        return NULL;
-    }
+    if (ensure_indexed(e) < 0) return NULL;
     if (check_id(e, left) < 0 || check_id(e, right) < 0 || check_id(e, new_id) < 0) return NULL;
     if (new_id == left || new_id == right) {
         PyErr_SetString(PyExc_ValueError, "a merge cannot produce one of its own parts");
@@ -945,6 +998,7 @@ static PyObject *Engine_apply(Engine *e, PyObject *args) {
 
     for (size_t g = 0; g < e->n_grown; g++) e->grown_mark[e->grown[g]] = 0; /* after an error */
     e->n_grown = 0;
+    if (e->pairs[target].cap_holders < 0 && list_holders(e, target) < 0) return NULL;
     /* Take the holder list: the merge removes the pair from every word, so the list empties. */
     Pair *taken = &e->pairs[target];
     int32_t n_holders = taken->n_holders, few[INLINE_HOLDERS];
@@ -960,6 +1014,37 @@ static PyObject *Engine_apply(Engine *e, PyObject *args) {
     }
     /* get_pair may have moved the pairs array: index afresh. */
     e->pairs[target].count = 0;
+    /* The pairs this merge created have their highest counts now (later merges only take from
+     * them, unless one reuses a token). Those at or above the list floor get their lists, from
+     * the words just merged; the others stay unlisted, as the last index would have left them.
+     * Early merges create millions of holder entries, mostly of pairs never merged. */
+    int fill = 0;
+    for (size_t g = 0; g < e->n_grown; g++) {
+        Pair *pair = &e->pairs[e->grown[g]];
+        if (pair->cap_holders != NEWBORN) continue;
+        if (pair->count >= e->list_floor) {
+            pair->cap_holders = 0;
+            e->grown_mark[e->grown[g]] = 2;
+            fill = 1;
+        } else {
+            pair->cap_holders = UNLISTED;
+        }
+    }
+    for (int32_t h = 0; fill && h < n_holders; h++) {
+        int32_t w = holders[h];
+        size_t at = (size_t)e->word_start[w];
+        int32_t len = e->word_len[w];
+        for (int32_t j = 0; j < len; j++) {
+            if (symbol_at(e, at + j) != new_id) continue;
+            int32_t around[2] = {-1, -1};
+            if (j > 0) around[0] = find_pair(e, symbol_at(e, at + j - 1), new_id);
+            if (j + 1 < len) around[1] = find_pair(e, new_id, symbol_at(e, at + j + 1));
+            for (int k = 0; k < 2; k++) {
+                if (around[k] >= 0 && e->grown_mark[around[k]] == 2 && add_holder(e, &e->pairs[around[k]], w) < 0)
+                    return NULL;
+            }
+        }
+    }
     for (size_t g = 0; g < e->n_grown; g++) {
         int32_t p = e->grown[g];
         e->grown_mark[p] = 0;
@@ -967,8 +1052,8 @@ static PyObject *Engine_apply(Engine *e, PyObject *args) {
     }
     e->n_grown = 0;
     compact_words(e);
-    if (e->holder_space > 2 * e->live_symbols + HOLDER_BLOCK) {
-        if (index_holders(e) < 0) return NULL;
+    if (e->holder_space * 100 > REINDEX_PCT * e->live_symbols + 100 * HOLDER_BLOCK) {
+        if (index_holders(e, e->list_floor) < 0) return NULL;
     }
     Py_RETURN_NONE;
 
@@ -1004,7 +1089,7 @@ static PyObject *Engine_words(Engine *e, PyObject *Py_UNUSED(ignored)) {
 static PyObject *Engine_pair_count(Engine *e, PyObject *args) {
     int left, right;
     if (!PyArg_ParseTuple(args, "ii", &left, &right)) return NULL;
-    if (e->slots == NULL) return PyLong_FromLong(0);
+    if (ensure_indexed(e) < 0) return NULL;
     int32_t p = find_pair(e, left, right);
     return PyLong_FromLongLong(p < 0 ? 0 : (long long)e->pairs[p].count);
 }
