@@ -1,12 +1,16 @@
 /* bpe_spark._fastbpe: the optional compiled core of the exact BPE merge engine.
  *
  * The pure-Python engine in bpe_spark/trainer.py is the reference; this module does the same
- * work with flat arrays: words as int32 arrays merged in place, pair counts in an
- * open-addressing hash table keyed by (left << 32 | right), an index from each pair to the
- * words that hold it, and a lazily updated binary max-heap of the pairs above a falling floor
- * (see refill()). Each merge touches only the words
- * holding its pair, and within a word only the neighbours of each merge position (delta
- * updates), so a long CJK pretoken costs a scan, not a full recount.
+ * work with flat arrays: every word in one symbol buffer (uint16 ids while they fit), merged in
+ * place; pair counts in an open-addressing hash table keyed by (left, right); an index from
+ * pairs to the words that hold them; and a lazily updated binary max-heap. Each merge touches
+ * only the words holding its pair, and within a word only the neighbours of each merge position
+ * (delta updates), so a long CJK pretoken costs a scan, not a full recount.
+ *
+ * Memory is what bounds the driver (the words of every distinct pretoken live here), so only
+ * what the next merges need is kept: the heap holds the pairs above a falling floor (refill()),
+ * only pairs near that floor have holder lists (index_holders()), dead pairs are recycled, and
+ * the holder index is rebuilt from the words rather than left to fill with stale entries.
  *
  * Decisions (which pair to merge, which id a merged token gets) stay in Python: `best()` names
  * the top pair, the caller allots the id through its SymbolTable, and `apply()` rewrites the
@@ -72,9 +76,7 @@ static inline uint64_t mix64(uint64_t x) {
 #define INLINE_HOLDERS 2
 #define UNLISTED (-1) /* cap_holders of a pair with no list (see index_holders) */
 #define NEWBORN (-2)  /* cap_holders of a pair created by the current merge, unlisted until it ends */
-#ifndef LIST_RATIO
-#define LIST_RATIO 8 /* the list floor is the heap floor / LIST_RATIO when set */
-#endif
+#define LIST_RATIO 4 /* the list floor is the heap floor / LIST_RATIO when set */
 typedef struct {
     int64_t count;
     int32_t left, right;
@@ -163,7 +165,7 @@ typedef struct {
     size_t n_blocks, cap_blocks, block_used;
     size_t holder_space; /* entries in every block */
     int64_t list_floor;  /* pairs counted below it at the last index have no holder list */
-    size_t n_indexes;
+    size_t n_indexes, n_scans;
 } Engine;
 
 static inline size_t symbol_size(const Engine *e) { return e->wide ? sizeof(int32_t) : sizeof(uint16_t); }
@@ -188,12 +190,10 @@ static inline void drop_holders(Pair *pair) {
 /* Room for n holder entries. Lists are carved front to back out of big blocks and never freed
  * one by one: a list that grows moves to fresh room and leaves its old place behind, as a merged
  * or dead pair leaves its list. The index is rebuilt from the words (index_holders) once the
- * space has grown to twice the live symbols, and the blocks go back whole: no allocator
+ * space reaches REINDEX_PCT% of the live symbols, and the blocks go back whole: no allocator
  * fragmentation, and holder memory stays within a bound of the words'. */
 #define HOLDER_BLOCK ((size_t)1 << 18) /* entries: 1 MB */
-#ifndef REINDEX_PCT
 #define REINDEX_PCT 150
-#endif
 static int32_t *holder_space(Engine *e, size_t n) {
     if (e->n_blocks == 0 || e->block_used + n > e->blocks[e->n_blocks - 1].size) {
         size_t size = n > HOLDER_BLOCK ? n : HOLDER_BLOCK;
@@ -380,6 +380,7 @@ static int index_holders(Engine *e, int64_t list_floor) {
 static int list_holders(Engine *e, int32_t target) {
     int32_t left = e->pairs[target].left, right = e->pairs[target].right;
     drop_holders(&e->pairs[target]);
+    e->n_scans++;
     for (Py_ssize_t w = 0; w < e->n_words; w++) {
         if (e->word_count[w] == 0) continue;
         size_t at = (size_t)e->word_start[w];
@@ -1102,11 +1103,12 @@ static PyObject *Engine_stats(Engine *e, PyObject *Py_UNUSED(ignored)) {
         live_pairs += e->pairs[p].count > 0;
     }
     for (Py_ssize_t w = 0; w < e->n_words; w++) symbols += (size_t)e->word_len[w];
-    return Py_BuildValue("{s:n,s:n,s:n,s:n,s:n,s:n,s:n,s:n,s:n,s:n,s:n}", "words", (Py_ssize_t)e->n_words,
+    return Py_BuildValue("{s:n,s:n,s:n,s:n,s:n,s:n,s:n,s:n,s:n,s:n,s:n,s:n}", "words", (Py_ssize_t)e->n_words,
                          "symbols", (Py_ssize_t)symbols, "symbol_capacity", (Py_ssize_t)e->cap_symbols,
                          "symbol_bytes", (Py_ssize_t)symbol_size(e), "pairs", (Py_ssize_t)(e->n_pairs - e->n_free),
                          "live_pairs", (Py_ssize_t)live_pairs, "holders", (Py_ssize_t)holders,
                          "holder_space", (Py_ssize_t)e->holder_space, "indexes", (Py_ssize_t)e->n_indexes,
+                         "scans", (Py_ssize_t)e->n_scans,
                          "heap", (Py_ssize_t)e->n_heap, "slots", (Py_ssize_t)e->n_slots);
 }
 
