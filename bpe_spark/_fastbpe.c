@@ -70,30 +70,26 @@ static inline uint64_t mix64(uint64_t x) {
 /* --- engine --------------------------------------------------------------------------------- */
 
 /* A pair's holders: the word indices that hold it; may hold stale or repeated entries (checked
- * on use). Up to INLINE_HOLDERS live in the Pair itself (cap_holders == 0): most pairs a long
- * run creates are held by one or two words. Longer lists live in the engine's holder space (see
- * holder_space()), never freed one by one. */
+ * on use). Up to INLINE_HOLDERS live in the Pair itself: most pairs a long run creates are held
+ * by one or two words. Longer lists live in the engine's holder space (see holder_space()),
+ * never freed one by one, as [n, capacity, entries...]. Where a pair's holders are is its mode,
+ * kept apart in pair_state (a byte per pair) so that a Pair is 24 bytes. */
 #define INLINE_HOLDERS 2
-#define UNLISTED (-1) /* cap_holders of a pair with no list (see index_holders) */
-#define NEWBORN (-2)  /* cap_holders of a pair created by the current merge, unlisted until it ends */
-#define LIST_RATIO 4 /* the list floor is the heap floor / LIST_RATIO when set */
+#define HS_MODE 7     /* pair_state & HS_MODE: 0..INLINE_HOLDERS inline holders, or: */
+#define HS_LIST 3     /* a list in the holder space */
+#define HS_UNLISTED 4 /* no list (see index_holders) */
+#define HS_NEWBORN 5  /* created by the current merge: no list until it ends */
+#define PS_GROWN 8    /* grown by the current merge (in the grown list) */
+#define PS_FILL 16    /* created by the current merge and to be listed when it ends */
+#define LIST_RATIO 4  /* the list floor is the heap floor / LIST_RATIO when set */
 typedef struct {
     int64_t count;
     int32_t left, right;
-    int32_t n_holders, cap_holders; /* cap_holders 0: inline; < 0 (UNLISTED, NEWBORN): no list */
     union {
-        int32_t *heap;
+        int32_t *list; /* HS_LIST */
         int32_t inline_[INLINE_HOLDERS];
     } holders;
 } Pair;
-
-static inline int32_t *holders_of(Pair *pair) {
-    return pair->cap_holders ? pair->holders.heap : pair->holders.inline_;
-}
-
-static inline int32_t holder_capacity(const Pair *pair) {
-    return pair->cap_holders ? pair->cap_holders : INLINE_HOLDERS;
-}
 
 typedef struct {
     int64_t count;
@@ -155,11 +151,12 @@ typedef struct {
     HeapEntry *heap;
     size_t n_heap, cap_heap;
     int64_t heap_floor;
-    /* scratch: pairs grown by the current merge, marked in grown_mark (indexed by pair) */
+    /* a byte per pair: where its holders are (HS_*), and marks of the current merge (PS_*) */
+    uint8_t *pair_state;
+    size_t cap_state;
+    /* scratch: pairs grown by the current merge */
     int32_t *grown;
     size_t n_grown, cap_grown;
-    uint8_t *grown_mark;
-    size_t cap_mark;
     /* holder space: blocks handed out front to back (holder_space()); the index rebuilds */
     HolderBlock *blocks;
     size_t n_blocks, cap_blocks, block_used;
@@ -182,9 +179,28 @@ static inline void set_symbol(Engine *e, size_t i, int32_t id) {
     }
 }
 
-static inline void drop_holders(Pair *pair) {
-    pair->n_holders = pair->cap_holders = 0;
-    pair->holders.heap = NULL;
+static inline int holder_mode(const Engine *e, int32_t p) { return e->pair_state[p] & HS_MODE; }
+
+static inline void set_holder_mode(Engine *e, int32_t p, int mode) {
+    e->pair_state[p] = (uint8_t)((e->pair_state[p] & ~HS_MODE) | mode);
+}
+
+/* 1 when the pair keeps a holder list (inline or in the holder space). */
+static inline int is_listed(const Engine *e, int32_t p) { return holder_mode(e, p) <= HS_LIST; }
+
+static inline int32_t holder_count(const Engine *e, int32_t p) {
+    int mode = holder_mode(e, p);
+    return mode <= INLINE_HOLDERS ? mode : (mode == HS_LIST ? e->pairs[p].holders.list[0] : 0);
+}
+
+static inline int32_t *holder_entries(Engine *e, int32_t p) {
+    return holder_mode(e, p) == HS_LIST ? e->pairs[p].holders.list + 2 : e->pairs[p].holders.inline_;
+}
+
+/* An empty list (its entries, if in the holder space, stay there until the next index). */
+static inline void drop_holders(Engine *e, int32_t p) {
+    set_holder_mode(e, p, 0);
+    e->pairs[p].holders.list = NULL;
 }
 
 /* Room for n holder entries. Lists are carved front to back out of big blocks and never freed
@@ -272,21 +288,21 @@ static int32_t get_pair(Engine *e, int32_t left, int32_t right) {
         e->pairs = pairs;
         p = (int32_t)e->n_pairs++;
     }
-    if (e->cap_mark < e->cap_pairs) {
-        uint8_t *mark = PyMem_Realloc(e->grown_mark, e->cap_pairs);
-        if (mark == NULL) {
+    if (e->cap_state < e->cap_pairs) {
+        uint8_t *state = PyMem_Realloc(e->pair_state, e->cap_pairs);
+        if (state == NULL) {
             PyErr_NoMemory();
             return -1;
         }
-        memset(mark + e->cap_mark, 0, e->cap_pairs - e->cap_mark);
-        e->grown_mark = mark;
-        e->cap_mark = e->cap_pairs;
+        memset(state + e->cap_state, 0, e->cap_pairs - e->cap_state);
+        e->pair_state = state;
+        e->cap_state = e->cap_pairs;
     }
     Pair *pair = &e->pairs[p];
     memset(pair, 0, sizeof(Pair));
     pair->left = left;
     pair->right = right;
-    pair->cap_holders = NEWBORN;
+    e->pair_state[p] = HS_NEWBORN;
     e->slots[i] = p;
     if ((e->n_pairs - e->n_free) * 10 > e->n_slots * 7) { /* a load of 0.7 at most */
         if (rehash(e, e->n_slots * 2) < 0) {
@@ -297,22 +313,34 @@ static int32_t get_pair(Engine *e, int32_t left, int32_t right) {
     return p;
 }
 
-static int add_holder(Engine *e, Pair *pair, int32_t word) {
-    int32_t n = pair->n_holders, cap = holder_capacity(pair);
-    if (n > 0 && holders_of(pair)[n - 1] == word) return 0;
-    if (n == cap) {
-        if (cap > INT32_MAX / 2) {
+static int add_holder(Engine *e, int32_t p, int32_t word) {
+    Pair *pair = &e->pairs[p];
+    int mode = holder_mode(e, p);
+    if (mode < INLINE_HOLDERS) {
+        if (mode > 0 && pair->holders.inline_[mode - 1] == word) return 0;
+        pair->holders.inline_[mode] = word;
+        set_holder_mode(e, p, mode + 1);
+        return 0;
+    }
+    int32_t *list = mode == HS_LIST ? pair->holders.list : NULL;
+    int32_t n = list ? list[0] : INLINE_HOLDERS, cap = list ? list[1] : INLINE_HOLDERS;
+    const int32_t *entries = list ? list + 2 : pair->holders.inline_;
+    if (n > 0 && entries[n - 1] == word) return 0;
+    if (n == cap) { /* to fresh room; the old place stays behind until the next index */
+        if (cap > INT32_MAX / 2 - 2) {
             PyErr_SetString(PyExc_OverflowError, "a pair is held by too many words for the compiled engine");
             return -1;
         }
         int32_t grown = cap + cap / 2 + 2;
-        int32_t *h = holder_space(e, (size_t)grown);
-        if (h == NULL) return -1;
-        memcpy(h, holders_of(pair), (size_t)n * sizeof(int32_t));
-        pair->holders.heap = h;
-        pair->cap_holders = grown;
+        int32_t *room = holder_space(e, 2 + (size_t)grown);
+        if (room == NULL) return -1;
+        memcpy(room + 2, entries, (size_t)n * sizeof(int32_t));
+        room[0] = n;
+        room[1] = grown;
+        pair->holders.list = list = room;
+        set_holder_mode(e, p, HS_LIST);
     }
-    holders_of(pair)[pair->n_holders++] = word;
+    list[2 + list[0]++] = word;
     return 0;
 }
 
@@ -328,9 +356,8 @@ static int add_holder(Engine *e, Pair *pair, int32_t word) {
  * last holder seen, plus one), the second fills the lists. */
 static int index_holders(Engine *e, int64_t list_floor) {
     for (size_t p = 0; p < e->n_pairs; p++) {
-        Pair *pair = &e->pairs[p];
-        drop_holders(pair);
-        if (pair->count < list_floor) pair->cap_holders = UNLISTED;
+        drop_holders(e, (int32_t)p);
+        if (e->pairs[p].count < list_floor) set_holder_mode(e, (int32_t)p, HS_UNLISTED);
     }
     free_holder_space(e);
     e->list_floor = list_floor;
@@ -338,37 +365,39 @@ static int index_holders(Engine *e, int64_t list_floor) {
         if (e->word_count[w] == 0) continue;
         size_t at = (size_t)e->word_start[w];
         for (int32_t j = 0; j + 1 < e->word_len[w]; j++) {
-            Pair *pair = &e->pairs[find_pair(e, symbol_at(e, at + j), symbol_at(e, at + j + 1))];
-            if (pair->cap_holders != UNLISTED && pair->holders.inline_[0] != (int32_t)w + 1) {
-                pair->holders.inline_[0] = (int32_t)w + 1;
-                pair->n_holders++;
+            int32_t p = find_pair(e, symbol_at(e, at + j), symbol_at(e, at + j + 1));
+            int32_t *seen = e->pairs[p].holders.inline_; /* [last holder + 1, holders] */
+            if (is_listed(e, p) && seen[0] != (int32_t)w + 1) {
+                seen[0] = (int32_t)w + 1;
+                seen[1]++;
             }
         }
     }
     size_t listed = 0;
     for (size_t p = 0; p < e->n_pairs; p++) {
-        if (e->pairs[p].n_holders > INLINE_HOLDERS) listed += (size_t)e->pairs[p].n_holders;
+        int32_t need = e->pairs[p].holders.inline_[1];
+        if (is_listed(e, (int32_t)p) && need > INLINE_HOLDERS) listed += 2 + (size_t)need;
     }
     int32_t *room = listed ? holder_space(e, listed) : NULL;
     if (listed && room == NULL) return -1;
     for (size_t p = 0; p < e->n_pairs; p++) {
         Pair *pair = &e->pairs[p];
-        if (pair->cap_holders == UNLISTED) continue;
-        int32_t need = pair->n_holders;
-        pair->n_holders = 0;
-        pair->holders.heap = NULL;
-        if (need > INLINE_HOLDERS) {
-            pair->holders.heap = room;
-            pair->cap_holders = need;
-            room += need;
+        int32_t need = pair->holders.inline_[1];
+        pair->holders.list = NULL;
+        if (is_listed(e, (int32_t)p) && need > INLINE_HOLDERS) {
+            room[0] = 0;
+            room[1] = need;
+            pair->holders.list = room;
+            set_holder_mode(e, (int32_t)p, HS_LIST);
+            room += 2 + need;
         }
     }
     for (Py_ssize_t w = 0; w < e->n_words; w++) {
         if (e->word_count[w] == 0) continue;
         size_t at = (size_t)e->word_start[w];
         for (int32_t j = 0; j + 1 < e->word_len[w]; j++) {
-            Pair *pair = &e->pairs[find_pair(e, symbol_at(e, at + j), symbol_at(e, at + j + 1))];
-            if (pair->cap_holders != UNLISTED && add_holder(e, pair, (int32_t)w) < 0) return -1;
+            int32_t p = find_pair(e, symbol_at(e, at + j), symbol_at(e, at + j + 1));
+            if (is_listed(e, p) && add_holder(e, p, (int32_t)w) < 0) return -1;
         }
     }
     e->n_indexes++;
@@ -379,14 +408,14 @@ static int index_holders(Engine *e, int64_t list_floor) {
  * pair's count only falls, until a merge that reuses an existing token raises it. */
 static int list_holders(Engine *e, int32_t target) {
     int32_t left = e->pairs[target].left, right = e->pairs[target].right;
-    drop_holders(&e->pairs[target]);
+    drop_holders(e, target);
     e->n_scans++;
     for (Py_ssize_t w = 0; w < e->n_words; w++) {
         if (e->word_count[w] == 0) continue;
         size_t at = (size_t)e->word_start[w];
         for (int32_t j = 0; j + 1 < e->word_len[w]; j++) {
             if (symbol_at(e, at + j) == left && symbol_at(e, at + j + 1) == right) {
-                if (add_holder(e, &e->pairs[target], (int32_t)w) < 0) return -1;
+                if (add_holder(e, target, (int32_t)w) < 0) return -1;
                 break;
             }
         }
@@ -509,7 +538,7 @@ static int refill(Engine *e) {
             if (pair->count > best) best = pair->count;
             continue;
         }
-        drop_holders(pair);
+        drop_holders(e, (int32_t)p);
         pair->left = pair->right = -1;
         int32_t *f = grow(e->free_pairs, &e->cap_free, e->n_free + 1, sizeof(int32_t));
         if (f == NULL) return PyErr_NoMemory(), -1;
@@ -616,7 +645,7 @@ static void Engine_dealloc(Engine *e) {
     PyMem_Free(e->slots);
     PyMem_Free(e->heap);
     PyMem_Free(e->grown);
-    PyMem_Free(e->grown_mark);
+    PyMem_Free(e->pair_state);
     if (e->value != NULL) {
         for (size_t i = 0; i < e->n_ids; i++) PyMem_Free(e->value[i]);
     }
@@ -709,7 +738,7 @@ static int ensure_indexed(Engine *e) {
             e->pairs[p].count += count;
         }
     }
-    for (size_t p = 0; p < e->n_pairs; p++) e->pairs[p].cap_holders = UNLISTED;
+    for (size_t p = 0; p < e->n_pairs; p++) set_holder_mode(e, (int32_t)p, HS_UNLISTED);
     e->heap_floor = e->list_floor = INT64_MAX; /* the first best() fills the heap and the lists */
     return 0;
 fail: /* start afresh on the next call */
@@ -919,18 +948,18 @@ static inline int change(Engine *e, int32_t left, int32_t right, int64_t delta, 
     if (p < 0) return -1;
     Pair *pair = &e->pairs[p];
     pair->count += delta;
-    if (pair->count == 0 && pair->n_holders) {
+    if (pair->count == 0 && holder_count(e, p) > 0) {
         /* no word holds the pair any more: every holder entry is stale */
-        drop_holders(pair);
+        drop_holders(e, p);
     }
     if (delta > 0 && word >= 0) {
-        if (pair->cap_holders >= 0 && add_holder(e, pair, word) < 0) return -1;
-        if (!e->grown_mark[p]) {
+        if (is_listed(e, p) && add_holder(e, p, word) < 0) return -1;
+        if (!(e->pair_state[p] & PS_GROWN)) {
             int32_t *g = grow(e->grown, &e->cap_grown, e->n_grown + 1, sizeof(int32_t));
             if (g == NULL) return PyErr_NoMemory(), -1;
             e->grown = g;
             e->grown[e->n_grown++] = p;
-            e->grown_mark[p] = 1;
+            e->pair_state[p] |= PS_GROWN;
         }
     }
     return 0;
@@ -997,15 +1026,14 @@ static PyObject *Engine_apply(Engine *e, PyObject *args) {
     if (target < 0) Py_RETURN_NONE;
     if (!e->wide && new_id > UINT16_MAX && widen(e) < 0) return NULL;
 
-    for (size_t g = 0; g < e->n_grown; g++) e->grown_mark[e->grown[g]] = 0; /* after an error */
+    for (size_t g = 0; g < e->n_grown; g++) e->pair_state[e->grown[g]] &= HS_MODE; /* after an error */
     e->n_grown = 0;
-    if (e->pairs[target].cap_holders < 0 && list_holders(e, target) < 0) return NULL;
+    if (!is_listed(e, target) && list_holders(e, target) < 0) return NULL;
     /* Take the holder list: the merge removes the pair from every word, so the list empties. */
-    Pair *taken = &e->pairs[target];
-    int32_t n_holders = taken->n_holders, few[INLINE_HOLDERS];
-    int32_t *holders = taken->cap_holders ? taken->holders.heap : memcpy(few, taken->holders.inline_, sizeof(few));
-    taken->n_holders = taken->cap_holders = 0;
-    taken->holders.heap = NULL;
+    int32_t n_holders = holder_count(e, target), few[INLINE_HOLDERS];
+    int32_t *holders = holder_entries(e, target);
+    if (holder_mode(e, target) != HS_LIST) holders = memcpy(few, holders, sizeof(few));
+    drop_holders(e, target);
 
     /* subtle: a word listed twice is scanned twice; the second scan finds no pair left */
     for (int32_t h = 0; h < n_holders; h++) {
@@ -1021,14 +1049,13 @@ static PyObject *Engine_apply(Engine *e, PyObject *args) {
      * Early merges create millions of holder entries, mostly of pairs never merged. */
     int fill = 0;
     for (size_t g = 0; g < e->n_grown; g++) {
-        Pair *pair = &e->pairs[e->grown[g]];
-        if (pair->cap_holders != NEWBORN) continue;
-        if (pair->count >= e->list_floor) {
-            pair->cap_holders = 0;
-            e->grown_mark[e->grown[g]] = 2;
+        int32_t p = e->grown[g];
+        if (holder_mode(e, p) != HS_NEWBORN) continue;
+        if (e->pairs[p].count >= e->list_floor) {
+            e->pair_state[p] = PS_GROWN | PS_FILL; /* listed, empty */
             fill = 1;
         } else {
-            pair->cap_holders = UNLISTED;
+            set_holder_mode(e, p, HS_UNLISTED);
         }
     }
     for (int32_t h = 0; fill && h < n_holders; h++) {
@@ -1041,14 +1068,14 @@ static PyObject *Engine_apply(Engine *e, PyObject *args) {
             if (j > 0) around[0] = find_pair(e, symbol_at(e, at + j - 1), new_id);
             if (j + 1 < len) around[1] = find_pair(e, new_id, symbol_at(e, at + j + 1));
             for (int k = 0; k < 2; k++) {
-                if (around[k] >= 0 && e->grown_mark[around[k]] == 2 && add_holder(e, &e->pairs[around[k]], w) < 0)
+                if (around[k] >= 0 && (e->pair_state[around[k]] & PS_FILL) && add_holder(e, around[k], w) < 0)
                     return NULL;
             }
         }
     }
     for (size_t g = 0; g < e->n_grown; g++) {
         int32_t p = e->grown[g];
-        e->grown_mark[p] = 0;
+        e->pair_state[p] &= HS_MODE;
         if (e->pairs[p].count >= e->heap_floor && heap_push(e, e->pairs[p].count, p) < 0) return NULL;
     }
     e->n_grown = 0;
@@ -1099,7 +1126,7 @@ static PyObject *Engine_pair_count(Engine *e, PyObject *args) {
 static PyObject *Engine_stats(Engine *e, PyObject *Py_UNUSED(ignored)) {
     size_t holders = 0, live_pairs = 0, symbols = 0;
     for (size_t p = 0; p < e->n_pairs; p++) {
-        holders += (size_t)e->pairs[p].n_holders;
+        holders += (size_t)holder_count(e, (int32_t)p);
         live_pairs += e->pairs[p].count > 0;
     }
     for (Py_ssize_t w = 0; w < e->n_words; w++) symbols += (size_t)e->word_len[w];
