@@ -319,6 +319,23 @@ def test_compiled_words_are_compacted_as_they_shrink():
 
 
 @needs_compiled
+def test_compiled_engine_lists_an_unlisted_pair_a_reuse_raised():
+    """Pairs far below the top keep no holder list; only a merge that reuses an existing token
+    can raise one to the top, and the engine then finds its words by a scan."""
+    from bpe_spark import _fastbpe
+
+    words = [[1, 2]] * 3 + [[3, 1, 2], [3, 5]]
+    engine = _fastbpe.Engine(words, [100, 100, 100, 200, 1], list(range(8)), 0, False)
+    assert engine.best() == (1, 2, 500)  # (3, 5), at 1, is far below: no list
+    engine.apply(1, 2, 5)  # reuses id 5: (3, 5) rises to 201
+    assert engine.pair_count(3, 5) == 201 and engine.best() == (3, 5, 201)
+    engine.apply(3, 5, 6)
+    assert engine.stats()["scans"] == 1
+    assert engine.words() == [[5], [5], [5], [6], [6]]
+    assert engine.pair_count(3, 5) == 0 and engine.best() is None
+
+
+@needs_compiled
 def test_compiled_symbols_widen_past_65535():
     """The compiled engine keeps ids as uint16 while they fit and widens its buffer the moment a
     merge makes id 65536: the merges and words equal those of an engine wide from the start."""
