@@ -303,7 +303,7 @@ def test_packed_ids_give_the_same_merges(tie_break):
 @needs_compiled
 def test_compiled_words_are_compacted_as_they_shrink():
     """The compiled engine keeps every word in one buffer and moves them together once merges
-    have halved it: the buffer shrinks, and the words stay those of the Python core."""
+    have freed a quarter of it: the buffer shrinks, and the words stay those of the Python core."""
     counts = count_pretokens(corpus_lines("en_books", 200_000), TrainerConfig(vocab_size=2000))
     cfg = TrainerConfig(vocab_size=2000)
     compiled, reference = build_engine(counts, cfg), build_engine(counts, cfg)
