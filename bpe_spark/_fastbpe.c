@@ -160,7 +160,8 @@ typedef struct {
     /* holder space: blocks handed out front to back (holder_space()); the index rebuilds */
     HolderBlock *blocks;
     size_t n_blocks, cap_blocks, block_used;
-    size_t holder_space; /* entries in every block */
+    size_t holder_space;   /* entries in every block */
+    size_t indexed_space;  /* holder_space right after the last index */
     int64_t list_floor;  /* pairs counted below it at the last index have no holder list */
     size_t n_indexes, n_scans;
 } Engine;
@@ -400,6 +401,7 @@ static int index_holders(Engine *e, int64_t list_floor) {
             if (is_listed(e, p) && add_holder(e, p, (int32_t)w) < 0) return -1;
         }
     }
+    e->indexed_space = e->holder_space;
     e->n_indexes++;
     return 0;
 }
@@ -1080,7 +1082,10 @@ static PyObject *Engine_apply(Engine *e, PyObject *args) {
     }
     e->n_grown = 0;
     compact_words(e);
-    if (e->holder_space * 100 > REINDEX_PCT * e->live_symbols + 100 * HOLDER_BLOCK) {
+    /* subtle: and once the space has doubled since the last index, so that lists of a few
+     * entries (a header of two each) cannot make every merge rebuild the index */
+    if (e->holder_space * 100 > REINDEX_PCT * e->live_symbols + 100 * HOLDER_BLOCK &&
+        e->holder_space > 2 * e->indexed_space) {
         if (index_holders(e, e->list_floor) < 0) return NULL;
     }
     Py_RETURN_NONE;
