@@ -60,7 +60,8 @@ from bpe_spark.trainer import (
     word_symbols,
 )
 
-# Distinct pretokens the driver may hold at once (the engine costs roughly 0.5-1 KB each).
+# Distinct pretokens the driver may hold at once: the compiled engine needs about 7 bytes per byte
+# of them at its peak (some 110 bytes per pretoken on the shared corpora), the collect a little more.
 DEFAULT_DRIVER_BUDGET = 2_000_000
 WORDS_SCHEMA = "wid long, count long, symbols array<int>"
 _PAIR_SHIFT = 32
