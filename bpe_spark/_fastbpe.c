@@ -1082,8 +1082,9 @@ static PyObject *Engine_apply(Engine *e, PyObject *args) {
     }
     e->n_grown = 0;
     compact_words(e);
-    /* subtle: and once the space has doubled since the last index, so that lists of a few
-     * entries (a header of two each) cannot make every merge rebuild the index */
+    /* Rebuild the index once stale entries fill it: its space is past REINDEX_PCT% of the live
+     * symbols (at most that many entries are live) and has doubled since the last rebuild (so
+     * that short lists, two header entries each, cannot make every merge rebuild it). */
     if (e->holder_space * 100 > REINDEX_PCT * e->live_symbols + 100 * HOLDER_BLOCK &&
         e->holder_space > 2 * e->indexed_space) {
         if (index_holders(e, e->list_floor) < 0) return NULL;
