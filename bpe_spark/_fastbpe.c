@@ -206,9 +206,9 @@ static inline void drop_holders(Engine *e, int32_t p) {
 
 /* Room for n holder entries. Lists are carved front to back out of big blocks and never freed
  * one by one: a list that grows moves to fresh room and leaves its old place behind, as a merged
- * or dead pair leaves its list. The index is rebuilt from the words (index_holders) once the
- * space reaches REINDEX_PCT% of the live symbols, and the blocks go back whole: no allocator
- * fragmentation, and holder memory stays within a bound of the words'. */
+ * or dead pair leaves its list. The index is rebuilt from the words (index_holders) once stale
+ * entries fill the space, and the blocks go back whole: no allocator fragmentation, and holder
+ * memory stays within a bound of the words'. */
 #define HOLDER_BLOCK ((size_t)1 << 18) /* entries: 1 MB */
 #define REINDEX_PCT 150
 static int32_t *holder_space(Engine *e, size_t n) {
@@ -350,9 +350,8 @@ static int add_holder(Engine *e, int32_t p, int32_t word) {
  * its pair, and the heap floor (refill()) says which pairs can be merged soon. The others are
  * UNLISTED: most pairs, and, early in a run, most holder entries (the words of frequent byte
  * pairs). A pair created later is listed from the start (every word that gains it is added).
- * Run when the heap floor falls below the list floor, and when the holder space reaches
- * REINDEX_PCT% of the live symbols (every live entry is a distinct pair of adjacent symbols,
- * so at most that many are live; stale ones are words that lost the pair to a merge next to it).
+ * Run when the heap floor falls below the list floor, and when stale entries (words that lost
+ * the pair to a merge next to it) fill the holder space (see the end of Engine_apply).
  * Two passes over the words: the first counts each listed pair's holders (inline_[0] notes the
  * last holder seen, plus one), the second fills the lists. */
 static int index_holders(Engine *e, int64_t list_floor) {
