@@ -235,16 +235,17 @@ static void free_holder_space(Engine *e) {
     e->n_blocks = e->block_used = e->holder_space = 0;
 }
 
-static int32_t find_pair(Engine *e, int32_t left, int32_t right) {
-    uint64_t k = pair_key(left, right);
-    size_t mask = e->n_slots - 1, i = (size_t)mix64(k) & mask;
+/* The slot of pair (left, right): the one holding it, or the empty one where it would go. */
+static inline size_t probe(const Engine *e, int32_t left, int32_t right) {
+    size_t mask = e->n_slots - 1, i = (size_t)mix64(pair_key(left, right)) & mask;
     for (;;) {
         int32_t p = e->slots[i];
-        if (p < 0) return -1;
-        if (e->pairs[p].left == left && e->pairs[p].right == right) return p;
+        if (p < 0 || (e->pairs[p].left == left && e->pairs[p].right == right)) return i;
         i = (i + 1) & mask;
     }
 }
+
+static int32_t find_pair(Engine *e, int32_t left, int32_t right) { return e->slots[probe(e, left, right)]; }
 
 static int rehash(Engine *e, size_t n_slots) {
     int32_t *slots = PyMem_Malloc(n_slots * sizeof(int32_t));
@@ -265,15 +266,9 @@ static int rehash(Engine *e, size_t n_slots) {
 
 /* The index of pair (left, right), created with count 0 when absent; -1 on memory error. */
 static int32_t get_pair(Engine *e, int32_t left, int32_t right) {
-    uint64_t k = pair_key(left, right);
-    size_t mask = e->n_slots - 1, i = (size_t)mix64(k) & mask;
-    for (;;) {
-        int32_t p = e->slots[i];
-        if (p < 0) break;
-        if (e->pairs[p].left == left && e->pairs[p].right == right) return p;
-        i = (i + 1) & mask;
-    }
-    int32_t p;
+    size_t i = probe(e, left, right);
+    int32_t p = e->slots[i];
+    if (p >= 0) return p;
     if (e->n_free > 0) {
         p = e->free_pairs[--e->n_free];
     } else {
@@ -441,10 +436,9 @@ static int widen(Engine *e) {
  * words together and give the rest of the buffer back (a few times a run: symbols only shrink). */
 static void compact_words(Engine *e) {
     if (e->live_symbols * 4 > e->n_symbols * 3 || e->n_symbols < 4096) return;
-    size_t at = 0;
+    size_t at = 0, size = symbol_size(e);
     for (Py_ssize_t w = 0; w < e->n_words; w++) {
         size_t start = (size_t)e->word_start[w], len = (size_t)e->word_len[w];
-        size_t size = symbol_size(e);
         if (start != at) memmove((char *)e->symbols + at * size, (char *)e->symbols + start * size, len * size);
         e->word_start[w] = (int64_t)at;
         at += len;
