@@ -12,7 +12,8 @@ from bpe_spark.errors import (
     ModelFormatError,
     UnknownCharacterError,
 )
-from bpe_spark.pretokenize import PRESETS, Pretokenizer
+from bpe_spark.patterns import PRESETS
+from bpe_spark.pretokenize import Pretokenizer
 from bpe_spark.tokenizer import Tokenizer
 from bpe_spark.trainer import count_pretokens, train, train_from_counts
 

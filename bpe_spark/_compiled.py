@@ -16,6 +16,8 @@ import os
 import threading
 import warnings
 
+from bpe_spark.patterns import compiled_preset
+
 # The API each extension must have; a build from older sources (the .so files are built in
 # place and not versioned, so a `git pull` without `pip install -e .` leaves them stale) is
 # ignored, with a warning, rather than half used.
@@ -42,30 +44,11 @@ def _load(name: str, api: int):
 _fastbpe = _load("_fastbpe", FASTBPE_API)
 _fastenc = _load("_fastenc", FASTENC_API)
 
-# Presets the compiled pretokenizer implements (by hand, over UTF-8), by name.
-COMPILED_PATTERNS = ("gpt2", "cl100k")
-
 _classes_lock = threading.Lock()
-
-
-def engine_available() -> bool:
-    return _fastbpe is not None
 
 
 def encoder_available() -> bool:
     return _fastenc is not None and os.environ.get("BPE_SPARK_ENCODER", "auto") != "python"
-
-
-def compiled_pattern(pattern: str) -> str | None:
-    """The preset name the compiled pretokenizer knows ``pattern`` as (a name or its regex)."""
-    from bpe_spark.pretokenize import PRESETS
-
-    if pattern in COMPILED_PATTERNS:
-        return pattern
-    for name in COMPILED_PATTERNS:
-        if PRESETS[name] == pattern:
-            return name
-    return None
 
 
 def ensure_char_classes() -> None:
@@ -99,7 +82,7 @@ def _every_code_point() -> str:
 
 def new_counter(pattern: str):
     """A compiled pretoken counter for ``pattern`` (gpt2 / cl100k), or None."""
-    name = compiled_pattern(pattern) if encoder_available() else None
+    name = compiled_preset(pattern) if encoder_available() else None
     if name is None:
         return None
     ensure_char_classes()
@@ -110,7 +93,7 @@ def new_encoder(merge_ids, byte_ids, pattern: str | None):
     """A compiled encoder over ``(left, right, new_id)`` merges in rank order, or None."""
     if not encoder_available():
         return None
-    name = compiled_pattern(pattern) if (pattern is not None and byte_ids is not None) else None
+    name = compiled_preset(pattern) if (pattern is not None and byte_ids is not None) else None
     if name is not None:
         ensure_char_classes()
     return _fastenc.Encoder(merge_ids, byte_ids, name)

@@ -11,7 +11,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from bpe_spark.errors import ConfigError
-from bpe_spark.pretokenize import PRESETS, compile_pattern
+from bpe_spark.patterns import compile_pattern
 
 SCHEMES = ("byte", "char")
 END_OF_WORD = ("separate", "fused")
@@ -90,11 +90,6 @@ class TrainerConfig:
                 f"vocab_size {self.vocab_size} leaves no room for an alphabet after "
                 f"{len(self.special_tokens)} special tokens"
             )
-
-    @property
-    def pattern_regex(self) -> str:
-        """The regex source of ``pattern`` (a preset name resolved)."""
-        return PRESETS.get(self.pattern, self.pattern)
 
     def replace(self, **changes: Any) -> TrainerConfig:
         """A copy with ``changes`` applied (and validated)."""

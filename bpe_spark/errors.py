@@ -27,3 +27,14 @@ class DisallowedSpecialTokenError(BpeSparkError, ValueError):
 
 class OutputExistsError(BpeSparkError, FileExistsError):
     """An output path already exists and ``overwrite`` (``--overwrite``) was not given."""
+
+
+class InputError(BpeSparkError, ValueError):
+    """An input cannot be read as asked."""
+
+
+class ColumnError(InputError, KeyError):
+    """A column the work needs is missing or of the wrong type, or an output column exists."""
+
+    def __str__(self) -> str:  # KeyError would repr() the message
+        return str(self.args[0]) if self.args else ""

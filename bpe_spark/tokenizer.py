@@ -8,65 +8,18 @@
 
 from __future__ import annotations
 
-import heapq
 from collections.abc import Callable, Collection, Iterable, Mapping, Sequence
 from typing import Any, Literal
 
 from bpe_spark import _compiled
 from bpe_spark.config import END_OF_WORD_MARKER, TrainerConfig
 from bpe_spark.errors import ConfigError, DisallowedSpecialTokenError, UnknownCharacterError
+from bpe_spark.patterns import compiled_preset
 from bpe_spark.pretokenize import Pretokenizer, SpecialTokenMatcher
+from bpe_spark.words import bpe_merge, initial_symbols
 
 MERGE_RULES = ("pairs", "ranks")
 _CACHE_LIMIT = 500_000
-
-
-def bpe_merge(ids: list[int], priority: Callable[[int, int], tuple[int, int] | None]) -> list[int]:
-    """Apply BPE to one pretoken's symbol ids: repeatedly merge the adjacent pair of lowest
-    priority, leftmost first. ``priority(left, right)`` gives ``(rank, new_id)`` or None.
-
-    Runs in O(n log n) with a heap over a linked list, so a pretoken of many thousand symbols
-    (a long run of CJK text) costs no more than it must.
-
-    >>> bpe_merge([1, 1, 1], lambda a, b: (0, 9) if (a, b) == (1, 1) else None)
-    [9, 1]
-    """
-    n = len(ids)
-    if n < 2:
-        return list(ids)
-    values = list(ids)
-    nxt = list(range(1, n + 1))
-    prv = list(range(-1, n - 1))
-    heap = []
-    for i in range(n - 1):
-        hit = priority(values[i], values[i + 1])
-        if hit is not None:
-            heap.append((hit[0], i, values[i], values[i + 1], hit[1]))
-    if not heap:
-        return values
-    heapq.heapify(heap)
-    alive = [True] * n
-    while heap:
-        _, i, left, right, new_id = heapq.heappop(heap)
-        j = nxt[i]
-        if not alive[i] or j >= n or values[i] != left or values[j] != right:
-            continue  # stale: one side was merged away since this entry was pushed
-        values[i] = new_id
-        alive[j] = False
-        k = nxt[j]
-        nxt[i] = k
-        if k < n:
-            prv[k] = i
-        p = prv[i]
-        if p >= 0:
-            hit = priority(values[p], new_id)
-            if hit is not None:
-                heapq.heappush(heap, (hit[0], p, values[p], new_id, hit[1]))
-        if k < n:
-            hit = priority(new_id, values[k])
-            if hit is not None:
-                heapq.heappush(heap, (hit[0], i, new_id, values[k], hit[1]))
-    return [values[i] for i in range(n) if alive[i]]
 
 
 class Tokenizer:
@@ -267,12 +220,7 @@ class Tokenizer:
                 raise ConfigError("this vocabulary lacks a single byte that the text needs")
             return ids
         index = self._token_to_id
-        marker = self.end_of_word_marker
-        symbols = list(pretoken)
-        if self.end_of_word == "separate":
-            symbols.append(marker)
-        elif self.end_of_word == "fused" and symbols:
-            symbols[-1] = symbols[-1] + marker
+        symbols = initial_symbols(pretoken, self.end_of_word, self.end_of_word_marker)
         ids = []
         for position, symbol in enumerate(symbols):
             token_id = index.get(symbol)
@@ -302,7 +250,7 @@ class Tokenizer:
             if self.merge_rule == "pairs":
                 byte_ids = self._byte_ids if self.scheme == "byte" else None
                 self._fast = _compiled.new_encoder(self._merge_ids, byte_ids, self.pattern)
-                splits = byte_ids is not None and _compiled.compiled_pattern(self.pattern) is not None
+                splits = byte_ids is not None and compiled_preset(self.pattern) is not None
                 self._fast_split = self._fast is not None and splits
         return self._fast
 
@@ -373,11 +321,13 @@ class Tokenizer:
         ids = np.fromiter((i for row in rows for i in row), dtype=np.int32, count=int(lengths.sum()))
         return ids, lengths
 
-    def _special_policy(
+    def special_policy(
         self,
         allowed_special: Literal["all"] | Collection[str],
         disallowed_special: Literal["all"] | Collection[str],
     ) -> tuple[set[str], set[str]]:
+        """The ``(allowed, disallowed)`` special tokens of a tiktoken-style policy: ``"all"`` or
+        a collection of names each; ``disallowed_special="all"`` means every one not allowed."""
         specials = set(self.special_tokens)
         allowed = specials if allowed_special == "all" else set(allowed_special)
         unknown = allowed - specials
@@ -385,6 +335,19 @@ class Tokenizer:
             raise ConfigError(f"allowed_special names tokens that are not special tokens: {sorted(unknown)}")
         disallowed = specials - allowed if disallowed_special == "all" else set(disallowed_special)
         return allowed, disallowed
+
+    def check_disallowed(self, text: str, disallowed: Collection[str]) -> None:
+        """Raise :class:`DisallowedSpecialTokenError` if ``text`` holds a ``disallowed`` token."""
+        if not disallowed:
+            return
+        for match in self._special_matcher.finditer(text):
+            token = match.group()
+            if token in disallowed:
+                raise DisallowedSpecialTokenError(
+                    f"text contains the special token {token!r} at offset {match.start()}; pass "
+                    f"allowed_special={{{token!r}}} (or 'all') to encode it as a special token, or "
+                    "disallowed_special=() to encode it as ordinary text"
+                )
 
     def encode(
         self,
@@ -406,16 +369,8 @@ class Tokenizer:
         """
         if not self.special_tokens:
             return self.encode_ordinary(text)
-        allowed, disallowed = self._special_policy(allowed_special, disallowed_special)
-        if disallowed:
-            for match in self._special_matcher.finditer(text):
-                token = match.group()
-                if token in disallowed:
-                    raise DisallowedSpecialTokenError(
-                        f"text contains the special token {token!r} at offset {match.start()}; pass "
-                        f"allowed_special={{{token!r}}} (or 'all') to encode it as a special token, or "
-                        "disallowed_special=() to encode it as ordinary text"
-                    )
+        allowed, disallowed = self.special_policy(allowed_special, disallowed_special)
+        self.check_disallowed(text, disallowed)
         if not allowed:
             return self.encode_ordinary(text)
         matcher = self._special_matcher if allowed == set(self.special_tokens) else SpecialTokenMatcher(allowed)

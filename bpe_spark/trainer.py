@@ -25,6 +25,7 @@ from bpe_spark.config import TrainerConfig
 from bpe_spark.errors import ConfigError, EmptyCorpusError
 from bpe_spark.pretokenize import Pretokenizer
 from bpe_spark.symbols import SymbolTable
+from bpe_spark.words import merge_symbols, word_symbols
 
 
 class Merge(NamedTuple):
@@ -34,25 +35,6 @@ class Merge(NamedTuple):
     right: int
     new_id: int
     count: int
-
-
-def merge_symbols(symbols: list[int], left: int, right: int, new_id: int) -> list[int]:
-    """Replace non-overlapping ``(left, right)`` occurrences, left to right.
-
-    >>> merge_symbols([1, 1, 1, 2], 1, 1, 9)
-    [9, 1, 2]
-    """
-    out: list[int] = []
-    i = 0
-    last = len(symbols) - 1
-    while i <= last:
-        if i < last and symbols[i] == left and symbols[i + 1] == right:
-            out.append(new_id)
-            i += 2
-        else:
-            out.append(symbols[i])
-            i += 1
-    return out
 
 
 # --- the merge engine -------------------------------------------------------------------------
@@ -381,17 +363,6 @@ def initial_table(cfg: TrainerConfig, pretokens: Iterable[str]) -> SymbolTable:
     )
 
 
-def word_symbols(pretoken: str, table: SymbolTable, cfg: TrainerConfig) -> list[int]:
-    """The initial symbol ids of one pretoken (before merges)."""
-    if cfg.scheme == "byte":
-        return list(pretoken.encode("utf-8"))
-    index = table.index
-    marker = cfg.end_of_word_marker
-    if cfg.end_of_word == "separate":
-        return [index[ch] for ch in pretoken] + [index[marker]]
-    return [index[ch] for ch in pretoken[:-1]] + [index[pretoken[-1] + marker]]
-
-
 def _checked_counts(counts: Mapping[str, int]) -> list[tuple[str, int]]:
     items = []
     for pretoken, count in counts.items():
@@ -411,14 +382,19 @@ def build_engine(counts: Mapping[str, int], cfg: TrainerConfig) -> MergeEngine:
     """An engine over ``{pretoken: count}`` with the initial symbol table of ``cfg``."""
     items = _checked_counts(counts)
     table = initial_table(cfg, (pretoken for pretoken, _ in items))
+    check_vocab_floor(cfg, table)
+    words = [word_symbols(pretoken, table, cfg) for pretoken, _ in items]
+    return MergeEngine(table, words, [count for _, count in items])
+
+
+def check_vocab_floor(cfg: TrainerConfig, table: SymbolTable) -> None:
+    """Refuse a ``vocab_size`` below the initial alphabet plus the special tokens."""
     floor = len(cfg.special_tokens) + len(table)
     if cfg.vocab_size < floor:
         raise ConfigError(
             f"vocab_size {cfg.vocab_size} is below the initial alphabet ({len(table)} symbols) + "
             f"{len(cfg.special_tokens)} special tokens = {floor}; set vocab_size >= {floor}"
         )
-    words = [word_symbols(pretoken, table, cfg) for pretoken, _ in items]
-    return MergeEngine(table, words, [count for _, count in items])
 
 
 def new_token_budget(cfg: TrainerConfig, table: SymbolTable) -> int:

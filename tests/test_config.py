@@ -20,7 +20,6 @@ def test_defaults():
         0,
     )
     assert cfg.special_tokens == () and cfg.unk_token is None and cfg.max_merges is None
-    assert cfg.pattern_regex.startswith("'s|'t")
 
 
 def test_frozen_and_replace_validates():

@@ -12,8 +12,8 @@ import regex
 from conftest import corpus_lines, corpus_text
 
 from bpe_spark import Tokenizer, TrainerConfig, _compiled, train_from_counts
-from bpe_spark.pretokenize import PRESETS
-from bpe_spark.tokenizer import bpe_merge
+from bpe_spark.patterns import PRESETS
+from bpe_spark.words import bpe_merge
 from bpe_spark.trainer import count_pretokens
 
 pytestmark = pytest.mark.skipif(

@@ -21,7 +21,7 @@ from bpe_spark.cli import main as cli_main
 from bpe_spark.errors import OutputExistsError
 from bpe_spark.formats import detect_format, export_model, load_any
 from bpe_spark.formats.hf_json import onig_pattern, python_pattern, to_hf_dict
-from bpe_spark.pretokenize import PRESETS
+from bpe_spark.patterns import PRESETS
 
 SPECIALS = ("<|endoftext|>", "<|pad|>")
 TEXT = (

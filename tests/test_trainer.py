@@ -17,7 +17,8 @@ from bpe_spark import (
     train_from_counts,
 )
 from bpe_spark.symbols import SymbolTable
-from bpe_spark.trainer import Merge, MergeEngine, build_engine, merge_symbols, new_token_budget
+from bpe_spark.trainer import Merge, MergeEngine, build_engine, new_token_budget
+from bpe_spark.words import merge_symbols
 
 A, B, C = ord("a"), ord("b"), ord("c")
 

@@ -262,7 +262,7 @@ def export_model(tok, fmt: str, out, *, overwrite: bool = False) -> list[Path]:
 
 def describe(tok, *, first_merges: int = 10) -> dict:
     """A summary of ``tok`` for people (what ``bpe-spark inspect`` prints)."""
-    from bpe_spark.pretokenize import PRESETS
+    from bpe_spark.patterns import PRESETS
 
     def show(value) -> str:
         if isinstance(value, bytes):

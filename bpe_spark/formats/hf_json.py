@@ -26,7 +26,7 @@ import regex
 
 from bpe_spark.errors import ConfigError, ModelFormatError
 from bpe_spark.formats import read_json_file
-from bpe_spark.pretokenize import PRESETS
+from bpe_spark.patterns import PRESETS
 from bpe_spark.symbols import bytes_to_display, bytes_to_unicode, display_to_bytes
 from bpe_spark.tokenizer import Tokenizer
 

@@ -29,7 +29,7 @@ import pyarrow.parquet as pq
 from bpe_spark.config import TrainerConfig
 from bpe_spark.errors import BpeSparkError, ConfigError, ModelFormatError
 from bpe_spark.formats import EXPORT_FORMATS, MODEL_META_FILE, atomic_directory, read_json_file
-from bpe_spark.pretokenize import PRESETS
+from bpe_spark.patterns import PRESETS
 from bpe_spark.tokenizer import Tokenizer
 
 FORMAT_VERSION = 1

@@ -24,7 +24,8 @@ from pathlib import Path
 
 from bpe_spark.config import END_OF_WORD_MARKER
 from bpe_spark.errors import ConfigError, ModelFormatError
-from bpe_spark.tokenizer import Tokenizer, bpe_merge
+from bpe_spark.tokenizer import Tokenizer
+from bpe_spark.words import bpe_merge, initial_symbols
 
 CODES_VERSION_PREFIX = "#version:"
 SEPARATOR = "@@"
@@ -202,14 +203,6 @@ class Segmenter:
         self._pair_rank: dict[tuple[int, int], tuple[int, int]] | None = None
         self._cache: dict[str, tuple[str, ...]] = {}
 
-    def _symbols(self, word: str) -> list[str]:
-        symbols = list(word)
-        if self.tok.end_of_word == "separate":
-            symbols.append(self._marker)
-        else:
-            symbols[-1] += self._marker
-        return symbols
-
     def _merge_with_unknowns(self, symbols: list[str]) -> list[str]:
         """BPE over symbols some of which the vocabulary lacks: they get ids no merge uses."""
         if self._pair_rank is None:
@@ -241,7 +234,7 @@ class Segmenter:
             return cached
         if len(word) <= 1:
             return (word,)  # subword-nmt leaves one-character words as they are
-        symbols = self._symbols(word)
+        symbols = initial_symbols(word, self.tok.end_of_word, self._marker)
         if all(symbol in self._symbol_ids for symbol in symbols):
             values = [self._values[token_id] for token_id in self.tok.encode_pretoken(word)]
         else:

@@ -28,7 +28,8 @@ from collections.abc import Mapping
 from pathlib import Path
 
 from bpe_spark.errors import ConfigError, ModelFormatError
-from bpe_spark.tokenizer import Tokenizer, bpe_merge
+from bpe_spark.tokenizer import Tokenizer
+from bpe_spark.words import bpe_merge
 
 _GPT2_SPECIALS = {"<|endoftext|>": 50256}
 # OpenAI's published files by the SHA-256 of their content (the hashes tiktoken itself checks).

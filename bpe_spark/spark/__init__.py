@@ -18,9 +18,9 @@ _EXPORTS = {
     "count_pretokens": "bpe_spark.spark.count",
     "encode": "bpe_spark.spark.encoding",
     "encode_dataset": "bpe_spark.spark.encoding",
-    "InputError": "bpe_spark.spark.io",
+    "ColumnError": "bpe_spark.errors",
+    "InputError": "bpe_spark.errors",
     "InputNotFoundError": "bpe_spark.spark.io",
-    "MissingColumnError": "bpe_spark.spark.io",
     "read_counts": "bpe_spark.spark.io",
     "read_documents": "bpe_spark.spark.io",
     "DEFAULT_DRIVER_BUDGET": "bpe_spark.spark.training",
@@ -30,9 +30,9 @@ _EXPORTS = {
 
 __all__ = [
     "DEFAULT_DRIVER_BUDGET",
+    "ColumnError",
     "InputError",
     "InputNotFoundError",
-    "MissingColumnError",
     "count_pretokens",
     "encode",
     "encode_dataset",

@@ -30,7 +30,7 @@ from bpe_spark.config import TrainerConfig
 from bpe_spark.errors import ConfigError
 from bpe_spark.pretokenize import Pretokenizer
 from bpe_spark.spark import textsplits
-from bpe_spark.spark.io import MissingColumnError
+from bpe_spark.spark.columns import STRING, check_columns
 from bpe_spark.spark.jregex import VERIFIED_PRESETS, java_pattern, special_tokens_regex
 
 ENGINES = ("auto", "jvm", "python")
@@ -65,14 +65,7 @@ def choose_engine(cfg: TrainerConfig, engine: str = "auto") -> str:
 
 
 def _text_column(df: DataFrame, text_col: str) -> None:
-    if text_col not in df.columns:
-        raise MissingColumnError(
-            f"the DataFrame has no column {text_col!r}; its columns are {df.columns}; pass text_col="
-        )
-    if not isinstance(df.schema[text_col].dataType, StringType):
-        raise ConfigError(
-            f"column {text_col!r} is {df.schema[text_col].dataType.simpleString()}, not a string"
-        )
+    check_columns(df, {text_col: STRING}, source="the DataFrame", hint="pass text_col=")
 
 
 def count_pretokens(

@@ -24,27 +24,17 @@ from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 from pyspark.sql.types import StringType, StructField, StructType
 
-from bpe_spark.errors import BpeSparkError, ConfigError
+from bpe_spark.errors import ConfigError, InputError
 from bpe_spark.spark import textsplits
+from bpe_spark.spark.columns import check_columns
 
 INPUT_FORMATS = ("text", "jsonl", "parquet")
 DOCUMENT_UNITS = ("line", "file")
 _JSON_SAMPLE_LINES = 200
 
 
-class InputError(BpeSparkError, ValueError):
-    """An input cannot be read as asked."""
-
-
 class InputNotFoundError(InputError, FileNotFoundError):
     """An input path (or glob) matches no file."""
-
-
-class MissingColumnError(InputError, KeyError):
-    """The input has no column of the name asked for."""
-
-    def __str__(self) -> str:  # KeyError would repr() the message
-        return str(self.args[0]) if self.args else ""
 
 
 def _as_list(paths: str | Sequence[str]) -> list[str]:
@@ -151,13 +141,9 @@ def read_documents(
 
 
 def _check_columns(columns: Sequence[str], wanted: Sequence[str], paths: list[str], sampled: bool = False) -> None:
-    missing = [c for c in wanted if c not in columns]
-    if missing:
-        where = f"the first {_JSON_SAMPLE_LINES} records of " if sampled else ""
-        raise MissingColumnError(
-            f"column {missing[0]!r} not found in {where}{', '.join(paths)}; its columns are "
-            f"{sorted(columns)}; name the text column with --text-column (text_col=)"
-        )
+    where = f"the first {_JSON_SAMPLE_LINES} records of " if sampled else ""
+    check_columns(columns, dict.fromkeys(wanted), source=where + ", ".join(paths),
+                  hint="name the text column with --text-column (text_col=)")
 
 
 def read_counts(

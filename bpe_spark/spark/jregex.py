@@ -30,7 +30,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 
-from bpe_spark.pretokenize import PRESETS
+from bpe_spark.patterns import PRESETS
 
 JAVA_FLAGS = "(?Ud)"
 # Presets whose Java form was checked against the Python pretokenizer on the shared corpora.

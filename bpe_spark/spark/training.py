@@ -42,23 +42,22 @@ import pyarrow.compute as pc
 from pyspark import StorageLevel
 from pyspark.sql import DataFrame, Observation, SparkSession
 from pyspark.sql import functions as F
-from pyspark.sql.types import IntegralType, StringType
 
 from bpe_spark.config import TrainerConfig
 from bpe_spark.errors import ConfigError, EmptyCorpusError, OutputExistsError
 from bpe_spark.spark.count import count_pretokens
-from bpe_spark.spark.io import MissingColumnError
+from bpe_spark.spark.columns import INTEGER, STRING, check_columns
 from bpe_spark.symbols import SymbolTable
 from bpe_spark.tokenizer import Tokenizer
 from bpe_spark.trainer import (
     Merge,
     MergeEngine,
     PackedWords,
+    check_vocab_floor,
     initial_table,
-    merge_symbols,
     new_token_budget,
-    word_symbols,
 )
+from bpe_spark.words import apply_merges, pair_rank_index, word_symbols
 
 # Distinct pretokens the driver may hold at once: the compiled engine needs about 7 bytes per byte
 # of them at its peak (some 110 bytes per pretoken on the shared corpora), the collect a little more.
@@ -72,44 +71,6 @@ _PAIRS_SQL = (
     "transform(sequence(0, size(symbols) - 2), "
     "i -> shiftleft(cast(symbols[i] as bigint), 32) + symbols[i + 1])"
 )
-
-
-# --- merges on executors ---------------------------------------------------------------------
-def apply_merges(word: list[int], merges: Sequence[tuple[int, int, int]], pair_ranks=None) -> list[int]:
-    """``word`` after ``merges`` in rank order, each applied to every occurrence left to right,
-    exactly as training applied them (also when a merge reuses an existing id).
-
-    Only merges whose pair occurs are visited: the next one is the lowest rank, above the last
-    applied, among the pairs the word holds now.
-
-    >>> apply_merges([1, 1, 1, 2], [(1, 1, 9), (9, 1, 10), (10, 2, 11)])
-    [11]
-    """
-    if pair_ranks is None:
-        pair_ranks = pair_rank_index(merges)
-    last = -1
-    while len(word) > 1:
-        following = None
-        for pair in itertools.pairwise(word):
-            ranks = pair_ranks.get(pair)
-            if ranks is not None:
-                i = bisect_right(ranks, last)
-                if i < len(ranks) and (following is None or ranks[i] < following):
-                    following = ranks[i]
-        if following is None:
-            break
-        left, right, new_id = merges[following]
-        word = merge_symbols(word, left, right, new_id)
-        last = following
-    return word
-
-
-def pair_rank_index(merges: Sequence[tuple[int, int, int]]) -> dict[tuple[int, int], list[int]]:
-    """``{(left, right): [ranks...]}``: a pair can be merged again after an id was reused."""
-    index: dict[tuple[int, int], list[int]] = {}
-    for rank, (left, right, _) in enumerate(merges):
-        index.setdefault((left, right), []).append(rank)
-    return index
 
 
 def _levels(table: pa.Table, value: str) -> list[tuple[int, int]]:
@@ -440,13 +401,8 @@ def train_from_counts(
 
     The pretokens are taken as they are (no pretokenization); duplicates are summed.
     """
-    for name in (pretoken_col, count_col):
-        if name not in counts.columns:
-            raise MissingColumnError(f"the counts DataFrame has no column {name!r}; its columns are {counts.columns}")
-    if not isinstance(counts.schema[pretoken_col].dataType, StringType):
-        raise ConfigError(f"column {pretoken_col!r} must hold strings, not {counts.schema[pretoken_col].dataType.simpleString()}")
-    if not isinstance(counts.schema[count_col].dataType, IntegralType):
-        raise ConfigError(f"column {count_col!r} must hold integers, not {counts.schema[count_col].dataType.simpleString()}")
+    check_columns(counts, {pretoken_col: STRING, count_col: INTEGER}, source="the counts DataFrame",
+                  hint="name the columns with pretoken_col= and count_col=")
     started = time.perf_counter()
     spark = counts.sparkSession
     checkpoint = Checkpoint(spark, checkpoint_dir) if checkpoint_dir else None
@@ -577,12 +533,7 @@ class _RoundTrainer:
         return new_tokens > 0 and (merges is None or merges > 0)
 
     def _check_vocab(self) -> None:
-        floor = len(self.cfg.special_tokens) + len(self.table)
-        if self.cfg.vocab_size < floor:
-            raise ConfigError(
-                f"vocab_size {self.cfg.vocab_size} is below the initial alphabet ({len(self.table)} symbols) + "
-                f"{len(self.cfg.special_tokens)} special tokens = {floor}; set vocab_size >= {floor}"
-            )
+        check_vocab_floor(self.cfg, self.table)
 
     def _resume(self, resume: bool) -> None:
         if self.checkpoint is not None and resume:

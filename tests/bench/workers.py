@@ -181,7 +181,7 @@ def tiktoken_encode(args: dict) -> dict:
     import tiktoken
 
     from bpe_spark import Tokenizer
-    from bpe_spark.pretokenize import PRESETS
+    from bpe_spark.patterns import PRESETS
 
     tok = Tokenizer.load(args["model"])
     ranks = {value: token_id for token_id, value in tok.vocab.items()}

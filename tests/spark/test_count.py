@@ -12,10 +12,10 @@ from conftest import CORPUS_NAMES, corpus_text
 from bpe_spark import TrainerConfig
 from bpe_spark import count_pretokens as core_count
 from bpe_spark.errors import EmptyCorpusError, OutputExistsError
-from bpe_spark.pretokenize import PRESETS
+from bpe_spark.patterns import PRESETS
 from bpe_spark.spark import (
     InputNotFoundError,
-    MissingColumnError,
+    ColumnError,
     count_pretokens,
     read_counts,
     read_documents,
@@ -157,7 +157,7 @@ def test_jsonl_and_parquet_columns(spark, tmp_path):
     docs = read_documents(spark, str(tmp_path / "d.jsonl"), input_format="jsonl", text_col="body")
     assert docs.columns == ["body"]
     assert sorted(r.body for r in docs.collect() if r.body) == ["first doc", "second\ndoc"]
-    with pytest.raises(MissingColumnError, match="'text' not found.*body"):
+    with pytest.raises(ColumnError, match="'text' not found.*body"):
         read_documents(spark, str(tmp_path / "d.jsonl"), input_format="jsonl")
 
     spark.createDataFrame([(1, "alpha"), (2, "beta")], "id long, content string").write.parquet(
@@ -166,7 +166,7 @@ def test_jsonl_and_parquet_columns(spark, tmp_path):
     docs = read_documents(spark, str(tmp_path / "p.parquet"), input_format="parquet", text_col="content",
                           keep_columns=["id"])
     assert sorted(tuple(r) for r in docs.collect()) == [("alpha", 1), ("beta", 2)]
-    with pytest.raises(MissingColumnError, match="'text' not found.*content"):
+    with pytest.raises(ColumnError, match="'text' not found.*content"):
         read_documents(spark, str(tmp_path / "p.parquet"), input_format="parquet")
 
 

@@ -9,16 +9,15 @@ from bpe_spark import TrainerConfig
 from bpe_spark import train as core_train
 from bpe_spark import train_from_counts as core_train_from_counts
 from bpe_spark.errors import ConfigError, EmptyCorpusError, OutputExistsError
-from bpe_spark.spark import MissingColumnError, read_documents, train, train_from_counts
+from bpe_spark.spark import ColumnError, read_documents, train, train_from_counts
 from bpe_spark.spark.training import (
     _words_batch,
-    apply_merges,
     apply_round_batch,
-    pair_rank_index,
     resolve_budget,
 )
 from bpe_spark.symbols import display_to_bytes
 from bpe_spark.trainer import build_engine
+from bpe_spark.words import apply_merges, pair_rank_index
 
 pytestmark = pytest.mark.spark
 
@@ -193,10 +192,10 @@ def test_bad_inputs_raise_clear_errors(spark):
     empty = spark.createDataFrame([("",), (None,), ("<|endoftext|>",)], "text string")
     with pytest.raises(EmptyCorpusError):
         train(empty, cfg)
-    with pytest.raises(MissingColumnError, match="body"):
+    with pytest.raises(ColumnError, match="body"):
         train(empty, cfg, text_col="body")
     counts = spark.createDataFrame([("abc", 3)], "word string, n long")
-    with pytest.raises(MissingColumnError, match="pretoken"):
+    with pytest.raises(ColumnError, match="pretoken"):
         train_from_counts(counts, cfg)
     char_cfg = TrainerConfig(vocab_size=3, scheme="char")
     with pytest.raises(ConfigError, match="initial alphabet"):

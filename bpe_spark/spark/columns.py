@@ -1,0 +1,54 @@
+"""Schema checks before any work (the Spark ML habit): one check, one error type.
+
+Every DataFrame the jobs take (documents, pretoken counts, texts to encode) is checked here, on
+the driver and before a Spark job runs: the columns named must exist and hold the type the work
+needs, and the columns a job adds must not exist yet. Failures raise
+:class:`~bpe_spark.errors.ColumnError`, naming the column, the input and what to pass instead.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping, Sequence
+
+from pyspark.sql import DataFrame
+from pyspark.sql import types as T
+
+from bpe_spark.errors import ColumnError
+
+STRING = (T.StringType,)
+INTEGER = (T.IntegralType,)
+_KIND_NAMES = {STRING: "string", INTEGER: "an integer type"}
+
+
+def check_columns(
+    columns: DataFrame | Sequence[str],
+    required: Mapping[str, tuple[type, ...] | None],
+    *,
+    source: str = "the input",
+    hint: str = "",
+    added: Iterable[str] = (),
+) -> None:
+    """Raise :class:`ColumnError` unless every ``required`` column exists (of its kind, when one
+    is given: ``STRING`` or ``INTEGER``) and none of the ``added`` output columns does.
+
+    ``columns`` is a DataFrame, or column names alone (types then go unchecked). ``hint`` tells
+    the user which option names the column.
+    """
+    if isinstance(columns, DataFrame):
+        types = {field.name: field.dataType for field in columns.schema.fields}
+    else:
+        types = dict.fromkeys(columns)
+    for name, kind in required.items():
+        if name not in types:
+            raise ColumnError(
+                f"column {name!r} not found in {source}; its columns are {list(types)}"
+                + (f"; {hint}" if hint else "")
+            )
+        found = types[name]
+        if kind is not None and found is not None and not isinstance(found, kind):
+            raise ColumnError(
+                f"column {name!r} of {source} has type {found.simpleString()}, not {_KIND_NAMES.get(kind, kind)}"
+            )
+    for name in added:
+        if name in types:
+            raise ColumnError(f"Output column {name} already exists in {source}; rename or drop it first")
