@@ -7,7 +7,6 @@ PYTEST_ARGS ?=
 # Executors must run the virtual environment's interpreter (the system one lacks pyarrow).
 export PYSPARK_PYTHON := $(abspath $(PY))
 export PYSPARK_DRIVER_PYTHON := $(abspath $(PY))
-export TIKTOKEN_CACHE_DIR ?= $(abspath ../shared/peer-fixtures/tiktoken_cache)
 
 .PHONY: install java jvm-cache test train bench lint clean
 

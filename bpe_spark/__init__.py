@@ -3,6 +3,7 @@
 The core (this package outside ``bpe_spark.spark``) is pure Python and never imports pyspark.
 """
 
+from bpe_spark._version import __version__
 from bpe_spark.config import TrainerConfig
 from bpe_spark.errors import (
     BpeSparkError,
@@ -17,9 +18,9 @@ from bpe_spark.pretokenize import Pretokenizer
 from bpe_spark.tokenizer import Tokenizer
 from bpe_spark.trainer import count_pretokens, train, train_from_counts
 
-__version__ = "0.1.0"
 
 __all__ = [
+    "__version__",
     "PRESETS",
     "BpeSparkError",
     "ConfigError",

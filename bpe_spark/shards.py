@@ -308,11 +308,6 @@ def read_shards(directory: str | os.PathLike) -> EncodedShards:
     return EncodedShards(directory)
 
 
-def iter_documents(directory: str | os.PathLike) -> Iterator[np.ndarray]:
-    """Every document's ids, in document-id order."""
-    yield from read_shards(directory)
-
-
 def read_manifest(directory: str | os.PathLike) -> dict[str, Any]:
     path = Path(directory) / MANIFEST_NAME
     if not path.is_file():

@@ -74,7 +74,6 @@ class SymbolTable:
         self.values: list = []  # index = id - first_id
         self.index: dict = {}
         self.keys: list = []
-        self.kinds: list[str] = []
 
     def __len__(self) -> int:
         return len(self.values)
@@ -86,15 +85,12 @@ class SymbolTable:
     def value(self, token_id: int):
         return self.values[token_id - self.first_id]
 
-    def key(self, token_id: int):
-        return self.keys[token_id - self.first_id]
-
     def _key_for(self, value, hf_position: int):
         if self.tie_break == "hf":
             return hf_position
         return _reverse_key_bytes(value) if self.scheme == "byte" else _reverse_key_str(value)
 
-    def add(self, value, kind: str = "merge", hf_position: int | None = None) -> tuple[int, bool]:
+    def add(self, value, hf_position: int | None = None) -> tuple[int, bool]:
         """The id of ``value``, creating it when new; returns ``(id, created)``."""
         existing = self.index.get(value)
         if existing is not None:
@@ -105,7 +101,6 @@ class SymbolTable:
         # subtle: tokenizers orders merged tokens after the whole alphabet, in creation order;
         # ids are allotted the same way, so the id itself is the hf position unless given.
         self.keys.append(self._key_for(value, token_id if hf_position is None else hf_position))
-        self.kinds.append(kind)
         return token_id, True
 
     # --- constructors -----------------------------------------------------------------------
@@ -116,7 +111,7 @@ class SymbolTable:
         order = sorted(range(256), key=lambda b: ord(display[b]))
         position = {b: i for i, b in enumerate(order)}
         for b in range(256):
-            table.add(bytes([b]), "byte", hf_position=position[b])
+            table.add(bytes([b]), hf_position=position[b])
         return table
 
     @classmethod
@@ -133,11 +128,11 @@ class SymbolTable:
         table = cls("char", tie_break, first_id)
         chars = sorted(set(alphabet))
         for ch in chars:
-            table.add(ch, "char")
+            table.add(ch)
         if end_of_word == "separate":
-            table.add(marker, "char")
+            table.add(marker)
         else:
             # Only characters that end some word get a fused ``c</w>`` symbol.
             for ch in sorted(set(final_chars)):
-                table.add(ch + marker, "char")
+                table.add(ch + marker)
         return table

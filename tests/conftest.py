@@ -2,8 +2,11 @@
 
 from __future__ import annotations
 
+import atexit
 import gzip
 import os
+import shutil
+import tempfile
 import sys
 from functools import cache
 from pathlib import Path
@@ -16,7 +19,22 @@ CORPORA = SHARED / "corpora"
 PEERS = SHARED / "peer-fixtures"
 CORPUS_NAMES = ("en_books", "zh_classics", "multilingual", "tiny_shakespeare")
 
-os.environ.setdefault("TIKTOKEN_CACHE_DIR", str(PEERS / "tiktoken_cache"))
+
+
+def _private_tiktoken_cache() -> None:
+    """tiktoken writes into its cache directory (files it fetched or rebuilt); the shared one is
+    read-only in CI and must never change, so the suite works on a private copy of it."""
+    source = PEERS / "tiktoken_cache"
+    if not source.is_dir():
+        return
+    target = Path(tempfile.mkdtemp(prefix="bpe-spark-tiktoken-"))
+    for item in source.iterdir():
+        shutil.copyfile(item, target / item.name)
+    os.environ["TIKTOKEN_CACHE_DIR"] = str(target)
+    atexit.register(shutil.rmtree, target, ignore_errors=True)
+
+
+_private_tiktoken_cache()
 os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
 os.environ.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
 

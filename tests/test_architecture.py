@@ -1,0 +1,137 @@
+"""The layout rules of the package, read from the source with ``ast``: no import cycle (imports
+inside function bodies included), the core never imports pyspark, every module opens with a
+docstring that says what it owns and stays short enough to read whole."""
+
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+
+import pytest
+
+PACKAGE = Path(__file__).resolve().parent.parent / "bpe_spark"
+MAX_LINES = 600
+
+
+def _module_name(path: Path) -> str:
+    parts = path.relative_to(PACKAGE.parent).with_suffix("").parts
+    return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
+
+
+MODULES = {_module_name(path): path for path in sorted(PACKAGE.rglob("*.py"))}
+
+
+def _is_package(name: str) -> bool:
+    return MODULES[name].name == "__init__.py"
+
+
+def _imports(name: str) -> set[str]:
+    """The modules of bpe_spark that ``name`` imports anywhere in its source."""
+    tree = ast.parse(MODULES[name].read_text(encoding="utf-8"))
+    found: set[str] = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            targets = [alias.name for alias in node.names]
+        elif isinstance(node, ast.ImportFrom):
+            if node.level:  # relative: from the module's own package
+                base = name if _is_package(name) else name.rpartition(".")[0]
+                for _ in range(node.level - 1):
+                    base = base.rpartition(".")[0]
+                module = f"{base}.{node.module}" if node.module else base
+            else:
+                module = node.module or ""
+            targets = []
+            for alias in node.names:
+                sub = f"{module}.{alias.name}"
+                targets.append(sub if sub in MODULES else module)
+        else:
+            continue
+        for target in targets:
+            # `import a.b.c` names a.b.c; keep the longest prefix that is one of our modules
+            while target and target not in MODULES:
+                target = target.rpartition(".")[0]
+            if target and target != name:
+                found.add(target)
+    return found
+
+
+GRAPH = {name: _imports(name) for name in MODULES}
+
+
+def _cycles(graph: dict[str, set[str]]) -> list[list[str]]:
+    """Every strongly connected group of more than one module (Tarjan), as sorted lists."""
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    on_stack: set[str] = set()
+    groups: list[list[str]] = []
+
+    def visit(node: str) -> None:
+        index[node] = low[node] = len(index)
+        stack.append(node)
+        on_stack.add(node)
+        for other in sorted(graph[node]):
+            if other not in index:
+                visit(other)
+                low[node] = min(low[node], low[other])
+            elif other in on_stack:
+                low[node] = min(low[node], index[other])
+        if low[node] == index[node]:
+            group = []
+            while True:
+                member = stack.pop()
+                on_stack.discard(member)
+                group.append(member)
+                if member == node:
+                    break
+            if len(group) > 1:
+                groups.append(sorted(group))
+
+    for node in sorted(graph):
+        if node not in index:
+            visit(node)
+    return groups
+
+
+def test_the_walker_sees_function_local_imports():
+    graph = {"a": {"b"}, "b": {"a"}, "c": set()}
+    assert _cycles(graph) == [["a", "b"]]
+    # a real module of ours that imports lazily, inside a function: the edge is seen
+    lazy = [name for name, path in MODULES.items() if "\n    from bpe_spark" in path.read_text(encoding="utf-8")]
+    assert lazy, "expected at least one function-local import to check the walker on"
+    assert all(GRAPH[name] for name in lazy)
+
+
+def test_no_import_cycles():
+    cycles = _cycles(GRAPH)
+    detail = "; ".join(
+        " <-> ".join(group) + " (" + ", ".join(f"{a}->{b}" for a in group for b in sorted(GRAPH[a]) if b in group) + ")"
+        for group in cycles
+    )
+    assert not cycles, f"import cycles: {detail}"
+
+
+def test_core_never_imports_pyspark():
+    offenders = []
+    for name, path in MODULES.items():
+        if name.startswith("bpe_spark.spark") or name.startswith("bpe_spark.cli"):
+            continue
+        tree = ast.parse(path.read_text(encoding="utf-8"))
+        for node in ast.walk(tree):
+            names = []
+            if isinstance(node, ast.Import):
+                names = [alias.name for alias in node.names]
+            elif isinstance(node, ast.ImportFrom) and not node.level:
+                names = [node.module or ""]
+            if any(n == "pyspark" or n.startswith(("pyspark.", "bpe_spark.spark")) for n in names):
+                offenders.append(f"{name}:{node.lineno}")
+    assert not offenders, f"core modules import Spark: {offenders}"
+
+
+@pytest.mark.parametrize("name", sorted(MODULES))
+def test_module_is_short_and_says_what_it_owns(name):
+    source = MODULES[name].read_text(encoding="utf-8")
+    lines = source.count("\n")
+    assert lines <= MAX_LINES, f"{name} has {lines} lines; split it (the limit is {MAX_LINES})"
+    docstring = ast.get_docstring(ast.parse(source))
+    assert docstring and len(docstring.split()) >= 5, f"{name} needs an opening docstring saying what it owns"
