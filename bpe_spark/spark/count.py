@@ -34,7 +34,7 @@ from bpe_spark.spark.columns import STRING, check_columns
 from bpe_spark.spark.jregex import VERIFIED_PRESETS, java_pattern, special_tokens_regex
 
 ENGINES = ("auto", "jvm", "python")
-# StructTypes, not DDL strings: a DDL string costs a JVM round trip to parse (0.14 s when cold)
+# StructTypes, not DDL strings: a DDL string costs a JVM round trip to parse
 COUNTS_SCHEMA = StructType([StructField("pretoken", StringType()), StructField("count", LongType())])
 # what the Python tasks emit: counts, and (text files read by the tasks) a row of split totals
 _PARTIAL_SCHEMA = StructType([*COUNTS_SCHEMA.fields, StructField("documents", LongType()), StructField("bytes", LongType())])

@@ -4,10 +4,10 @@ Spark starts its Python workers with ``$SPARK_HOME/python/lib/pyspark.zip`` (and
 first on ``sys.path``. From a zip, every worker compiles pyspark's modules from source (zipimport
 keeps no bytecode cache), and each new worker re-reads the zip's directory once per package
 (``importlib.invalidate_caches()`` after Spark adds its files directory to the path; spark-core's
-jar, also on the path, is re-read the same way): measured at 1.5 s before a fresh worker runs
-its first task, on every executor. When the same pyspark
-version is installed beside the interpreter (pip install, as bpe-spark's own install does), this
-daemon drops the zips from the path, so workers import compiled modules: ~0.2 s.
+jar, also on the path, is re-read the same way), all before a fresh worker runs its first task,
+on every executor. When the same pyspark version is installed beside the interpreter (pip
+install, as bpe-spark's own install does), this daemon drops the zips from the path, so workers
+import compiled modules (the README's performance section has the figures).
 
 It is Spark's own daemon otherwise (``pyspark.daemon.manager``). ``build_session`` sets
 ``spark.python.daemon.module`` to this module unless the user has chosen one. It imports nothing
