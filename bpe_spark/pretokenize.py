@@ -29,6 +29,16 @@ def normalize(text: str, normalization: str | None, lowercase: bool) -> str:
     return text
 
 
+def longest_first(special_tokens: Iterable[str]) -> list[str]:
+    """Distinct special tokens in match order: longest first, so that where one token holds
+    another (``<|a|>`` in ``<|a|><|b|>``) the longer wins; then by text, for a stable order.
+
+    >>> longest_first(["<s>", "<|a|>", "<s>"])
+    ['<|a|>', '<s>']
+    """
+    return sorted(set(special_tokens), key=lambda t: (-len(t), t))
+
+
 class SpecialTokenMatcher:
     """Finds special tokens in text, longest first where they overlap.
 
@@ -38,7 +48,7 @@ class SpecialTokenMatcher:
 
     def __init__(self, special_tokens: Iterable[str]):
         self.tokens = tuple(special_tokens)
-        ordered = sorted(set(self.tokens), key=lambda t: (-len(t), t))
+        ordered = longest_first(self.tokens)
         self._regex = regex.compile("|".join(regex.escape(t) for t in ordered)) if ordered else None
 
     def __bool__(self) -> bool:

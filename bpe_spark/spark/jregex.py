@@ -30,7 +30,8 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 
-from bpe_spark.patterns import PRESETS
+from bpe_spark.patterns import pattern_source
+from bpe_spark.pretokenize import longest_first
 
 JAVA_FLAGS = "(?Ud)"
 # Presets whose Java form was checked against the Python pretokenizer on the shared corpora.
@@ -39,7 +40,7 @@ VERIFIED_PRESETS = ("gpt2", "cl100k", "o200k", "words", "whitespace")
 
 def java_pattern(pattern: str) -> str:
     """The Java regex for a preset name or a custom pattern (custom ones are not verified)."""
-    return JAVA_FLAGS + PRESETS.get(pattern, pattern)
+    return JAVA_FLAGS + pattern_source(pattern)
 
 
 def java_quote(literal: str) -> str:
@@ -48,8 +49,8 @@ def java_quote(literal: str) -> str:
 
 
 def special_tokens_regex(special_tokens: Iterable[str]) -> str | None:
-    """One Java alternation of the special tokens, longest first (as SpecialTokenMatcher)."""
-    ordered = sorted(set(special_tokens), key=lambda t: (-len(t), t))
+    """One Java alternation of the special tokens, in the core matcher's order."""
+    ordered = longest_first(special_tokens)
     if not ordered:
         return None
     return "|".join(java_quote(token) for token in ordered)
