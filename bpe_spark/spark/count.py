@@ -32,8 +32,8 @@ from bpe_spark.pretokenize import Pretokenizer
 from bpe_spark.spark import textsplits
 from bpe_spark.spark.columns import STRING, check_columns
 from bpe_spark.spark.jregex import VERIFIED_PRESETS, java_pattern, special_tokens_regex
+from bpe_spark.spark.options import ENGINES
 
-ENGINES = ("auto", "jvm", "python")
 # StructTypes, not DDL strings: a DDL string costs a JVM round trip to parse
 COUNTS_SCHEMA = StructType([StructField("pretoken", StringType()), StructField("count", LongType())])
 # what the Python tasks emit: counts, and (text files read by the tasks) a row of split totals

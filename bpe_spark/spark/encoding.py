@@ -62,11 +62,10 @@ from bpe_spark.shards import (
     token_dtype,
 )
 from bpe_spark.spark import textsplits
+from bpe_spark.spark.options import DEFAULT_SHARD_TOKENS, OUTPUT_FORMATS
 from bpe_spark.tokenizer import Tokenizer
 
 SPECIAL_POLICIES = ("ordinary", "allowed")
-OUTPUT_FORMATS = ("parquet", "bin")
-DEFAULT_SHARD_TOKENS = 100_000_000
 _FILE = "__bpe_file"
 _BLOCK = "__bpe_block"
 _PART = "__bpe_part"

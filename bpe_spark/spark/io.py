@@ -27,9 +27,8 @@ from pyspark.sql.types import StringType, StructField, StructType
 from bpe_spark.errors import ConfigError, InputError
 from bpe_spark.spark import textsplits
 from bpe_spark.spark.columns import check_columns
+from bpe_spark.spark.options import DOCUMENT_UNITS, INPUT_FORMATS
 
-INPUT_FORMATS = ("text", "jsonl", "parquet")
-DOCUMENT_UNITS = ("line", "file")
 _JSON_SAMPLE_LINES = 200
 
 

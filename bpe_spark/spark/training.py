@@ -47,6 +47,7 @@ from bpe_spark.config import TrainerConfig
 from bpe_spark.errors import ConfigError, EmptyCorpusError, OutputExistsError
 from bpe_spark.spark.count import count_pretokens
 from bpe_spark.spark.columns import INTEGER, STRING, check_columns
+from bpe_spark.spark.options import DEFAULT_DRIVER_BUDGET
 from bpe_spark.symbols import SymbolTable
 from bpe_spark.tokenizer import Tokenizer
 from bpe_spark.trainer import (
@@ -59,9 +60,6 @@ from bpe_spark.trainer import (
 )
 from bpe_spark.words import apply_merges, pair_rank_index, word_symbols
 
-# Distinct pretokens the driver may hold at once: the compiled engine needs about 7 bytes per byte
-# of them at its peak (some 110 bytes per pretoken on the shared corpora), the collect a little more.
-DEFAULT_DRIVER_BUDGET = 2_000_000
 WORDS_SCHEMA = "wid long, count long, symbols array<int>"
 _PAIR_SHIFT = 32
 # the most pairs a round broadcasts to find each pretoken's highest pair count (16 bytes each)

@@ -1,0 +1,20 @@
+"""The values the Spark functions' options take: their choices and defaults, in one place.
+
+A leaf that imports nothing: the command line (:mod:`bpe_spark.cli`) builds its parser from
+these without importing pyspark, and the Spark modules check their arguments against the same
+tuples. In each tuple of choices the first is the default.
+
+>>> INPUT_FORMATS[0], DOCUMENT_UNITS[0], ENGINES[0], OUTPUT_FORMATS[0]
+('text', 'line', 'auto', 'parquet')
+"""
+
+from __future__ import annotations
+
+INPUT_FORMATS = ("text", "jsonl", "parquet")  # read_documents(input_format=)
+DOCUMENT_UNITS = ("line", "file")  # read_documents(document=): what one text document is
+ENGINES = ("auto", "jvm", "python")  # count_pretokens(engine=): who pretokenizes
+# train(driver_budget=): distinct pretokens the driver may hold at once; the merge engine's peak
+# memory grows with them (the README's performance section gives the figures).
+DEFAULT_DRIVER_BUDGET = 2_000_000
+OUTPUT_FORMATS = ("parquet", "bin")  # encode_dataset(output_format=)
+DEFAULT_SHARD_TOKENS = 100_000_000  # encode_dataset(shard_tokens=): about this many per file
