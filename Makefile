@@ -42,10 +42,10 @@ train: install
 	  --out out/sample-model --overwrite
 
 bench: install
-	$(PY) -m tests.bench.run $(BENCH_ARGS)
+	$(PY) -m bench.run $(BENCH_ARGS)
 
 lint: install
-	$(VENV)/bin/ruff check bpe_spark jobs tests
+	$(VENV)/bin/ruff check bpe_spark jobs tests bench
 
 clean:
 	rm -rf $(VENV) out spark-warehouse .pytest_cache

@@ -6,10 +6,21 @@ import gzip
 import json
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[2]
+ROOT = Path(__file__).resolve().parents[1]
 CORPORA = ROOT.parent / "shared" / "corpora"
 PEERS = ROOT.parent / "shared" / "peer-fixtures"
 CACHE = ROOT / "bench-results" / "cache"
+
+
+def private_tiktoken_cache() -> Path:
+    """A copy of the shared tiktoken cache: tiktoken writes into its cache directory, and
+    nothing may ever write into ../shared."""
+    target = CACHE / "tiktoken"
+    target.mkdir(parents=True, exist_ok=True)
+    for item in (PEERS / "tiktoken_cache").iterdir():
+        if not (target / item.name).exists():
+            (target / item.name).write_bytes(item.read_bytes())
+    return target
 ALL_CORPORA = ("en_books", "zh_classics", "multilingual", "tiny_shakespeare")
 QUICK_BYTES = 4_000_000
 

@@ -1,6 +1,6 @@
 """The measured programs of the benchmark, one per child process.
 
-``python -m tests.bench.workers TASK JSON_ARGS`` runs one task and prints one line
+``python -m bench.workers TASK JSON_ARGS`` runs one task and prints one line
 ``BENCH_RESULT {...}`` with its in-process timings and a digest of its output (merges or ids),
 so the parent can check that both sides computed the same thing. Each task imports only what
 it measures.
@@ -220,7 +220,7 @@ def ours_spark_encode(args: dict) -> dict:
     session (the JVM's JIT warms up over the first) and ``seconds`` is the median of ``runs``.
     """
     from bpe_spark import Tokenizer
-    from bpe_spark.spark.encoding import encode_dataset
+    from bpe_spark.spark import encode_dataset
     from bpe_spark.spark.io import read_documents
     from bpe_spark.spark.session import build_session
 

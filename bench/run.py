@@ -1,14 +1,14 @@
 """``make bench``: bpe-spark against tokenizers / tiktoken / SentencePiece, side by side.
 
-Every measurement runs in a fresh child process watched by :mod:`tests.bench.procmon` (wall
+Every measurement runs in a fresh child process watched by :mod:`bench.procmon` (wall
 time, and the peak memory of every process it starts: Python, the JVM, Spark's Python workers).
 Each case runs ``--repeat`` times, alternating ours and the peer's (ABBA order), and reports
 medians and the ratio ours / peer. A case whose outputs differ from the peer's (merges for
 training, ids for encoding) fails, whatever its speed.
 
-    python -m tests.bench.run                 # all cases, 3 repeats (tens of minutes)
-    python -m tests.bench.run --quick         # each case once, on 4-40 MB inputs
-    python -m tests.bench.run --cases T3,T4   # a selection
+    python -m bench.run                 # all cases, 3 repeats (tens of minutes)
+    python -m bench.run --quick         # each case once, on 4-40 MB inputs
+    python -m bench.run --cases T3,T4   # a selection
 
 Results: bench-results/bench-<time>.json and .md, and bench-results/latest.{json,md}.
 """
@@ -26,9 +26,9 @@ import time
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
-from tests.bench import inputs
-from tests.bench.procmon import MonitoredRun, monitored
-from tests.bench.workers import RESULT_PREFIX
+from bench import inputs
+from bench.procmon import MonitoredRun, monitored
+from bench.workers import RESULT_PREFIX
 
 ROOT = inputs.ROOT
 RESULTS = ROOT / "bench-results"
@@ -57,7 +57,7 @@ def _child_env(threads: int = SPARK_CORES) -> dict[str, str]:
     env["PYSPARK_PYTHON"] = sys.executable
     env["PYSPARK_DRIVER_PYTHON"] = sys.executable
     env["RAYON_NUM_THREADS"] = str(threads)  # tokenizers' thread pool
-    env.setdefault("TIKTOKEN_CACHE_DIR", str(inputs.PEERS / "tiktoken_cache"))
+    env.setdefault("TIKTOKEN_CACHE_DIR", str(inputs.private_tiktoken_cache()))
     env["TOKENIZERS_PARALLELISM"] = "true"
     return env
 
@@ -69,7 +69,7 @@ def _check(run: MonitoredRun, what: str) -> None:
 
 
 def run_worker(task: str, args: dict, *, threads: int = SPARK_CORES, env: dict | None = None) -> Sample:
-    argv = [sys.executable, "-m", "tests.bench.workers", task, json.dumps(args)]
+    argv = [sys.executable, "-m", "bench.workers", task, json.dumps(args)]
     run = monitored(argv, env={**_child_env(threads), **(env or {})}, cwd=str(ROOT))
     _check(run, f"worker {task}")
     lines = [line for line in run.stdout.splitlines() if line.startswith(RESULT_PREFIX)]
@@ -534,7 +534,7 @@ CASE_FUNCTIONS = {"T1": case_t1, "T2": case_t2, "T3": case_t3, "T4": case_t4, "T
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m tests.bench.run", description=__doc__,
+    parser = argparse.ArgumentParser(prog="python -m bench.run", description=__doc__,
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--cases", default=",".join(ALL_CASES),
                         help="comma-separated cases to run (default: all of T1..T7)")
@@ -548,7 +548,7 @@ def main(argv: list[str] | None = None) -> int:
     repeat = args.repeat or (1 if args.quick else 3)
     if repeat < 1:
         parser.error("--repeat must be >= 1")
-    command = "python -m tests.bench.run " + " ".join(argv if argv is not None else sys.argv[1:])
+    command = "python -m bench.run " + " ".join(argv if argv is not None else sys.argv[1:])
     started = time.time()
     machine = _machine()
     scratch = RESULTS / "scratch"

@@ -143,6 +143,6 @@ def monitored(
     )
 
 
-if __name__ == "__main__":  # python -m tests.bench.procmon CMD...: a quick look at one command
+if __name__ == "__main__":  # python -m bench.procmon CMD...: a quick look at one command
     run = monitored(sys.argv[1:])
     print(f"rc={run.returncode} wall={run.wall_seconds:.2f}s peaks={run.peak_mb}")
