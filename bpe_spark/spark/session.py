@@ -1,4 +1,6 @@
-"""The one place that builds SparkSessions."""
+"""The one place that builds SparkSessions: bpe-spark's Spark defaults, a properties file and
+overrides on top, the master, and the options of a driver JVM that bpe-spark starts itself (the
+class archive of :mod:`jvm_cache`, C1-only compilation for a JVM that only coordinates)."""
 
 from __future__ import annotations
 
@@ -60,10 +62,10 @@ def build_session(
 
     ``light_jvm``: the caller's Python tasks do the heavy work and the JVM only coordinates (local
     text files, which the tasks read themselves: see ``textsplits``). A local JVM started here then
-    compiles with C1 only (``-XX:TieredStopAtLevel=1``): on 2 cores the C2 compiler otherwise
-    takes a core from the tasks for the first seconds (measured: ``bpe-spark train`` on en_books
-    8.4-9.3 s -> 6.4-6.8 s; 400 MB 19.9 -> 18.6 s). Not for JVM-heavy input (JSON, Parquet), which
-    runs ~40% slower without C2. Never applied when the properties already choose a JIT mode.
+    compiles with C1 only (``-XX:TieredStopAtLevel=1``): on few cores the C2 compiler otherwise
+    takes a core from the tasks for the first seconds. Not for JVM-heavy input (JSON, Parquet),
+    which runs markedly slower without C2. Never applied when the properties already choose a
+    JIT mode.
     """
     # subtle: executors start whatever python3 is on the PATH unless told; pin ours.
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
@@ -102,7 +104,7 @@ def launch_java_options(existing: str | None, *, light: bool) -> str | None:
     >>> launch_java_options("-Xss4m -XX:-TieredCompilation", light=True)  # doctest: +SKIP
     '-Xss4m -XX:-TieredCompilation -XX:SharedArchiveFile=...'
     """
-    options = os.environ.get("BPE_SPARK_JVM_DUMP") or jvm_cache.driver_java_options(existing)
+    options = os.environ.get(jvm_cache.ENV_DUMP) or jvm_cache.driver_java_options(existing)
     if light and "Tiered" not in (options or ""):
         options = f"{options} {QUICK_JIT}" if options else QUICK_JIT
     return options

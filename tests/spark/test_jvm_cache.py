@@ -1,10 +1,11 @@
-"""The JVM class archive: keyed to the Java + Spark installation, used only when present."""
+"""The JVM class archive: keyed to the Java + Spark installation, used only when present; the
+build tool shows and clears it."""
 
 from __future__ import annotations
 
 import pytest
 
-from bpe_spark.spark import jvm_cache
+from bpe_spark.spark import jvm_cache, jvm_cache_build
 
 
 @pytest.fixture
@@ -48,11 +49,17 @@ def test_key_follows_the_java_installation(cache, monkeypatch, tmp_path):
     assert jvm_cache.driver_java_options(None) is None
 
 
-def test_cli_path_and_clear(cache, capsys):
+def test_build_tool_path_and_clear(cache, capsys):
+    assert jvm_cache_build.main(["path"]) == 0
+    assert "absent" in capsys.readouterr().out
     jvm_cache.archive_path().write_bytes(b"archive")
-    assert jvm_cache.main(["path"]) == 0
+    assert jvm_cache_build.main(["path"]) == 0
     assert "present" in capsys.readouterr().out
-    assert jvm_cache.main(["clear"]) == 0
+    # already built: --quiet-if-present (make install) neither rebuilds nor says anything
+    assert jvm_cache_build.main(["build", "--quiet-if-present"]) == 0
+    assert capsys.readouterr() == ("", "")
+    assert jvm_cache.archive_path().read_bytes() == b"archive"
+    assert jvm_cache_build.main(["clear"]) == 0
     assert not list(cache.glob("*.jsa"))
 
 
