@@ -445,10 +445,11 @@ class Tokenizer:
     @classmethod
     def load(cls, path, **kwargs) -> Tokenizer:
         """Load our model directory, a ``tokenizer.json``, GPT-2 ``vocab.json``+``merges.txt``
-        (a directory holding them, or the ``vocab.json`` path), or a ``.tiktoken`` file."""
-        from bpe_spark.formats import load_any
+        (a directory holding them, or the ``vocab.json`` path), or a ``.tiktoken`` file.
+        ``kwargs`` go to the format's reader (e.g. ``pattern=``, ``special_tokens=``)."""
+        from bpe_spark.formats import load_any  # its readers return this class's keyword arguments
 
-        return load_any(path, **kwargs)
+        return load_any(path, build=cls, **kwargs)
 
     def __repr__(self) -> str:
         return (

@@ -1,5 +1,5 @@
 """Model files: the model directory round trip, atomic writes, tokenizer.json / GPT-2 / tiktoken
-export and import, load_any, the inspect/export commands, and clear errors for damaged files."""
+export and import, Tokenizer.load of any format, the inspect/export commands, and clear errors for damaged files."""
 
 from __future__ import annotations
 
@@ -19,8 +19,9 @@ from tokenizers import Tokenizer as HfTokenizer
 from bpe_spark import ConfigError, ModelFormatError, Tokenizer, TrainerConfig, train
 from bpe_spark.cli import main as cli_main
 from bpe_spark.errors import OutputExistsError
-from bpe_spark.formats import detect_format, export_model, load_any
-from bpe_spark.formats.hf_json import onig_pattern, python_pattern, to_hf_dict
+from bpe_spark.formats import detect_format, export_model
+from bpe_spark.formats.hf_json import to_hf_dict
+from bpe_spark.formats.hf_regex import onig_pattern, python_pattern
 from bpe_spark.patterns import PRESETS
 
 SPECIALS = ("<|endoftext|>", "<|pad|>")
@@ -146,7 +147,7 @@ def test_char_model_round_trip(tmp_path, end_of_word):
 def test_imported_models_round_trip(tmp_path, gpt2_tok, cl100k_tok):
     for name, tok in (("gpt2", gpt2_tok), ("cl100k", cl100k_tok)):
         tok.save(tmp_path / name)
-        back = load_any(tmp_path / name)
+        back = Tokenizer.load(tmp_path / name)
         _same(tok, back)
         assert back.merge_rule == tok.merge_rule
         meta = json.loads((tmp_path / name / "bpe_spark.json").read_text())
@@ -168,7 +169,7 @@ def test_save_with_exports(tmp_path, byte_tok):
         "vocab.json",
         "vocab.parquet",
     ]
-    gpt2 = load_any(out / "vocab.json")
+    gpt2 = Tokenizer.load(out / "vocab.json")
     assert gpt2.merges == byte_tok.merges and gpt2.special_tokens == byte_tok.special_tokens
     assert json.loads((out / "bpe_spark.json").read_text())["files"]["exports"] == {
         "gpt2": ["vocab.json", "merges.txt"],
@@ -205,11 +206,10 @@ def test_existing_target_is_an_error_unless_overwrite(tmp_path, byte_tok):
 def test_failed_save_leaves_nothing_behind(tmp_path, byte_tok, monkeypatch):
     from bpe_spark.formats import hf_json
 
-    def broken(tok, path):
-        Path(path).write_text("{half")
+    def broken(tok):  # tokenizer.json is open for writing when its content fails
         raise RuntimeError("disk full")
 
-    monkeypatch.setattr(hf_json, "write_tokenizer_json", broken)
+    monkeypatch.setattr(hf_json, "to_hf_dict", broken)
     with pytest.raises(RuntimeError, match="disk full"):
         byte_tok.save(tmp_path / "new" / "deeper" / "model")
     assert list(tmp_path.iterdir()) == []  # not even the parents it created
@@ -218,7 +218,7 @@ def test_failed_save_leaves_nothing_behind(tmp_path, byte_tok, monkeypatch):
     monkeypatch.undo()
     byte_tok.save(keep)
     before = {p.name: p.read_bytes() for p in keep.iterdir()}
-    monkeypatch.setattr(hf_json, "write_tokenizer_json", broken)
+    monkeypatch.setattr(hf_json, "to_hf_dict", broken)
     with pytest.raises(RuntimeError, match="disk full"):
         byte_tok.save(keep, overwrite=True)
     assert {p.name: p.read_bytes() for p in keep.iterdir()} == before
@@ -276,9 +276,12 @@ def test_truncated_json_names_line(saved):
     [
         (lambda m: m.pop("scheme"), r"bpe_spark\.json: field 'scheme' is missing"),
         (lambda m: m.update(format_version=7), r"field 'format_version' is 7"),
-        (lambda m: m.update(lowercase="yes"), r"field 'lowercase' is 'yes'; expected bool"),
-        (lambda m: m.update(pattern={"name": "gpt5"}), r"field 'pattern.name' is 'gpt5'"),
-        (lambda m: m.update(normalization="NFD"), r"field 'normalization' is 'NFD'"),
+        (lambda m: m.update(lowercase="yes"), r"field 'lowercase' is \"yes\"; expected a boolean"),
+        (lambda m: m.update(pattern={"name": "gpt5"}), r"field 'pattern.name' is \"gpt5\""),
+        (
+            lambda m: m.update(normalization="NFD"),
+            r"field 'normalization' is \"NFD\"; expected null, \"NFC\" or \"NFKC\"",
+        ),
         (
             lambda m: m.update(special_tokens=[{"token": "<|endoftext|>"}]),
             r"field 'special_tokens\[0\]'",
@@ -422,7 +425,7 @@ def test_tokenizer_json_export_matches_tokenizers(
     assert hf.decode(ours[7]) == tok.decode(ours[7])
     text = "x<|endoftext|>Ünïcode 12345 <|pad|>"
     assert hf.encode(text).ids == tok.encode(text, allowed_special="all")
-    back = load_any(path)  # import keeps pattern, normalization, specials, merges and ids
+    back = Tokenizer.load(path)  # import keeps pattern, normalization, specials, merges and ids
     assert (back.pattern, back.lowercase, back.normalization) == (pattern, lowercase, normalization)
     assert (
         back.merge_ids == tok.merge_ids
@@ -448,7 +451,7 @@ def test_tokenizer_json_with_reused_token_id(tmp_path):
     hf = HfTokenizer.from_file(str(path))
     for text in ["abc", "bcabc", "cabc abcab", "xabcx<s>cab"]:
         assert hf.encode(text).ids == tok.encode(text, allowed_special="all")
-    assert load_any(path).merge_ids == tok.merge_ids
+    assert Tokenizer.load(path).merge_ids == tok.merge_ids
 
 
 def test_onig_pattern_rewrites_possessive_intervals():
@@ -523,7 +526,7 @@ def test_bad_tokenizer_json_names_the_field(tmp_path, byte_tok, edit, message):
     edit(data)
     path = _write_json(tmp_path / "tokenizer.json", data)
     with pytest.raises(ModelFormatError, match=message) as info:
-        load_any(path)
+        Tokenizer.load(path)
     assert str(path) in str(info.value)
 
 
@@ -534,7 +537,7 @@ def test_truncated_tokenizer_json_names_line(tmp_path, byte_tok):
     with pytest.raises(
         ModelFormatError, match=r"tokenizer\.json: line \d+, column \d+: invalid JSON"
     ):
-        load_any(path)
+        Tokenizer.load(path)
 
 
 def test_tokenizers_gpt2_style_file_imports(tmp_path, ml_lines):
@@ -554,7 +557,7 @@ def test_tokenizers_gpt2_style_file_imports(tmp_path, ml_lines):
     hf.train_from_iterator(ml_lines, trainer)
     path = tmp_path / "hf.json"
     hf.save(str(path))
-    tok = load_any(path)
+    tok = Tokenizer.load(path)
     assert tok.special_tokens == {"<|endoftext|>": 0} and tok.vocab_size == 600
     for line in ml_lines[:200]:
         assert tok.encode(line) == hf.encode(line).ids
@@ -564,14 +567,14 @@ def test_tokenizers_gpt2_style_file_imports(tmp_path, ml_lines):
 # --- GPT-2 files ------------------------------------------------------------------------------
 @pytest.fixture(scope="module")
 def gpt2_tok() -> Tokenizer:
-    return load_any(PEERS / "cs336" / "gpt2_vocab.json")
+    return Tokenizer.load(PEERS / "cs336" / "gpt2_vocab.json")
 
 
 @pytest.fixture(scope="module")
 def cl100k_tok() -> Tokenizer:
     from test_peer_tiktoken import tiktoken_cache_file
 
-    return load_any(tiktoken_cache_file("cl100k_base"))
+    return Tokenizer.load(tiktoken_cache_file("cl100k_base"))
 
 
 def test_gpt2_files_import_and_export_exactly(tmp_path, gpt2_tok):
@@ -587,16 +590,16 @@ def test_gpt2_files_import_and_export_exactly(tmp_path, gpt2_tok):
         *original,
     ]  # CS336's copy has no header
     assert detect_format(tmp_path / "gpt2") == "gpt2"
-    assert load_any(tmp_path / "gpt2").to_dict()["merges"] == gpt2_tok.to_dict()["merges"]
+    assert Tokenizer.load(tmp_path / "gpt2").to_dict()["merges"] == gpt2_tok.to_dict()["merges"]
 
 
 def test_gpt2_round_trip_of_trained_tokenizer(tmp_path, byte_tok):
     export_model(byte_tok, "gpt2", tmp_path / "g")
-    back = load_any(tmp_path / "g")
+    back = Tokenizer.load(tmp_path / "g")
     assert back.vocab == byte_tok.vocab and back.merge_ids == byte_tok.merge_ids
     assert back.special_tokens == byte_tok.special_tokens  # found as tokens no merge makes
     assert back.encode(TEXT[:500]) == byte_tok.encode(TEXT[:500])
-    explicit = load_any(tmp_path / "g" / "vocab.json", special_tokens=["<|pad|>"])
+    explicit = Tokenizer.load(tmp_path / "g" / "vocab.json", special_tokens=["<|pad|>"])
     assert explicit.special_tokens == {"<|pad|>": 359}
 
 
@@ -607,20 +610,20 @@ def test_bad_gpt2_files_name_file_and_line(tmp_path, byte_tok):
     lines = merges.read_text().splitlines()
     merges.write_text("\n".join(lines[:4] + ["Ġt he extra"] + lines[5:]) + "\n")
     with pytest.raises(ModelFormatError, match=r"merges\.txt: line 5: expected two tokens"):
-        load_any(directory)
+        Tokenizer.load(directory)
     merges.write_text("\n".join(lines[:2] + ["Ġ zzzzzz"] + lines[3:]) + "\n")
     with pytest.raises(
         ModelFormatError, match=r"merges\.txt: line 3: token 'zzzzzz' is not in vocab\.json"
     ):
-        load_any(directory)
+        Tokenizer.load(directory)
     merges.write_text("\n".join(lines) + "\n")
     vocab = directory / "vocab.json"
     vocab.write_text(vocab.read_text()[:-200])
     with pytest.raises(ModelFormatError, match=r"vocab\.json: line 1, column \d+: invalid JSON"):
-        load_any(directory)
+        Tokenizer.load(directory)
     (directory / "vocab.json").write_text(json.dumps({"a": 0, "b": "one"}))
     with pytest.raises(ModelFormatError, match=r"vocab\.json: field 'b': id 'one'"):
-        load_any(directory)
+        Tokenizer.load(directory)
 
 
 # --- tiktoken files ---------------------------------------------------------------------------
@@ -634,7 +637,9 @@ def test_tiktoken_export_is_read_by_tiktoken(tmp_path, byte_tok, ml_lines):
         mergeable_ranks=ranks,
         special_tokens={"<|endoftext|>": 358, "<|pad|>": 359},
     )
-    back = load_any(path, pattern="gpt2", special_tokens={"<|endoftext|>": 358, "<|pad|>": 359})
+    back = Tokenizer.load(
+        path, pattern="gpt2", special_tokens={"<|endoftext|>": 358, "<|pad|>": 359}
+    )
     assert back.merge_rule == "ranks" and back.merges == byte_tok.merges  # derived from ranks
     text = "".join(ml_lines[:300])
     assert back.encode(text) == enc.encode(text, disallowed_special=())
@@ -642,7 +647,7 @@ def test_tiktoken_export_is_read_by_tiktoken(tmp_path, byte_tok, ml_lines):
         "a<|pad|>", allowed_special="all"
     )
     with pytest.raises(ConfigError, match="pass pattern="):
-        load_any(path)
+        Tokenizer.load(path)
 
 
 def test_bad_tiktoken_files_name_the_line(tmp_path):
@@ -658,11 +663,11 @@ def test_bad_tiktoken_files_name_the_line(tmp_path):
         path = tmp_path / f"{name}.tiktoken"
         path.write_text("\n".join(lines) + "\n")
         with pytest.raises(ModelFormatError, match=message):
-            load_any(path, pattern="gpt2")
+            Tokenizer.load(path, pattern="gpt2")
 
 
-# --- load_any and the commands ----------------------------------------------------------------
-def test_load_any_recognises_each_format(tmp_path, byte_tok):
+# --- Tokenizer.load of any format, and the commands ----------------------------------------------------------------
+def test_load_recognises_each_format(tmp_path, byte_tok):
     byte_tok.save(tmp_path / "model", exports=("gpt2", "tiktoken"))
     assert detect_format(tmp_path / "model") == "model_dir"
     assert detect_format(tmp_path / "model" / "bpe_spark.json") == "model_dir"
@@ -672,12 +677,12 @@ def test_load_any_recognises_each_format(tmp_path, byte_tok):
     (tmp_path / "hf").mkdir()
     (tmp_path / "model" / "tokenizer.json").rename(tmp_path / "hf" / "tokenizer.json")
     assert detect_format(tmp_path / "hf") == "tokenizer.json"
-    assert load_any(tmp_path / "hf").merge_ids == byte_tok.merge_ids
+    assert Tokenizer.load(tmp_path / "hf").merge_ids == byte_tok.merge_ids
     with pytest.raises(ModelFormatError, match="no such file or directory"):
-        load_any(tmp_path / "absent")
+        Tokenizer.load(tmp_path / "absent")
     (tmp_path / "empty").mkdir()
     with pytest.raises(ModelFormatError, match="no model here"):
-        load_any(tmp_path / "empty")
+        Tokenizer.load(tmp_path / "empty")
 
 
 def test_cli_inspect_and_export(tmp_path, byte_tok, capsys):
@@ -718,7 +723,7 @@ def test_cli_inspect_and_export(tmp_path, byte_tok, capsys):
         str(tmp_path / "t.tiktoken"),
         str(tmp_path / "t.json"),
     ]
-    assert load_any(tmp_path / "t.json").merge_ids == byte_tok.merge_ids
+    assert Tokenizer.load(tmp_path / "t.json").merge_ids == byte_tok.merge_ids
     assert (
         cli_main(
             [

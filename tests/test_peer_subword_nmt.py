@@ -8,6 +8,7 @@ from conftest import PEERS, require_shared
 from bpe_spark import (
     ConfigError,
     ModelFormatError,
+    Tokenizer,
     TrainerConfig,
     UnknownCharacterError,
     train,
@@ -33,6 +34,10 @@ CFG = TrainerConfig(
 )
 
 
+def load_codes(path, **options) -> Tokenizer:
+    return Tokenizer(**read_codes(path, **options))
+
+
 def corpus_lines() -> list[str]:
     require_shared()
     with open(SNMT / "corpus.en", encoding="utf-8", newline="") as fh:
@@ -47,7 +52,7 @@ def trained():
 @pytest.fixture(scope="module")
 def reference_codes():
     require_shared()
-    return read_codes(SNMT / "bpe.ref")
+    return load_codes(SNMT / "bpe.ref")
 
 
 def test_learned_codes_equal_bpe_ref_line_by_line(trained, tmp_path):
@@ -123,10 +128,10 @@ def test_unknown_characters_pass_through_segmentation_but_not_encode(reference_c
 def test_subword_nmt_pattern_splits_like_subword_nmt(tmp_path):
     codes = tmp_path / "codes"
     codes.write_text("#version: 0.2\na b\nab c</w>\n", encoding="utf-8")
-    faithful = read_codes(codes, pattern=SUBWORD_NMT_WORDS)
+    faithful = load_codes(codes, pattern=SUBWORD_NMT_WORDS)
     assert faithful.pretokenizer.pretokens("abc\tabc  abc\n") == ["abc\tabc", "abc"]
     assert faithful.tokens("abc  abc\n") == ["abc</w>", "abc</w>"]
-    assert read_codes(codes).pretokenizer.pretokens("abc\tabc  abc\n") == ["abc", "abc", "abc"]
+    assert load_codes(codes).pretokenizer.pretokens("abc\tabc  abc\n") == ["abc", "abc", "abc"]
 
 
 def test_version_0_1_is_separate_end_of_word_and_round_trips(tmp_path):
@@ -143,7 +148,7 @@ def test_version_0_1_is_separate_end_of_word_and_round_trips(tmp_path):
     write_codes(tok, path)
     text = path.read_text(encoding="utf-8")
     assert text.splitlines()[:3] == ["t </w>", "s t</w>", "e st</w>"]  # no header: version 0.1
-    back = read_codes(path)
+    back = load_codes(path)
     assert back.end_of_word == "separate" and back.merges == tok.merges
     assert Segmenter(back).segment_line("lowest newest\n") == Segmenter(tok).segment_line(
         "lowest newest\n"
@@ -154,17 +159,17 @@ def test_version_0_1_is_separate_end_of_word_and_round_trips(tmp_path):
 def test_fused_round_trip_and_max_merges(trained, tmp_path):
     path = tmp_path / "codes"
     write_codes(trained, path)
-    back = read_codes(path)
+    back = load_codes(path)
     assert back.merges == trained.merges
-    assert read_codes(path, max_merges=5).merges == trained.merges[:5]
+    assert load_codes(path, max_merges=5).merges == trained.merges[:5]
     with pytest.raises(ConfigError, match="max_merges"):
-        read_codes(path, max_merges=-1)
+        load_codes(path, max_merges=-1)
 
 
 def test_duplicate_lines_first_one_counts(tmp_path):
     path = tmp_path / "codes"
     path.write_text("#version: 0.2\na b\nb c</w>\na b\n", encoding="utf-8")
-    tok = read_codes(path)
+    tok = load_codes(path)
     assert len(tok.merges) == 3
     assert Segmenter(tok).subwords("abc") == ("ab", "c")
 
@@ -196,7 +201,7 @@ def test_read_codes_errors_name_file_and_line(tmp_path, content, line, what):
     path = tmp_path / "bad.codes"
     path.write_text(content, encoding="utf-8")
     with pytest.raises(ModelFormatError) as info:
-        read_codes(path)
+        load_codes(path)
     message = str(info.value)
     assert f"{path}, line {line}:" in message
     assert what in message
@@ -206,4 +211,4 @@ def test_read_codes_rejects_binary(tmp_path):
     path = tmp_path / "codes"
     path.write_bytes(b"\xff\xfe\x00a b\n")
     with pytest.raises(ModelFormatError, match="not UTF-8"):
-        read_codes(path)
+        load_codes(path)

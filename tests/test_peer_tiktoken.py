@@ -15,7 +15,7 @@ import tiktoken
 from conftest import CORPUS_NAMES, PEERS, corpus_text, require_shared
 
 from bpe_spark import DisallowedSpecialTokenError, Tokenizer
-from bpe_spark.formats import export_model, load_any
+from bpe_spark.formats import export_model
 
 CL100K_SPECIALS = {
     "<|endoftext|>": 100257,
@@ -37,12 +37,12 @@ def tiktoken_cache_file(encoding: str) -> Path:
 @pytest.fixture(scope="module")
 def gpt2() -> Tokenizer:
     require_shared()
-    return load_any(PEERS / "cs336" / "gpt2_vocab.json")
+    return Tokenizer.load(PEERS / "cs336" / "gpt2_vocab.json")
 
 
 @pytest.fixture(scope="module")
 def cl100k() -> Tokenizer:
-    return load_any(tiktoken_cache_file("cl100k_base"))
+    return Tokenizer.load(tiktoken_cache_file("cl100k_base"))
 
 
 @pytest.fixture(scope="module")
@@ -164,7 +164,7 @@ def test_exports_reproduce_openai_files(tmp_path, gpt2, cl100k):
     assert hashlib.sha256(r50k.read_bytes()).hexdigest() == (
         "306cd27f03c1a714eca7108e03d66b7dc042abe8c258b44c199a7ed9838dd930"
     )
-    reread = load_any(r50k)  # recognised by content: gpt2 pattern and <|endoftext|>
+    reread = Tokenizer.load(r50k)  # recognised by content: gpt2 pattern and <|endoftext|>
     assert reread.special_tokens == gpt2.special_tokens and reread.merges == gpt2.merges
     again = export_model(cl100k, "tiktoken", tmp_path / "cl100k.tiktoken")[0]
     assert again.read_bytes() == tiktoken_cache_file("cl100k_base").read_bytes()
@@ -182,7 +182,7 @@ def test_cl100k_as_tokenizer_json(tmp_path, cl100k, tt_cl100k):
     assert [e.ids for e in hf.encode_batch(lines)] == tt_cl100k.encode_batch(lines)
     text = "<|fim_prefix|>def f():<|fim_suffix|>\n    return 1<|fim_middle|>"
     assert hf.encode(text).ids == tt_cl100k.encode(text, allowed_special="all")
-    back = load_any(path)
+    back = Tokenizer.load(path)
     assert (back.pattern, back.merge_rule, back.special_tokens) == (
         "cl100k",
         "ranks",

@@ -12,8 +12,8 @@ from conftest import corpus_lines
 from tokenizers import Tokenizer as HfTokenizer
 from tokenizers import decoders, models, pre_tokenizers, trainers
 
-from bpe_spark import TrainerConfig, train
-from bpe_spark.formats import export_model, load_any
+from bpe_spark import Tokenizer, TrainerConfig, train
+from bpe_spark.formats import export_model
 from bpe_spark.symbols import bytes_to_display
 
 VOCAB_SIZE = 8000
@@ -60,5 +60,5 @@ def test_exported_tokenizer_json_gives_our_ids(trained, tmp_path):
     assert sum(map(len, ours)) < sum(len(line.encode("utf-8")) for line in lines) / 2
     sample = "".join(lines[:200])
     assert hf.decode(tok.encode(sample)) == sample
-    back = load_any(path)
+    back = Tokenizer.load(path)
     assert back.merge_ids == tok.merge_ids and back.encode(sample) == tok.encode(sample)

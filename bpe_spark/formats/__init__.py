@@ -1,145 +1,65 @@
 """Model files: our model directory, and the tokenizer.json / GPT-2 / tiktoken / subword-nmt formats.
 
-``load_any(path)`` recognises what ``path`` holds; ``export_model(tok, fmt, out)`` writes one of
-the export formats. Every write is atomic: the output appears complete or not at all.
+The entry points: ``load_any(path, build=...)`` recognises what ``path`` holds and builds the
+tokenizer from it (``Tokenizer.load(path)`` is the call to use: it passes its class);
+``export_model(tok, fmt, out)`` writes one of the export formats; ``describe(tok)`` is what
+``bpe-spark inspect`` shows. Every write is atomic: the output appears complete or not at all.
 
->>> from bpe_spark import TrainerConfig, train
+No module here imports ``bpe_spark.tokenizer`` (which imports this package to save and load):
+the readers return the Tokenizer's keyword arguments, the writers take any tokenizer object.
+
+=============== ==================================================================================
+module          owns
+=============== ==================================================================================
+files           atomic files and directories, reading a JSON file
+fields          the field validator of the readers; the 256-single-bytes check
+registry        the export table (writer, files, needs) and ``MODEL_META_FILE``
+model_dir       our model directory (merges.parquet, vocab.parquet, bpe_spark.json); MERGES_SCHEMA
+hf_json         tokenizer.json export
+hf_json_read    tokenizer.json import
+hf_regex        our patterns in tokenizer.json (Oniguruma <-> Python regex)
+gpt2            vocab.json + merges.txt (and the printable byte form tokenizer.json shares)
+tiktoken_file   .tiktoken files and the merges derived from their ranks
+subword_nmt     subword-nmt codes files and its ``@@`` segmentation
+=============== ==================================================================================
+
+>>> from bpe_spark import Tokenizer, TrainerConfig, train
 >>> import tempfile, pathlib
 >>> tok = train(["hello hello world"], TrainerConfig(vocab_size=262))
 >>> out = pathlib.Path(tempfile.mkdtemp()) / "model"
 >>> tok.save(out)
->>> load_any(out).merges == tok.merges
+>>> load_any(out, build=Tokenizer).merges == tok.merges
 True
 """
 
 from __future__ import annotations
 
-import contextlib
 import json
-import os
-import shutil
-import uuid
-from collections.abc import Iterator
+from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
-from bpe_spark.errors import ConfigError, ModelFormatError, OutputExistsError
+from bpe_spark.errors import ConfigError, ModelFormatError
+from bpe_spark.formats.files import atomic_directory, atomic_file
+from bpe_spark.formats.gpt2 import read_gpt2
+from bpe_spark.formats.hf_json_read import read_tokenizer_json
+from bpe_spark.formats.registry import EXPORT_FORMATS, MODEL_META_FILE, export_spec
+from bpe_spark.formats.tiktoken_file import read_tiktoken
+from bpe_spark.patterns import PRESETS
 
-EXPORT_FORMATS = ("tokenizer.json", "gpt2", "tiktoken", "subword-nmt")
-MODEL_META_FILE = "bpe_spark.json"
-
-
-# --- atomic outputs ---------------------------------------------------------------------------
-def _sibling(target: Path, tag: str) -> Path:
-    return target.with_name(f".{target.name}.{tag}-{os.getpid()}-{uuid.uuid4().hex[:8]}")
-
-
-def _refuse_existing(target: Path, overwrite: bool) -> None:
-    if not overwrite and (target.exists() or target.is_symlink()):
-        raise OutputExistsError(
-            f"{target} already exists; pass overwrite=True (--overwrite) to replace it"
-        )
-
-
-def _make_parents(directory: Path) -> list[Path]:
-    """Create the missing parents of ``directory``; return those created, deepest first."""
-    created = []
-    for parent in [directory, *directory.parents]:
-        if parent.exists():
-            break
-        created.append(parent)
-    for parent in reversed(created):
-        parent.mkdir(exist_ok=True)
-    return created
-
-
-def _remove_created(created: list[Path]) -> None:
-    for parent in created:
-        with contextlib.suppress(OSError):
-            parent.rmdir()
-
-
-def _replace(staged: Path, target: Path, overwrite: bool) -> None:
-    """Move the finished ``staged`` output to ``target``; the old one goes only after that."""
-    _refuse_existing(
-        target, overwrite
-    )  # subtle: checked again, something may have appeared meanwhile
-    if not (target.exists() or target.is_symlink()):
-        staged.rename(target)
-        return
-    if staged.is_file() and not target.is_dir():
-        os.replace(staged, target)
-        return
-    retired = _sibling(target, "old")
-    target.rename(retired)
-    try:
-        staged.rename(target)
-    except BaseException:
-        retired.rename(target)
-        raise
-    if retired.is_dir() and not retired.is_symlink():
-        shutil.rmtree(retired, ignore_errors=True)
-    else:
-        retired.unlink()
-
-
-@contextlib.contextmanager
-def atomic_directory(target, *, overwrite: bool = False) -> Iterator[Path]:
-    """Yield an empty staging directory beside ``target``; on success it becomes ``target``.
-
-    An existing ``target`` is an error unless ``overwrite``; then it is replaced only once the new
-    one is complete. On failure the staging directory (and any parent this created) is removed.
-    """
-    target = Path(target)
-    _refuse_existing(target, overwrite)
-    created = _make_parents(target.parent)
-    staged = _sibling(target, "tmp")
-    try:
-        staged.mkdir()
-        yield staged
-        _replace(staged, target, overwrite)
-    except BaseException:
-        shutil.rmtree(staged, ignore_errors=True)
-        _remove_created(created)
-        raise
-
-
-@contextlib.contextmanager
-def atomic_file(target, *, overwrite: bool = False) -> Iterator[Path]:
-    """Yield a staging path beside ``target`` to write; on success it is renamed to ``target``."""
-    target = Path(target)
-    _refuse_existing(target, overwrite)
-    if target.is_dir():
-        raise OutputExistsError(f"{target} is a directory; give a file path")
-    created = _make_parents(target.parent)
-    staged = _sibling(target, "tmp")
-    try:
-        yield staged
-        if not staged.is_file():
-            raise RuntimeError(f"nothing was written to {staged}")  # internal invariant
-        _replace(staged, target, overwrite)
-    except BaseException:
-        with contextlib.suppress(FileNotFoundError):
-            staged.unlink()
-        _remove_created(created)
-        raise
+__all__ = [
+    "EXPORT_FORMATS",
+    "MODEL_META_FILE",
+    "describe",
+    "describe_text",
+    "detect_format",
+    "export_model",
+    "load_any",
+    "read_any",
+]
 
 
 # --- recognising and loading ------------------------------------------------------------------
-def read_json_file(path: Path, *, missing: str = "no such file"):
-    """Parse a JSON file; any failure is a ModelFormatError naming the file (and line, column)."""
-    try:
-        with open(path, encoding="utf-8") as fh:
-            return json.load(fh)
-    except FileNotFoundError:
-        raise ModelFormatError(f"{path}: {missing}") from None
-    except json.JSONDecodeError as exc:
-        raise ModelFormatError(
-            f"{path}: line {exc.lineno}, column {exc.colno}: invalid JSON ({exc.msg})"
-        ) from None
-    except UnicodeDecodeError as exc:
-        raise ModelFormatError(f"{path}: not UTF-8 ({exc})") from None
-
-
 def detect_format(path) -> str:
     """What ``path`` holds: ``"model_dir"``, ``"tokenizer.json"``, ``"gpt2"`` or ``"tiktoken"``."""
     path = Path(path)
@@ -188,37 +108,55 @@ def detect_format(path) -> str:
     )
 
 
-def load_any(path, **kwargs):
-    """Load a tokenizer from any supported file: our model directory (or its ``bpe_spark.json``),
-    a ``tokenizer.json`` (or a directory holding one and no ``bpe_spark.json``), GPT-2 files (a
-    directory with ``vocab.json`` + ``merges.txt``, or the ``vocab.json`` path), or a ``.tiktoken``
-    file. ``kwargs`` go to the format's reader (e.g. ``pattern=``, ``special_tokens=``).
+def read_any(path, kind: str | None = None, **options) -> dict[str, Any]:
+    """The Tokenizer keyword arguments of any supported file: our model directory (or its
+    ``bpe_spark.json``), a ``tokenizer.json`` (or a directory holding one and no
+    ``bpe_spark.json``), GPT-2 files (a directory with ``vocab.json`` + ``merges.txt``, or the
+    ``vocab.json`` path), or a ``.tiktoken`` file. ``kind`` is :func:`detect_format`'s answer
+    (found here when None); ``options`` go to the format's reader (e.g. ``pattern=``,
+    ``special_tokens=``).
+    """
+    path = Path(path)
+    kind = kind or detect_format(path)
+    if kind == "model_dir":
+        # here, not at the top: pyarrow is imported only to read a model directory
+        from bpe_spark.formats.model_dir import read_model
+
+        if options:
+            raise ConfigError(
+                f"a bpe-spark model directory takes no load options, got {sorted(options)}"
+            )
+        return read_model(path.parent if path.is_file() else path)
+    if kind == "tokenizer.json":
+        return read_tokenizer_json(path / "tokenizer.json" if path.is_dir() else path, **options)
+    if kind == "gpt2":
+        if path.is_dir():
+            return read_gpt2(path / "vocab.json", path / "merges.txt", **options)
+        return read_gpt2(path, options.pop("merges_path", None), **options)
+    if path.is_dir():
+        path = min(path.glob("*.tiktoken"))
+    return read_tiktoken(path, **options)
+
+
+def load_any(path, *, build: Callable[..., Any], **options):
+    """``build(**read_any(path, **options))``: the tokenizer of any supported file.
+
+    ``build`` is the Tokenizer class (``Tokenizer.load`` passes it; this package never imports
+    it). A model directory holds no user options, so what ``build`` refuses in it is the
+    directory's fault and is reported as a :class:`ModelFormatError` naming it.
     """
     path = Path(path)
     kind = detect_format(path)
-    if kind == "model_dir":
-        from bpe_spark.formats.model_dir import load_model
-
-        if kwargs:
-            raise ConfigError(
-                f"a bpe-spark model directory takes no load options, got {sorted(kwargs)}"
-            )
-        return load_model(path.parent if path.is_file() else path)
-    if kind == "tokenizer.json":
-        from bpe_spark.formats.hf_json import read_tokenizer_json
-
-        return read_tokenizer_json(path / "tokenizer.json" if path.is_dir() else path, **kwargs)
-    if kind == "gpt2":
-        from bpe_spark.formats.gpt2 import read_gpt2
-
-        if path.is_dir():
-            return read_gpt2(path / "vocab.json", path / "merges.txt", **kwargs)
-        return read_gpt2(path, kwargs.pop("merges_path", None), **kwargs)
-    from bpe_spark.formats.tiktoken_file import read_tiktoken
-
-    if path.is_dir():
-        path = min(path.glob("*.tiktoken"))
-    return read_tiktoken(path, **kwargs)
+    data = read_any(path, kind, **options)
+    try:
+        return build(**data)
+    except ConfigError as exc:
+        if kind != "model_dir":
+            raise
+        directory = path.parent if path.is_file() else path
+        raise ModelFormatError(
+            f"{directory}: the files do not make a valid tokenizer: {exc}"
+        ) from None
 
 
 # --- exporting --------------------------------------------------------------------------------
@@ -231,38 +169,20 @@ def export_model(tok, fmt: str, out, *, overwrite: bool = False) -> list[Path]:
     - ``subword-nmt``: ``out`` is the codes file.
     """
     out = Path(out)
-    if fmt == "tokenizer.json":
-        from bpe_spark.formats.hf_json import write_tokenizer_json
-
-        if out.is_dir() or out.suffix != ".json":
-            out = out / "tokenizer.json"
-        with atomic_file(out, overwrite=overwrite) as staged:
-            write_tokenizer_json(tok, staged)
-        return [out]
-    if fmt == "gpt2":
-        from bpe_spark.formats.gpt2 import write_gpt2
-
+    spec = export_spec(fmt)
+    if spec.directory:
         with atomic_directory(out, overwrite=overwrite) as staged:
-            write_gpt2(tok, staged)
-        return [out / "vocab.json", out / "merges.txt"]
-    if fmt == "tiktoken":
-        from bpe_spark.formats.tiktoken_file import write_tiktoken
-
-        with atomic_file(out, overwrite=overwrite) as staged:
-            write_tiktoken(tok, staged)
-        return [out]
-    if fmt == "subword-nmt":
-        from bpe_spark.formats.subword_nmt import write_codes
-
-        with atomic_file(out, overwrite=overwrite) as staged:
-            write_codes(tok, staged)
-        return [out]
-    raise ConfigError(f"unknown export format {fmt!r}; choose one of {EXPORT_FORMATS}")
+            spec.write(tok, staged)
+        return [out / name for name in spec.files]
+    if spec.suffix is not None and (out.is_dir() or out.suffix != spec.suffix):
+        out = out / spec.files[0]
+    with atomic_file(out, overwrite=overwrite) as staged:
+        spec.write(tok, staged)
+    return [out]
 
 
 def describe(tok, *, first_merges: int = 10) -> dict:
     """A summary of ``tok`` for people (what ``bpe-spark inspect`` prints)."""
-    from bpe_spark.patterns import PRESETS
 
     def show(value) -> str:
         if isinstance(value, bytes):

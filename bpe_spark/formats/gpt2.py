@@ -1,8 +1,10 @@
 """GPT-2 files: ``vocab.json`` (printable token -> id) and ``merges.txt`` (one merge per line).
 
-Tokens are in GPT-2's byte-to-unicode printable form. Imports keep the file's ids; a token of the
-vocabulary that is neither a single byte nor made by any merge (GPT-2's ``<|endoftext|>``) is a
-special token unless ``special_tokens`` says otherwise.
+Tokens are in GPT-2's byte-to-unicode printable form (as in ``tokenizer.json``, whose export takes
+its vocab and merges from here). Imports give the keyword arguments of
+:class:`~bpe_spark.tokenizer.Tokenizer` and keep the file's ids; a token of the vocabulary that is
+neither a single byte nor made by any merge (GPT-2's ``<|endoftext|>``) is a special token unless
+``special_tokens`` says otherwise.
 
 >>> import tempfile, pathlib
 >>> from bpe_spark import TrainerConfig, train
@@ -11,7 +13,8 @@ special token unless ``special_tokens`` says otherwise.
 >>> write_gpt2(tok, out)
 >>> (out / "merges.txt").read_text().splitlines()
 ['#version: 0.2', 'a b']
->>> read_gpt2(out / "vocab.json").encode("ab<|endoftext|>", allowed_special="all")
+>>> from bpe_spark import Tokenizer
+>>> Tokenizer(**read_gpt2(out / "vocab.json")).encode("ab<|endoftext|>", allowed_special="all")
 [256, 257]
 """
 
@@ -20,13 +23,33 @@ from __future__ import annotations
 import json
 from collections.abc import Iterable
 from pathlib import Path
+from typing import Any
 
 from bpe_spark.errors import ConfigError, ModelFormatError
-from bpe_spark.formats import read_json_file
+from bpe_spark.formats.fields import Fields, is_id, require_all_bytes
+from bpe_spark.formats.files import read_json_file
 from bpe_spark.symbols import bytes_to_display, display_to_bytes
-from bpe_spark.tokenizer import Tokenizer
 
 MERGES_HEADER = "#version: 0.2"
+
+
+def display_vocab(tok) -> dict[str, int]:
+    """Printable token -> id of a byte-scheme tokenizer's vocabulary (specials left out); of ids
+    with equal bytes, the lowest."""
+    vocab = tok.to_dict()["vocab"]
+    entries: dict[str, int] = {}
+    for token_id in sorted(vocab):
+        entries.setdefault(bytes_to_display(vocab[token_id]), token_id)
+    return entries
+
+
+def display_merges(tok) -> list[str]:
+    """The merges of a byte-scheme tokenizer as ``"left right"`` in printable form, in rank order."""
+    vocab = tok.to_dict()["vocab"]
+    return [
+        f"{bytes_to_display(vocab[left])} {bytes_to_display(vocab[right])}"
+        for left, right, _ in tok.merge_ids
+    ]
 
 
 def write_gpt2(tok, directory) -> None:
@@ -34,10 +57,7 @@ def write_gpt2(tok, directory) -> None:
     if tok.scheme != "byte":
         raise ConfigError("GPT-2 files hold byte-level tokens; this tokenizer is char scheme")
     directory = Path(directory)
-    vocab = tok.to_dict()["vocab"]
-    entries: dict[str, int] = {}
-    for token_id in sorted(vocab):
-        entries.setdefault(bytes_to_display(vocab[token_id]), token_id)
+    entries = display_vocab(tok)
     for token, token_id in tok.special_tokens.items():
         key = bytes_to_display(token.encode("utf-8"))
         if key in entries:
@@ -51,26 +71,22 @@ def write_gpt2(tok, directory) -> None:
         fh.write("\n")
     with open(directory / "merges.txt", "w", encoding="utf-8") as fh:
         fh.write(MERGES_HEADER + "\n")
-        fh.writelines(
-            f"{bytes_to_display(vocab[left])} {bytes_to_display(vocab[right])}\n"
-            for left, right, _ in tok.merge_ids
-        )
+        fh.writelines(line + "\n" for line in display_merges(tok))
 
 
 def _read_vocab(path: Path) -> dict[str, int]:
     data = read_json_file(path, missing="no such file (GPT-2 needs vocab.json and merges.txt)")
     if not isinstance(data, dict):
         raise ModelFormatError(f"{path}: expected a JSON object mapping tokens to ids")
+    fields = Fields(path)
     seen: dict[int, str] = {}
     for key, token_id in data.items():
-        if not isinstance(token_id, int) or isinstance(token_id, bool) or token_id < 0:
-            raise ModelFormatError(f"{path}: field {key!r}: id {token_id!r} is not an integer >= 0")
+        if not is_id(token_id):
+            raise fields.error(key, f"id {token_id!r} is not an integer >= 0")
         if token_id in seen:
-            raise ModelFormatError(
-                f"{path}: field {key!r}: id {token_id} is also the id of {seen[token_id]!r}"
-            )
+            raise fields.error(key, f"id {token_id} is also the id of {seen[token_id]!r}")
         if not key:
-            raise ModelFormatError(f"{path}: field '': the empty token")
+            raise fields.error("", "the empty token")
         seen[token_id] = key
     return data
 
@@ -90,8 +106,8 @@ def read_gpt2(
     special_tokens: Iterable[str] | None = None,
     pattern: str = "gpt2",
     **unused,
-) -> Tokenizer:
-    """Load GPT-2 files (``merges_path`` defaults to ``merges.txt`` beside ``vocab.json``, or
+) -> dict[str, Any]:
+    """The Tokenizer keyword arguments of GPT-2 files (``merges_path`` defaults to ``merges.txt`` beside ``vocab.json``, or
     ``X_merges.txt`` beside ``X_vocab.json``).
 
     ``special_tokens``: the vocabulary entries to treat as special (in text form); by default the
@@ -166,9 +182,10 @@ def read_gpt2(
             chosen.add(by_text[token])
         if unprintable.keys() - chosen:
             token_id = min(unprintable.keys() - chosen)
-            raise ModelFormatError(
-                f"{vocab_path}: field {unprintable[token_id]!r}: not in GPT-2's printable byte form; "
-                "only a special token may be (list it in special_tokens)"
+            raise Fields(vocab_path).error(
+                unprintable[token_id],
+                "not in GPT-2's printable byte form; only a special token may be (list it in "
+                "special_tokens)",
             )
     specials = {}
     for token_id in sorted(chosen):
@@ -179,19 +196,14 @@ def read_gpt2(
         key = unprintable.get(token_id) or bytes_to_display(values[token_id])
         specials[_special_text(key)] = token_id
         values.pop(token_id, None)
-    missing = [b for b in range(256) if bytes([b]) not in token_to_id]
-    if missing:
-        raise ModelFormatError(
-            f"{vocab_path}: lacks single bytes {[bytes_to_display(bytes([b])) for b in missing[:8]]}; "
-            "a GPT-2 vocabulary needs all 256"
-        )
-    return Tokenizer(
-        scheme="byte",
-        vocab=values,
-        merges=merges,
-        special_tokens=specials,
-        pattern=pattern,
-        metadata={
+    require_all_bytes(token_to_id, str(vocab_path), show_byte=bytes_to_display)
+    return {
+        "scheme": "byte",
+        "vocab": values,
+        "merges": merges,
+        "special_tokens": specials,
+        "pattern": pattern,
+        "metadata": {
             "source": {"format": "gpt2", "vocab": str(vocab_path), "merges": str(merges_path)}
         },
-    )
+    }

@@ -1,17 +1,20 @@
 """Our model directory (DESIGN section 3): ``merges.parquet``, ``vocab.parquet``, ``bpe_spark.json``
 and, for the byte scheme, ``tokenizer.json``.
 
-Reading uses pyarrow and json only: no pickle, no code from the files. Every check that fails
-raises :class:`ModelFormatError` naming the file and the row or field.
+Writing takes any tokenizer object; reading gives the keyword arguments of
+:class:`~bpe_spark.tokenizer.Tokenizer` (``Tokenizer.load`` builds it). Reading uses pyarrow and
+json only: no pickle, no code from the files. Every check that fails raises
+:class:`ModelFormatError` naming the file and the row or field. ``MERGES_SCHEMA`` is the one
+definition of the merges table, which the Spark checkpoint writes too.
 
->>> from bpe_spark import TrainerConfig, train
+>>> from bpe_spark import Tokenizer, TrainerConfig, train
 >>> import tempfile, pathlib
 >>> tok = train(["low lower lowest"], TrainerConfig(vocab_size=260, pattern="words"))
 >>> out = pathlib.Path(tempfile.mkdtemp()) / "m"
 >>> save_model(tok, out)
 >>> sorted(p.name for p in out.iterdir())
 ['bpe_spark.json', 'merges.parquet', 'tokenizer.json', 'vocab.parquet']
->>> load_model(out).to_dict() == tok.to_dict()
+>>> Tokenizer(**read_model(out)).to_dict() == tok.to_dict()
 True
 """
 
@@ -26,24 +29,19 @@ from typing import Any
 import pyarrow as pa
 import pyarrow.parquet as pq
 
+from bpe_spark._version import __version__
 from bpe_spark.config import TrainerConfig
 from bpe_spark.errors import BpeSparkError, ConfigError, ModelFormatError
-from bpe_spark.formats import EXPORT_FORMATS, MODEL_META_FILE, atomic_directory, read_json_file
+from bpe_spark.formats.fields import Fields, is_integer
+from bpe_spark.formats.files import atomic_directory, read_json_file
+from bpe_spark.formats.registry import EXPORTS, MODEL_META_FILE, export_spec
 from bpe_spark.patterns import PRESETS
-from bpe_spark.tokenizer import Tokenizer
 
 FORMAT_VERSION = 1
 MERGES_FILE = "merges.parquet"
 VOCAB_FILE = "vocab.parquet"
-HF_FILE = "tokenizer.json"
+HF_FILE = EXPORTS["tokenizer.json"].files[0]
 KINDS = ("byte", "char", "merge", "special")
-# Files that ``exports=`` adds inside the model directory.
-EXPORT_FILES = {
-    "tokenizer.json": (HF_FILE,),
-    "gpt2": ("vocab.json", "merges.txt"),
-    "tiktoken": ("model.tiktoken",),
-    "subword-nmt": ("codes.bpe",),
-}
 
 MERGES_SCHEMA = pa.schema(
     [
@@ -87,7 +85,7 @@ def _merge_counts(tok) -> list[int] | None:
     if (
         isinstance(counts, list)
         and len(counts) == len(tok.merge_ids)
-        and all(isinstance(c, int) and not isinstance(c, bool) for c in counts)
+        and all(is_integer(c) for c in counts)
     ):
         return counts
     return None
@@ -155,8 +153,6 @@ def _check_json_value(value: Any, where: str) -> None:
 
 def model_metadata(tok, exports: Iterable[str] = ()) -> dict[str, Any]:
     """The content of ``bpe_spark.json``."""
-    from bpe_spark import __version__
-
     metadata = {key: value for key, value in tok.metadata.items()}
     counts_in_parquet = _merge_counts(tok) is not None
     if counts_in_parquet:
@@ -192,7 +188,7 @@ def model_metadata(tok, exports: Iterable[str] = ()) -> dict[str, Any]:
             "merges": MERGES_FILE,
             "vocab": VOCAB_FILE,
             "tokenizer_json": HF_FILE if tok.scheme == "byte" else None,
-            "exports": {fmt: list(EXPORT_FILES[fmt]) for fmt in exports},
+            "exports": {fmt: list(EXPORTS[fmt].files) for fmt in exports},
         },
     }
 
@@ -206,45 +202,20 @@ def save_model(tok, directory, *, overwrite: bool = False, exports: Iterable[str
     ``subword-nmt`` (codes.bpe).
     """
     exports = tuple(dict.fromkeys(exports))
-    for fmt in exports:
-        if fmt not in EXPORT_FORMATS:
-            raise ConfigError(f"unknown export format {fmt!r}; choose from {EXPORT_FORMATS}")
-    if tok.scheme != "byte" and fmt_needs_byte(exports):
-        raise ConfigError(
-            f"exports {[f for f in exports if f != 'subword-nmt']} need a byte-scheme tokenizer"
-        )
+    byte_only = [fmt for fmt in exports if export_spec(fmt).needs_byte]
+    if tok.scheme != "byte" and byte_only:
+        raise ConfigError(f"exports {byte_only} need a byte-scheme tokenizer")
     meta = model_metadata(tok, exports)  # validates metadata before anything is written
+    # A byte-scheme model always holds tokenizer.json (DESIGN section 3).
+    written = dict.fromkeys((("tokenizer.json",) if tok.scheme == "byte" else ()) + exports)
     with atomic_directory(directory, overwrite=overwrite) as staged:
         pq.write_table(merges_table(tok), staged / MERGES_FILE)
         pq.write_table(vocab_table(tok), staged / VOCAB_FILE)
-        if tok.scheme == "byte" or "tokenizer.json" in exports:
-            from bpe_spark.formats.hf_json import write_tokenizer_json
-
-            write_tokenizer_json(tok, staged / HF_FILE)
-        for fmt in exports:
-            _write_export(tok, fmt, staged)
+        for fmt in written:
+            EXPORTS[fmt].write_into(tok, staged)
         with open(staged / MODEL_META_FILE, "w", encoding="utf-8") as fh:
             json.dump(meta, fh, ensure_ascii=False, indent=2)
             fh.write("\n")
-
-
-def fmt_needs_byte(exports: Iterable[str]) -> bool:
-    return any(fmt in ("tokenizer.json", "gpt2", "tiktoken") for fmt in exports)
-
-
-def _write_export(tok, fmt: str, directory: Path) -> None:
-    if fmt == "gpt2":
-        from bpe_spark.formats.gpt2 import write_gpt2
-
-        write_gpt2(tok, directory)
-    elif fmt == "tiktoken":
-        from bpe_spark.formats.tiktoken_file import write_tiktoken
-
-        write_tiktoken(tok, directory / EXPORT_FILES["tiktoken"][0])
-    elif fmt == "subword-nmt":
-        from bpe_spark.formats.subword_nmt import write_codes
-
-        write_codes(tok, directory / EXPORT_FILES["subword-nmt"][0])
 
 
 # --- reading ----------------------------------------------------------------------------------
@@ -270,26 +241,17 @@ def _read_table(path: Path, schema: pa.Schema) -> pa.Table:
                 f"{path}: column {field.name!r} has type {actual}, expected {field.type}"
             )
     for name in schema.names:
-        if field_nulls(table, name) and name != "count":
-            raise ModelFormatError(
-                f"{path}: column {name!r} has null at row {field_nulls(table, name)[0]}"
-            )
+        column = table.column(name)
+        if column.null_count and name != "count":
+            row = column.to_pylist().index(None)
+            raise ModelFormatError(f"{path}: column {name!r} has null at row {row}")
     return table.select(schema.names)
-
-
-def field_nulls(table: pa.Table, name: str) -> list[int]:
-    column = table.column(name)
-    if column.null_count == 0:
-        return []
-    return [i for i, value in enumerate(column.to_pylist()) if value is None][:1]
 
 
 def _load_meta(path: Path) -> dict[str, Any]:
     if not path.is_file():
         raise ModelFormatError(f"{path}: missing; this is not a bpe-spark model directory")
-    meta = read_json_file(path)
-    if not isinstance(meta, dict):
-        raise ModelFormatError(f"{path}: expected a JSON object at the top level")
+    meta = Fields(path).top(read_json_file(path))
     version = meta.get("format_version")
     if version != FORMAT_VERSION:
         raise ModelFormatError(
@@ -298,68 +260,48 @@ def _load_meta(path: Path) -> dict[str, Any]:
     return meta
 
 
-def _field(meta: dict, name: str, types, path: Path, *, optional: bool = False):
-    if name not in meta:
-        if optional:
-            return None
-        raise ModelFormatError(f"{path}: field {name!r} is missing")
-    value = meta[name]
-    if value is None and optional:
-        return None
-    if not isinstance(value, types) or isinstance(value, bool) and bool not in _tuple(types):
-        raise ModelFormatError(
-            f"{path}: field {name!r} is {value!r}; expected {_type_names(types)}"
-        )
-    return value
+def _read_pattern(fields: Fields, meta: dict) -> str:
+    """The pattern a Tokenizer takes: the preset's name, or the regex of a custom pattern."""
+    pattern = fields.get(meta, "pattern", dict)
+    name = fields.choice(pattern, "name", sorted(PRESETS), within="pattern", optional=True)
+    regex_source = pattern.get("regex")
+    if name is not None and regex_source is not None and PRESETS[name] != regex_source:
+        raise fields.error("pattern.regex", f"differs from the {name!r} preset it names")
+    if name is None and not isinstance(regex_source, str):
+        raise fields.error("pattern", "needs a 'name' or a 'regex'")
+    return name if name is not None else regex_source
 
 
-def _tuple(types) -> tuple:
-    return types if isinstance(types, tuple) else (types,)
+def _read_specials(fields: Fields, meta: dict) -> dict[str, int]:
+    special_tokens: dict[str, int] = {}
+    for i, entry in enumerate(fields.get(meta, "special_tokens", list)):
+        if not (
+            isinstance(entry, dict)
+            and isinstance(entry.get("token"), str)
+            and is_integer(entry.get("id"))
+        ):
+            raise fields.bad(f"special_tokens[{i}]", entry, '{"token": a string, "id": an integer}')
+        special_tokens[entry["token"]] = entry["id"]
+    return special_tokens
 
 
-def _type_names(types) -> str:
-    return " or ".join(t.__name__ for t in _tuple(types))
+def read_model(directory) -> dict[str, Any]:
+    """The Tokenizer keyword arguments of a model directory: exactly the tokenizer that was saved.
 
-
-def load_model(directory) -> Tokenizer:
-    """Read a model directory back into exactly the Tokenizer that was saved."""
+    What the Tokenizer itself refuses (say an ``unk_token`` it lacks) is for the caller to name:
+    :func:`bpe_spark.formats.load_any` reports it as this directory's error.
+    """
     directory = Path(directory)
     if not directory.is_dir():
         raise ModelFormatError(f"{directory}: not a directory (a bpe-spark model is a directory)")
     meta_path = directory / MODEL_META_FILE
     meta = _load_meta(meta_path)
-    scheme = _field(meta, "scheme", str, meta_path)
-    if scheme not in ("byte", "char"):
-        raise ModelFormatError(
-            f"{meta_path}: field 'scheme' is {scheme!r}; expected 'byte' or 'char'"
-        )
-    pattern_field = _field(meta, "pattern", dict, meta_path)
-    name, regex_source = pattern_field.get("name"), pattern_field.get("regex")
-    if name is not None and name not in PRESETS:
-        raise ModelFormatError(
-            f"{meta_path}: field 'pattern.name' is {name!r}; expected one of {sorted(PRESETS)} or null"
-        )
-    if name is not None and regex_source is not None and PRESETS[name] != regex_source:
-        raise ModelFormatError(
-            f"{meta_path}: field 'pattern.regex' differs from the {name!r} preset it names"
-        )
-    if name is None and not isinstance(regex_source, str):
-        raise ModelFormatError(f"{meta_path}: field 'pattern' needs a 'name' or a 'regex'")
-    specials_field = _field(meta, "special_tokens", list, meta_path)
-    special_tokens: dict[str, int] = {}
-    for i, entry in enumerate(specials_field):
-        if not (
-            isinstance(entry, dict)
-            and isinstance(entry.get("token"), str)
-            and isinstance(entry.get("id"), int)
-            and not isinstance(entry.get("id"), bool)
-        ):
-            raise ModelFormatError(
-                f'{meta_path}: field \'special_tokens[{i}]\' must be {{"token": str, "id": int}}, got {entry!r}'
-            )
-        special_tokens[entry["token"]] = entry["id"]
-    metadata = _field(meta, "metadata", dict, meta_path)
-    config_data = _field(meta, "config", dict, meta_path, optional=True)
+    fields = Fields(meta_path)
+    scheme = fields.choice(meta, "scheme", ("byte", "char"))
+    pattern = _read_pattern(fields, meta)
+    special_tokens = _read_specials(fields, meta)
+    metadata = fields.get(meta, "metadata", dict)
+    config_data = fields.get(meta, "config", dict, optional=True)
     try:
         config = TrainerConfig.from_dict(config_data) if config_data is not None else None
     except (BpeSparkError, TypeError) as exc:
@@ -374,12 +316,12 @@ def load_model(directory) -> Tokenizer:
         )
     merges_path = directory / MERGES_FILE
     merges, counts = _read_merges(merges_path, vocab)
-    num_merges = _field(meta, "num_merges", int, meta_path)
+    num_merges = fields.get(meta, "num_merges", int)
     if num_merges != len(merges):
         raise ModelFormatError(
             f"{merges_path}: {len(merges)} rows, but {meta_path.name} field 'num_merges' says {num_merges}"
         )
-    if _field(meta, "merge_counts_in_parquet", bool, meta_path):
+    if fields.get(meta, "merge_counts_in_parquet", bool):
         if any(c is None for c in counts):
             row = counts.index(None)
             raise ModelFormatError(
@@ -387,36 +329,23 @@ def load_model(directory) -> Tokenizer:
             )
         metadata = dict(metadata)
         metadata["merge_counts"] = counts
-    normalization = _field(meta, "normalization", str, meta_path, optional=True)
-    if normalization not in (None, "NFC", "NFKC"):
-        raise ModelFormatError(
-            f"{meta_path}: field 'normalization' is {normalization!r}; expected null, 'NFC' or 'NFKC'"
-        )
-    end_of_word = _field(meta, "end_of_word", str, meta_path, optional=True)
-    if end_of_word not in (None, "separate", "fused"):
-        raise ModelFormatError(
-            f"{meta_path}: field 'end_of_word' is {end_of_word!r}; expected null, 'separate' or 'fused'"
-        )
-    try:
-        return Tokenizer(
-            scheme=scheme,
-            vocab=vocab,
-            merges=merges,
-            special_tokens=special_tokens,
-            pattern=name if name is not None else regex_source,
-            lowercase=_field(meta, "lowercase", bool, meta_path),
-            normalization=normalization,
-            end_of_word=end_of_word,
-            end_of_word_marker=_field(meta, "end_of_word_marker", str, meta_path),
-            unk_token=_field(meta, "unk_token", str, meta_path, optional=True),
-            merge_rule=_field(meta, "merge_rule", str, meta_path),
-            config=config,
-            metadata=metadata,
-        )
-    except ConfigError as exc:
-        raise ModelFormatError(
-            f"{directory}: the files do not make a valid tokenizer: {exc}"
-        ) from None
+    normalization = fields.choice(meta, "normalization", ("NFC", "NFKC"), optional=True)
+    end_of_word = fields.choice(meta, "end_of_word", ("separate", "fused"), optional=True)
+    return {
+        "scheme": scheme,
+        "vocab": vocab,
+        "merges": merges,
+        "special_tokens": special_tokens,
+        "pattern": pattern,
+        "lowercase": fields.get(meta, "lowercase", bool),
+        "normalization": normalization,
+        "end_of_word": end_of_word,
+        "end_of_word_marker": fields.get(meta, "end_of_word_marker", str),
+        "unk_token": fields.get(meta, "unk_token", str, optional=True),
+        "merge_rule": fields.get(meta, "merge_rule", str),
+        "config": config,
+        "metadata": metadata,
+    }
 
 
 def _read_vocab(path: Path, scheme: str) -> tuple[dict[int, bytes | str], dict[str, int]]:

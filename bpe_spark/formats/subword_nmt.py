@@ -5,6 +5,7 @@ rank order. Version 0.2 starts with ``#version: 0.2`` and fuses the end-of-word 
 word's last character (``th e</w>``): our char scheme with ``end_of_word="fused"``. A file with no
 version line is version 0.1, where ``</w>`` is a separate symbol (``end_of_word="separate"``).
 
+Reading a codes file gives the keyword arguments of :class:`~bpe_spark.tokenizer.Tokenizer`.
 Segmenting renders each word's subwords joined by ``@@ `` (the marker not shown), as
 ``subword-nmt apply-bpe`` prints them; the subwords come from :meth:`Tokenizer.encode_pretoken`.
 
@@ -21,10 +22,10 @@ from __future__ import annotations
 import re
 from collections.abc import Iterable, Iterator
 from pathlib import Path
+from typing import Any
 
 from bpe_spark.config import END_OF_WORD_MARKER
 from bpe_spark.errors import ConfigError, ModelFormatError
-from bpe_spark.tokenizer import Tokenizer
 from bpe_spark.words import bpe_merge, initial_symbols
 
 CODES_VERSION_PREFIX = "#version:"
@@ -39,7 +40,7 @@ _MARKER = END_OF_WORD_MARKER
 _VERSION_END_OF_WORD = {(0, 1): "separate", (0, 2): "fused"}
 
 
-def write_codes(tok: Tokenizer, path) -> None:
+def write_codes(tok, path) -> None:
     """Write ``tok``'s merges as a subword-nmt codes file (char scheme only).
 
     A fused ``</w>`` gives a ``#version: 0.2`` file; a separate one a version 0.1 file (no header),
@@ -91,8 +92,10 @@ def _chars_of(symbol: str, end_of_word: str) -> str:
     return symbol
 
 
-def read_codes(path, *, max_merges: int | None = None, pattern: str = "whitespace") -> Tokenizer:
-    """A char-scheme :class:`Tokenizer` from a subword-nmt codes file.
+def read_codes(
+    path, *, max_merges: int | None = None, pattern: str = "whitespace"
+) -> dict[str, Any]:
+    """The keyword arguments of a char-scheme Tokenizer from a subword-nmt codes file.
 
     Ids follow our char-scheme layout: the alphabet (every character the codes spell) in
     code-point order, then the end-of-word symbol(s) (version 0.2: ``c</w>`` for each character),
@@ -155,19 +158,19 @@ def read_codes(path, *, max_merges: int | None = None, pattern: str = "whitespac
             ids[merged] = len(values)
             values.append(merged)
         merges.append((ids[left], ids[right]))
-    return Tokenizer(
-        scheme="char",
-        vocab=dict(enumerate(values)),
-        merges=merges,
-        pattern=pattern,
-        end_of_word=end_of_word,
-        end_of_word_marker=_MARKER,
-        metadata={
+    return {
+        "scheme": "char",
+        "vocab": dict(enumerate(values)),
+        "merges": merges,
+        "pattern": pattern,
+        "end_of_word": end_of_word,
+        "end_of_word_marker": _MARKER,
+        "metadata": {
             "source": "subword-nmt",
             "path": str(path),
             "codes_version": ".".join(map(str, version)),
         },
-    )
+    }
 
 
 class Segmenter:
@@ -178,13 +181,14 @@ class Segmenter:
     gets ``separator``. A character the tokenizer does not know stays a subword of its own, as
     in subword-nmt (no merge can involve it).
 
+    >>> from bpe_spark import Tokenizer
     >>> tok = Tokenizer(scheme="char", vocab={0: "a", 1: "b", 2: "a</w>", 3: "b</w>", 4: "ab</w>"},
     ...                 merges=[(0, 3)], end_of_word="fused", pattern="whitespace")
     >>> Segmenter(tok).segment_line("  ab  cab\\n")
     '  ab c@@ ab\\n'
     """
 
-    def __init__(self, tok: Tokenizer, *, separator: str = SEPARATOR):
+    def __init__(self, tok, *, separator: str = SEPARATOR):
         if tok.scheme != "char" or tok.end_of_word not in ("fused", "separate"):
             raise ConfigError(
                 "subword-nmt segmentation needs a char-scheme tokenizer with an end-of-word marker; "
@@ -224,6 +228,7 @@ class Segmenter:
     def subwords(self, word: str) -> tuple[str, ...]:
         """The subwords of one word (no spaces in it), the end-of-word marker not shown.
 
+        >>> from bpe_spark import Tokenizer
         >>> tok = Tokenizer(scheme="char", vocab={0: "a", 1: "b", 2: "</w>", 3: "ab"},
         ...                 merges=[(0, 1)], end_of_word="separate", pattern="whitespace")
         >>> Segmenter(tok).subwords("abba")
@@ -272,6 +277,6 @@ class Segmenter:
             yield self.segment_line(line)
 
 
-def segment_line(tok: Tokenizer, line: str, *, separator: str = SEPARATOR) -> str:
+def segment_line(tok, line: str, *, separator: str = SEPARATOR) -> str:
     """One-off :meth:`Segmenter.segment_line` (build a :class:`Segmenter` for many lines)."""
     return Segmenter(tok, separator=separator).segment_line(line)

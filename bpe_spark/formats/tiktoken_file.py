@@ -1,6 +1,7 @@
 """tiktoken ``.tiktoken`` files: one ``base64(token) rank`` per line; the rank is the token id.
 
-A ``.tiktoken`` file holds ranks, not merges. Encoding uses tiktoken's own rule
+A ``.tiktoken`` file holds ranks, not merges; reading it gives the keyword arguments of
+:class:`~bpe_spark.tokenizer.Tokenizer`, with the ranks as ids. Encoding uses tiktoken's own rule
 (``merge_rule="ranks"``: whole-pretoken lookup, then repeatedly merge the adjacent pair whose
 concatenation has the lowest rank). ``tok.merges`` is derived for people and exports: for each
 token of two or more bytes, the two parts that this rule, using only lower ranks, leaves of the
@@ -10,11 +11,11 @@ OpenAI's published files are recognised by content (SHA-256), which gives their 
 special tokens; for any other file pass ``pattern=`` (and ``special_tokens=`` if it has some).
 
 >>> import tempfile, pathlib
->>> from bpe_spark import TrainerConfig, train
+>>> from bpe_spark import Tokenizer, TrainerConfig, train
 >>> tok = train(["ab ab abc"], TrainerConfig(vocab_size=258))
 >>> path = pathlib.Path(tempfile.mkdtemp()) / "toy.tiktoken"
 >>> write_tiktoken(tok, path)
->>> back = read_tiktoken(path, pattern="gpt2")
+>>> back = Tokenizer(**read_tiktoken(path, pattern="gpt2"))
 >>> back.merges == tok.merges, back.encode("abc") == tok.encode("abc")
 (True, True)
 """
@@ -26,9 +27,10 @@ import binascii
 import hashlib
 from collections.abc import Mapping
 from pathlib import Path
+from typing import Any
 
 from bpe_spark.errors import ConfigError, ModelFormatError
-from bpe_spark.tokenizer import Tokenizer
+from bpe_spark.formats.fields import require_all_bytes
 from bpe_spark.words import bpe_merge
 
 _GPT2_SPECIALS = {"<|endoftext|>": 50256}
@@ -168,8 +170,8 @@ def read_tiktoken(
     pattern: str | None = None,
     special_tokens: Mapping[str, int] | None = None,
     **unused,
-) -> Tokenizer:
-    """Load a ``.tiktoken`` file; ids are the file's ranks.
+) -> dict[str, Any]:
+    """The Tokenizer keyword arguments of a ``.tiktoken`` file; ids are the file's ranks.
 
     OpenAI's files (cl100k_base, o200k_base, r50k_base, p50k_base) are recognised by content and
     get their pattern and special tokens; ``pattern=`` / ``special_tokens=`` override them, and
@@ -196,24 +198,19 @@ def read_tiktoken(
             raise ConfigError(
                 f"special token {token!r} has id {token_id}, which {path} gives to {ranks[token_id]!r}"
             )
-    values = set(ranks.values())
-    missing = [b for b in range(256) if bytes([b]) not in values]
-    if missing:
-        raise ModelFormatError(
-            f"{path}: lacks single bytes {missing[:8]}; a byte-level vocabulary needs all 256"
-        )
+    require_all_bytes(set(ranks.values()), str(path))
     merges, orphans = derive_merges(ranks)
     metadata = {"source": {"format": "tiktoken", "path": str(path), "sha256": digest}}
     if name:
         metadata["source"]["encoding"] = name
     if orphans:
         metadata["source"]["tokens_without_merge"] = len(orphans)
-    return Tokenizer(
-        scheme="byte",
-        vocab=ranks,
-        merges=merges,
-        special_tokens=special_tokens,
-        pattern=pattern,
-        merge_rule="ranks",
-        metadata=metadata,
-    )
+    return {
+        "scheme": "byte",
+        "vocab": ranks,
+        "merges": merges,
+        "special_tokens": special_tokens,
+        "pattern": pattern,
+        "merge_rule": "ranks",
+        "metadata": metadata,
+    }

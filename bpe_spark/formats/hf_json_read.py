@@ -1,0 +1,305 @@
+"""Hugging Face ``tokenizer.json`` import: a byte-level BPE file (a ByteLevel pre-tokenizer, or
+Split + ByteLevel) as the keyword arguments of :class:`~bpe_spark.tokenizer.Tokenizer`, keeping
+its ids. Anything this library cannot reproduce exactly is a :class:`ModelFormatError` naming the
+field. The export is ``hf_json``.
+
+>>> from bpe_spark import Tokenizer, TrainerConfig, train
+>>> from bpe_spark.formats.hf_json import to_hf_dict
+>>> tok = train(["ab ab"], TrainerConfig(vocab_size=257))
+>>> Tokenizer(**from_hf_dict(to_hf_dict(tok))).merge_ids == tok.merge_ids
+True
+"""
+
+from __future__ import annotations
+
+import itertools
+from pathlib import Path
+from typing import Any
+
+import regex
+
+from bpe_spark.errors import ConfigError
+from bpe_spark.formats.fields import Fields, is_id, require_all_bytes, show
+from bpe_spark.formats.files import read_json_file
+from bpe_spark.formats.hf_regex import COVERING_PRESETS, preset_name, python_pattern
+from bpe_spark.patterns import PRESETS
+from bpe_spark.symbols import bytes_to_display, bytes_to_unicode, display_to_bytes
+
+_NORMALIZERS = {"NFC", "NFKC"}
+
+
+def read_tokenizer_json(path, *, special_tokens=None, **unused) -> dict[str, Any]:
+    """The Tokenizer keyword arguments of a byte-level BPE ``tokenizer.json``, keeping its ids."""
+    if unused:
+        raise ConfigError(f"tokenizer.json loading takes no options {sorted(unused)}")
+    path = Path(path)
+    data = read_json_file(path)
+    if special_tokens is not None:
+        raise ConfigError(
+            "tokenizer.json names its special tokens itself (added_tokens); drop special_tokens="
+        )
+    return from_hf_dict(data, path)
+
+
+def from_hf_dict(data: Any, path="tokenizer.json") -> dict[str, Any]:
+    """The Tokenizer keyword arguments of the parsed content of a ``tokenizer.json``."""
+    fields = Fields(path)
+    fields.top(data)
+    for key in ("truncation", "padding"):
+        if data.get(key) is not None:
+            raise fields.error(
+                key, "is set; bpe-spark encodes whole texts, remove it (or set null)"
+            )
+    model = fields.get(data, "model", dict)
+    model_type = model.get("type", "BPE")
+    if model_type != "BPE":
+        raise fields.error(
+            "model.type", f"{model_type!r} is not supported; bpe-spark reads BPE models only"
+        )
+    if model.get("dropout") not in (None, 0, 0.0):
+        raise fields.error(
+            "model.dropout", f"{model['dropout']!r}: BPE dropout is not supported (set null)"
+        )
+    for key in ("continuing_subword_prefix", "end_of_word_suffix"):
+        if model.get(key):
+            raise fields.error(
+                f"model.{key}", f"{model[key]!r}: not supported for byte-level BPE (set null)"
+            )
+    if model.get("byte_fallback"):
+        raise fields.error("model.byte_fallback", "byte fallback is not supported (set false)")
+    pattern = _read_pre_tokenizer(fields, data.get("pre_tokenizer"))
+    normalization, lowercase = _read_normalizer(fields, data.get("normalizer"))
+    decoder = data.get("decoder")
+    if decoder is not None and (
+        not isinstance(decoder, dict) or decoder.get("type") != "ByteLevel"
+    ):
+        raise fields.error(
+            "decoder.type", f"{show(decoder)}: only the ByteLevel decoder (or null) is supported"
+        )
+    post = data.get("post_processor")
+    if post is not None and (not isinstance(post, dict) or post.get("type") != "ByteLevel"):
+        kind = post.get("type") if isinstance(post, dict) else post
+        raise fields.error(
+            "post_processor.type",
+            f"{kind!r} adds or changes ids; only ByteLevel (or null) is supported",
+        )
+
+    raw_vocab = fields.get(model, "vocab", dict, within="model")
+    specials = _read_added_tokens(
+        fields, data.get("added_tokens", []), normalizer=data.get("normalizer")
+    )
+    special_ids = set(specials.values())
+    vocab: dict[int, bytes] = {}
+    for key, token_id in raw_vocab.items():
+        if not is_id(token_id):
+            raise fields.error(f"model.vocab[{key!r}]", f"id {token_id!r} is not an integer >= 0")
+        if token_id in special_ids:
+            continue  # the special token itself (tokenizers lists specials in the vocab too)
+        try:
+            value = display_to_bytes(key)
+        except KeyError:
+            bad = next(ch for ch in key if ch not in set(bytes_to_unicode()))
+            raise fields.error(
+                f"model.vocab[{key!r}]",
+                f"character {bad!r} is outside the byte-level alphabet; is this a byte-level BPE?",
+            ) from None
+        if not value:
+            raise fields.error("model.vocab", "holds the empty string")
+        if token_id in vocab:
+            raise fields.error(f"model.vocab[{key!r}]", f"id {token_id} is used twice")
+        vocab[token_id] = value
+    token_to_id: dict[bytes, int] = {}
+    for token_id in sorted(vocab):
+        token_to_id.setdefault(vocab[token_id], token_id)
+    merges = []
+    for rank, entry in enumerate(fields.get(model, "merges", list, within="model")):
+        field = f"model.merges[{rank}]"
+        if isinstance(entry, str):
+            parts = entry.split(" ")
+        elif isinstance(entry, list):
+            parts = entry
+        else:
+            raise fields.error(field, f'{show(entry)} is neither "left right" nor [left, right]')
+        if len(parts) != 2 or not all(isinstance(p, str) and p for p in parts):
+            raise fields.error(field, f"{show(entry)} is not a pair of two tokens")
+        ids = []
+        for part in parts:
+            token_id = raw_vocab.get(part)
+            if token_id is None or token_id in special_ids:
+                raise fields.error(field, f"token {part!r} is not in model.vocab")
+            ids.append(token_id)
+        merged = vocab[ids[0]] + vocab[ids[1]]
+        if merged not in token_to_id:
+            raise fields.error(
+                field, f"the merged token {bytes_to_display(merged)!r} is not in model.vocab"
+            )
+        merges.append((ids[0], ids[1]))
+    require_all_bytes(token_to_id, f"{path}: field 'model.vocab'", show_byte=bytes_to_display)
+    merge_rule = "pairs"
+    if model.get("ignore_merges"):
+        # tiktoken-derived files (Llama 3 style): merges in order of the token they make, and a
+        # pretoken that is a whole token taken as is. That is tiktoken's rank rule.
+        made = [token_to_id[vocab[left] + vocab[right]] for left, right in merges]
+        if any(b <= a for a, b in itertools.pairwise(made)):
+            raise fields.error(
+                "model.ignore_merges",
+                "true, but the merges are not in the order of the ids they "
+                "make; bpe-spark can only reproduce ignore_merges for rank-ordered (tiktoken-style) files",
+            )
+        merge_rule = "ranks"
+    unk = model.get("unk_token")
+    metadata = {"source": {"format": "tokenizer.json", "path": str(path)}}
+    if unk is not None:
+        metadata["source"]["unk_token"] = unk  # never used: every byte is in the vocabulary
+    return {
+        "scheme": "byte",
+        "vocab": vocab,
+        "merges": merges,
+        "special_tokens": specials,
+        "pattern": pattern,
+        "lowercase": lowercase,
+        "normalization": normalization,
+        "merge_rule": merge_rule,
+        "metadata": metadata,
+    }
+
+
+def _read_added_tokens(fields: Fields, added: Any, *, normalizer: Any) -> dict[str, int]:
+    if not isinstance(added, list):
+        raise fields.error("added_tokens", f"{show(added)} is not a list")
+    specials: dict[str, int] = {}
+    for i, entry in enumerate(added):
+        field = f"added_tokens[{i}]"
+        if not isinstance(entry, dict):
+            raise fields.error(field, "is not an object")
+        content = fields.get(entry, "content", str, within=field)
+        token_id = fields.get(entry, "id", int, within=field)
+        if not entry.get("special", False):
+            raise fields.error(
+                f"{field}.special",
+                f"{content!r} is an added token that is not special; "
+                "bpe-spark supports special added tokens only",
+            )
+        for flag in ("single_word", "lstrip", "rstrip"):
+            if entry.get(flag):
+                raise fields.error(f"{field}.{flag}", f"true for {content!r}: not supported")
+        if entry.get("normalized") and normalizer is not None:
+            raise fields.error(
+                f"{field}.normalized",
+                f"true for {content!r} with a normalizer: bpe-spark finds "
+                "special tokens in the raw text",
+            )
+        if content in specials:
+            raise fields.error(field, f"{content!r} is listed twice")
+        specials[content] = token_id
+    return specials
+
+
+def _read_normalizer(fields: Fields, normalizer: Any) -> tuple[str | None, bool]:
+    if normalizer is None:
+        return None, False
+    steps = [normalizer]
+    field = "normalizer"
+    if isinstance(normalizer, dict) and normalizer.get("type") == "Sequence":
+        steps = fields.get(normalizer, "normalizers", list, within="normalizer")
+        field = "normalizer.normalizers"
+    types = []
+    for i, step in enumerate(steps):
+        kind = step.get("type") if isinstance(step, dict) else None
+        where = f"{field}[{i}].type" if field.endswith("normalizers") else "normalizer.type"
+        if kind not in _NORMALIZERS | {"Lowercase"}:
+            raise fields.error(
+                where,
+                f"{kind!r} is not supported; bpe-spark normalizes with NFC, NFKC and/or Lowercase",
+            )
+        types.append(kind)
+    forms = [t for t in types if t in _NORMALIZERS]
+    if (
+        len(forms) > 1
+        or types.count("Lowercase") > 1
+        or (forms and types[0] == "Lowercase" and len(types) > 1)
+    ):
+        raise fields.error(
+            field, f"{types}: bpe-spark applies at most one Unicode form, then Lowercase"
+        )
+    return (forms[0] if forms else None), "Lowercase" in types
+
+
+def _is_byte_level(step: Any) -> bool:
+    return isinstance(step, dict) and step.get("type") == "ByteLevel"
+
+
+def _check_byte_level(fields: Fields, step: dict, field: str) -> None:
+    if step.get("add_prefix_space", True):
+        raise fields.error(
+            f"{field}.add_prefix_space",
+            "true: a prefix space changes the text; only false is supported",
+        )
+
+
+def _read_pre_tokenizer(fields: Fields, pre: Any) -> str:
+    if pre is None:
+        raise fields.error(
+            "pre_tokenizer", "null: bpe-spark reads byte-level BPE (a ByteLevel pre-tokenizer)"
+        )
+    if _is_byte_level(pre):
+        _check_byte_level(fields, pre, "pre_tokenizer")
+        if pre.get("use_regex", True):
+            return "gpt2"
+        return r"[\s\S]+"  # no split: the whole text is one pretoken
+    if not (isinstance(pre, dict) and pre.get("type") == "Sequence"):
+        kind = pre.get("type") if isinstance(pre, dict) else pre
+        raise fields.error(
+            "pre_tokenizer.type",
+            f"{kind!r} is not supported; expected ByteLevel or Sequence[Split, ByteLevel]",
+        )
+    steps = fields.get(pre, "pretokenizers", list, within="pre_tokenizer")
+    field = "pre_tokenizer.pretokenizers"
+    if len(steps) == 1 and _is_byte_level(steps[0]):
+        return _read_pre_tokenizer(fields, steps[0])
+    if len(steps) != 2 or not _is_byte_level(steps[1]):
+        raise fields.error(field, "expected [Split, ByteLevel(use_regex=false)]")
+    _check_byte_level(fields, steps[1], f"{field}[1]")
+    if steps[1].get("use_regex", True):
+        raise fields.error(
+            f"{field}[1].use_regex", "true after a Split would split twice; expected false"
+        )
+    split = steps[0]
+    if not (isinstance(split, dict) and split.get("type") == "Split"):
+        kind = split.get("type") if isinstance(split, dict) else split
+        raise fields.error(f"{field}[0].type", f"{kind!r} is not supported; expected Split")
+    pattern = fields.get(split, "pattern", dict, within=f"{field}[0]")
+    if "Regex" in pattern:
+        source = pattern["Regex"]
+    elif "String" in pattern:
+        source = regex.escape(pattern["String"]) if isinstance(pattern["String"], str) else None
+    else:
+        source = None
+    if not isinstance(source, str) or not source:
+        raise fields.error(
+            f"{field}[0].pattern",
+            f'{show(pattern)}: expected {{"Regex": ...}} or {{"String": ...}}',
+        )
+    name = preset_name(source)
+    source = PRESETS[name] if name in PRESETS else python_pattern(source)
+    try:
+        regex.compile(source)
+    except regex.error as exc:
+        raise fields.error(
+            f"{field}[0].pattern", f"the regex does not compile in Python's regex module: {exc}"
+        ) from None
+    behavior = split.get("behavior")
+    invert = split.get("invert", False)
+    if behavior == "Removed" and invert:
+        return name if name in PRESETS else source  # keeps exactly the matches: our findall
+    if behavior == "Isolated" and not invert:
+        if name in COVERING_PRESETS:
+            return name
+        # subtle: Isolated also keeps each run of text between matches as a piece; this
+        # alternation yields the same pieces from findall.
+        return rf"(?:{source})|(?:(?!(?:{source}))[\s\S])+"
+    raise fields.error(
+        f"{field}[0].behavior",
+        f"{behavior!r} with invert={invert!r} is not supported; "
+        "expected Isolated (invert false) or Removed (invert true)",
+    )

@@ -1,0 +1,64 @@
+"""The export formats, in one table: each name's writer, the files it makes and what it needs.
+
+:func:`bpe_spark.formats.export_model` (one export to a path of its own) and the model directory's
+``exports=`` (files inside the model directory) both write through this table. Also the name of
+the model directory's own description file. Imports only the writers' modules.
+
+>>> [name for name, spec in EXPORTS.items() if not spec.needs_byte]
+['subword-nmt']
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from bpe_spark.errors import ConfigError
+from bpe_spark.formats.gpt2 import write_gpt2
+from bpe_spark.formats.hf_json import write_tokenizer_json
+from bpe_spark.formats.subword_nmt import write_codes
+from bpe_spark.formats.tiktoken_file import write_tiktoken
+
+MODEL_META_FILE = "bpe_spark.json"
+
+
+@dataclass(frozen=True)
+class Export:
+    """How one export format is written.
+
+    ``write(tok, target)`` writes a file at ``target``, or, when ``directory``, the ``files`` into
+    the directory ``target``. ``files``: the names it has inside a model directory. ``needs_byte``:
+    only a byte-scheme tokenizer can be written. ``suffix``: an ``out`` of ``export_model`` that
+    is a directory or lacks this suffix gets ``files[0]`` inside it.
+    """
+
+    write: Callable[[Any, Path], None]
+    files: tuple[str, ...]
+    needs_byte: bool
+    directory: bool = False
+    suffix: str | None = None
+
+    def write_into(self, tok, directory: Path) -> None:
+        """Write this export inside the (staging) model directory ``directory``."""
+        self.write(tok, directory if self.directory else directory / self.files[0])
+
+
+EXPORTS: dict[str, Export] = {
+    "tokenizer.json": Export(
+        write_tokenizer_json, ("tokenizer.json",), needs_byte=True, suffix=".json"
+    ),
+    "gpt2": Export(write_gpt2, ("vocab.json", "merges.txt"), needs_byte=True, directory=True),
+    "tiktoken": Export(write_tiktoken, ("model.tiktoken",), needs_byte=True),
+    "subword-nmt": Export(write_codes, ("codes.bpe",), needs_byte=False),
+}
+EXPORT_FORMATS = tuple(EXPORTS)
+
+
+def export_spec(fmt: str) -> Export:
+    """The table entry of ``fmt``; an unknown name is a :class:`ConfigError` listing the choices."""
+    spec = EXPORTS.get(fmt)
+    if spec is None:
+        raise ConfigError(f"unknown export format {fmt!r}; choose one of {EXPORT_FORMATS}")
+    return spec
