@@ -17,7 +17,7 @@ from typing import Any
 _EXPORTS = {
     "count_pretokens": "bpe_spark.spark.count",
     "encode": "bpe_spark.spark.encoding",
-    "encode_dataset": "bpe_spark.spark.encoding",
+    "encode_dataset": "bpe_spark.spark.dataset",
     "ColumnError": "bpe_spark.errors",
     "InputError": "bpe_spark.errors",
     "InputNotFoundError": "bpe_spark.spark.io",

@@ -17,11 +17,10 @@ import pyarrow.parquet as pq
 import pytest
 from conftest import CORPUS_NAMES, PEERS, corpus_lines, require_shared
 
-from bpe_spark import ConfigError, TrainerConfig, UnknownCharacterError, _compiled, train
-from bpe_spark.errors import OutputExistsError
-from bpe_spark.formats import load_any
+from bpe_spark import ConfigError, Tokenizer, TrainerConfig, UnknownCharacterError, train
+from bpe_spark.errors import ColumnError, DisallowedSpecialTokenError, OutputExistsError
 from bpe_spark.shards import MANIFEST_NAME, model_fingerprint, read_manifest, read_shards
-from bpe_spark.spark.encoding import BatchEncoder, encode, encode_dataset
+from bpe_spark.spark import encode, encode_dataset
 from bpe_spark.spark.io import read_documents
 
 pytestmark = pytest.mark.spark
@@ -135,11 +134,11 @@ def test_gpt2_and_cl100k_ids_equal_tiktoken(spark, inputs, model):
 
     root, expected = inputs
     if model == "gpt2":
-        tok_model = load_any(PEERS / "cs336" / "gpt2_vocab.json")
+        tok_model = Tokenizer.load(PEERS / "cs336" / "gpt2_vocab.json")
     else:
         url = "https://openaipublic.blob.core.windows.net/encodings/cl100k_base.tiktoken"
         cache = os.environ["TIKTOKEN_CACHE_DIR"]
-        tok_model = load_any(os.path.join(cache, hashlib.sha1(url.encode()).hexdigest()))
+        tok_model = Tokenizer.load(os.path.join(cache, hashlib.sha1(url.encode()).hexdigest()))
     reference = Reference(tiktoken.get_encoding(model).encode_ordinary)
     with small_splits(spark):
         docs = read_input(spark, root, "text", 3)
@@ -231,37 +230,48 @@ def test_documents_not_read_from_files_are_numbered_in_order(spark, tok):
     assert got.column("input_ids").to_pylist() == [tok.encode(t) for t in texts]
 
 
-def test_special_token_policy(spark, tok):
+def test_special_token_policy(spark, tok, tmp_path):
     text = f"one{EOT}two"
     df = spark.createDataFrame([(text,)], "text string")
     ordinary = encode(df, tok).first().input_ids
-    allowed = encode(df, tok, special_tokens="allowed").first().input_ids
+    allowed = encode(df, tok, allowed_special="all").first().input_ids
+    named = encode(df, tok, allowed_special={EOT}).first().input_ids
     assert ordinary == tok.encode(text, disallowed_special=())
-    assert allowed == tok.encode(text, allowed_special="all")
+    assert allowed == named == tok.encode(text, allowed_special="all")
     assert tok.special_tokens[EOT] in allowed and tok.special_tokens[EOT] not in ordinary
-    with pytest.raises(ConfigError, match="special_tokens must be one of"):
-        encode(df, tok, special_tokens="raise")
+    with pytest.raises(ConfigError, match=r"allowed_special names tokens that are not special tokens: \['<\|nope\|>'\]"):
+        encode(df, tok, allowed_special={"<|nope|>"})
+    manifest = encode_dataset(df, tok, str(tmp_path / "allowed"), allowed_special="all")
+    assert manifest["allowed_special"] == [EOT] and manifest["disallowed_special"] == []
+    assert pq.read_table(tmp_path / "allowed").column("input_ids").to_pylist() == [allowed]
+    # a disallowed token found on an executor fails the job with the core's error, and no output
+    with pytest.raises(DisallowedSpecialTokenError, match=r"text contains the special token '<\|endoftext\|>' at offset 3"):
+        encode_dataset(df, tok, str(tmp_path / "refused"), disallowed_special="all")
+    assert not (tmp_path / "refused").exists()
 
 
 def test_schema_errors_come_before_any_work(spark, tok, tmp_path):
     df = spark.createDataFrame([("a", [1])], "text string, input_ids array<int>")
-    with pytest.raises(ConfigError, match="Output column input_ids already exists"):
+    with pytest.raises(ColumnError, match="Output column input_ids already exists in the input; rename or drop it first"):
         encode(df, tok)
-    with pytest.raises(ConfigError, match=r"text column 'body' is not in the input; its columns are \['text', 'input_ids'\]"):
+    with pytest.raises(ColumnError, match=r"column 'body' not found in the input; its columns are \['text', 'input_ids'\]; "
+                       r"choose the text column with text_col= \(--text-column\)"):
         encode(df, tok, "body", output_col="ids")
-    with pytest.raises(ConfigError, match="id column 'url' is not in the input"):
+    with pytest.raises(ColumnError, match=r"column 'url' not found in the input; .*choose id columns with id_cols="):
         encode_dataset(df.drop("input_ids"), tok, str(tmp_path / "out"), id_cols=["url"])
     with pytest.raises(ConfigError, match="is neither a special token of the model"):
         encode(df, tok, output_col="ids", eos="<|nope|>")
-    with pytest.raises(ConfigError, match="has type int, not string"):
+    with pytest.raises(ColumnError, match="column 'text' of the input has type int, not string"):
         encode(spark.createDataFrame([(1,)], "text int"), tok)
+    with pytest.raises(ConfigError, match=r"output column names repeat: \['doc_id', 'ids', 'ids'\]"):
+        encode(df, tok, output_col="ids", n_tokens_col="ids")
     assert not (tmp_path / "out").exists()
 
 
 def test_vocabulary_too_big_for_the_dtype_fails_before_work(spark, tmp_path):
     require_shared()
     url = "https://openaipublic.blob.core.windows.net/encodings/cl100k_base.tiktoken"
-    cl100k = load_any(os.path.join(os.environ["TIKTOKEN_CACHE_DIR"], hashlib.sha1(url.encode()).hexdigest()))
+    cl100k = Tokenizer.load(os.path.join(os.environ["TIKTOKEN_CACHE_DIR"], hashlib.sha1(url.encode()).hexdigest()))
     df = spark.createDataFrame([("hello world",)], "text string")
     with pytest.raises(ConfigError, match=r"largest token id is 100276, which does not fit uint16"):
         encode_dataset(df, cl100k, str(tmp_path / "out"), output_format="bin", dtype="uint16")
@@ -289,45 +299,6 @@ def test_existing_output_needs_overwrite_and_failures_leave_nothing(spark, tok, 
     with pytest.raises(UnknownCharacterError, match=r"'z' \(U\+007A\)"):
         encode_dataset(bad, char_tok, str(tmp_path / "failed"))
     assert sorted(p.name for p in tmp_path.iterdir()) == ["out"]  # no output, no staging left
-
-
-def test_batch_encoder_gathers_cached_pretokens():
-    tok = train(["ab ab ab cd"], TrainerConfig(vocab_size=260, special_tokens=(EOT,)))
-    encoder = BatchEncoder(tok, bos_id=1, eos_id=2, special_tokens="allowed")
-    texts = ["ab cd ab", None, "", f"ab{EOT}x", "ab"]
-    values, offsets, nulls = encoder.encode_texts(texts)
-    docs = [values[offsets[i]:offsets[i + 1]].tolist() for i in range(len(texts))]
-    assert nulls.tolist() == [False, True, False, False, False]
-    assert docs[0] == [1, *tok.encode("ab cd ab"), 2]
-    assert docs[1] == [] and docs[2] == [1, 2]
-    assert docs[3] == [1, *tok.encode(f"ab{EOT}x", allowed_special="all"), 2]
-    # a second batch is served from the cache, with the same ids
-    again, again_offsets, _ = encoder.encode_texts(texts)
-    assert again.tolist() == values.tolist() and again_offsets.tolist() == offsets.tolist()
-
-
-@pytest.mark.parametrize("compiled", [True, False])
-@pytest.mark.parametrize("policy", ["ordinary", "allowed"])
-def test_batch_encoder_paths_agree_with_tokenizer_encode(tok, compiled, policy):
-    texts = [
-        f"{EOT}starts", f"ends{EOT}", f"{EOT}{EOT}", EOT, f"a{EOT}b{EOT}c\n", "plain text\n",
-        None, "", "  spaces  \n\n", "héllo wörld 123 ☃", *corpus_lines("multilingual", 3000),
-    ]
-    encoder = BatchEncoder(tok, special_tokens=policy, bos_id=5, eos_id=7)
-    assert encoder.compiled == _compiled.encoder_available()  # the C encoder is used when built
-    if not compiled:
-        encoder.compiled = False  # the Python regex + slot-cache path
-    values, offsets, nulls = encoder.encode_texts(texts)
-    for i, text in enumerate(texts):
-        got = values[offsets[i]:offsets[i + 1]].tolist()
-        if text is None:
-            assert nulls[i] and got == []
-            continue
-        if policy == "allowed":
-            expected = tok.encode(text, allowed_special="all")
-        else:
-            expected = tok.encode(text, disallowed_special=())
-        assert got == [5, *expected, 7], (i, text)
 
 
 @pytest.mark.parametrize("output_format", ["parquet", "bin"])
@@ -362,7 +333,7 @@ def test_text_files_read_by_the_tasks_give_the_same_files_as_spark_reader(spark,
 
 
 def test_parquet_row_groups_follow_the_documents_not_the_pieces(tmp_path):
-    from bpe_spark.spark.encoding import _RowGroupWriter
+    from bpe_spark.spark.output import RowGroupWriter
 
     rng = np.random.default_rng(0)
     n_tokens = rng.integers(0, 40, size=500).astype(np.int32)
@@ -372,7 +343,7 @@ def test_parquet_row_groups_follow_the_documents_not_the_pieces(tmp_path):
     outputs = []
     for cuts in ([0, 500], [0, 1, 2, 250, 499, 500], list(range(0, 501, 7)) + [500]):
         path = tmp_path / f"{len(cuts)}.parquet"
-        writer = _RowGroupWriter(pq.ParquetWriter(path, table.schema, compression="zstd"), max_tokens=600, max_rows=50)
+        writer = RowGroupWriter(pq.ParquetWriter(path, table.schema, compression="zstd"), max_tokens=600, max_rows=50)
         for lo, hi in itertools.pairwise(cuts):
             writer.add(table.slice(lo, hi - lo))
         writer.close()

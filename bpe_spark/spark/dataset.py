@@ -1,0 +1,257 @@
+"""Encoded datasets (DESIGN 2.2): ``encode_dataset(df, tok, out)`` writes Parquet parts or binary
+shards, and the manifest that describes them.
+
+Two Spark jobs, no shuffle, no cache, no second pass over the text:
+
+1. the encoding job: each task encodes its rows (:mod:`bpe_spark.spark.encode_tasks`) into one
+   Arrow piece per input segment (:class:`~bpe_spark.spark.output.PieceWriter`) and reports the
+   pieces' totals. Local text files tagged by ``read_documents`` are read by the tasks
+   themselves, one split per task (:mod:`bpe_spark.spark.textsplits`: no JVM string per line);
+   anything else goes through the DataFrame.
+2. the driver sorts the pieces by segment key, which numbers the documents (``doc_id``: input
+   order, as :func:`bpe_spark.spark.encode` numbers them, without its counting pass), plans the
+   shards (:func:`~bpe_spark.spark.output.plan_shards`), and an I/O-only job writes each shard
+   from slices of the pieces (:func:`~bpe_spark.spark.output.write_shards`).
+
+Everything goes to a hidden staging sibling of the output, and is moved into place with
+``_manifest.json`` only when both jobs succeed.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import datetime as _dt
+import json
+import time
+import uuid
+from collections.abc import Collection, Sequence
+from typing import Any, Literal
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+from pyspark.sql import DataFrame
+from pyspark.sql import functions as F
+
+from bpe_spark.batch_encoder import batch_options
+from bpe_spark.errors import ConfigError
+from bpe_spark.shards import (
+    MANIFEST_FORMAT,
+    MANIFEST_NAME,
+    MANIFEST_VERSION,
+    model_fingerprint,
+    token_dtype,
+)
+from bpe_spark.spark import textsplits
+from bpe_spark.spark.encode_tasks import (
+    BLOCK,
+    FILE,
+    TEXT,
+    ModelBroadcast,
+    check_input,
+    encoded_slices,
+    executor_error,
+    segment_columns,
+    segment_runs,
+)
+from bpe_spark.spark.options import DEFAULT_SHARD_TOKENS, OUTPUT_FORMATS
+from bpe_spark.spark.output import PIECE_SCHEMA, Output, PieceWriter, plan_shards, write_shards
+from bpe_spark.tokenizer import Tokenizer
+
+
+def encode_dataset(
+    df: DataFrame,
+    tok: Tokenizer,
+    out: str,
+    *,
+    output_format: str = "parquet",
+    text_col: str = "text",
+    id_cols: Sequence[str] | None = None,
+    eos: int | str | None = None,
+    bos: int | str | None = None,
+    allowed_special: Literal["all"] | Collection[str] = frozenset(),
+    disallowed_special: Literal["all"] | Collection[str] = (),
+    dtype: str = "auto",
+    shard_tokens: int = DEFAULT_SHARD_TOKENS,
+    overwrite: bool = False,
+    source: dict[str, Any] | None = None,
+) -> dict[str, Any]:
+    """Encode ``df[text_col]`` and write it to ``out``: Parquet parts or binary shards + manifest.
+
+    Ids and options as :func:`bpe_spark.spark.encode` (special-token text is ordinary text
+    unless ``allowed_special`` names it). Documents are written in ``doc_id`` order (input
+    order), cut into shards of about ``shard_tokens`` tokens at document boundaries:
+    ``part-00000.parquet``... (columns: the id columns or ``doc_id``, ``input_ids``,
+    ``n_tokens``) or ``shard-00000.bin`` + ``.idx`` (see :mod:`bpe_spark.shards`). The same input
+    and model give the same files, byte for byte, whatever the partitioning. Everything is
+    written to a hidden sibling directory first and moved into place, with ``_manifest.json``,
+    only when the job succeeds; a failed job leaves no output. Returns the manifest.
+
+    ``out`` is a local (or shared) path or a URI pyarrow can write (``s3://``, ``hdfs://``):
+    executors write the files directly, so on a cluster it must be a filesystem they all reach.
+    """
+    started = time.time()
+    if output_format not in OUTPUT_FORMATS:
+        raise ConfigError(f"output_format must be one of {OUTPUT_FORMATS}, got {output_format!r}")
+    if isinstance(shard_tokens, bool) or not isinstance(shard_tokens, int) or shard_tokens < 1:
+        raise ConfigError(f"shard_tokens must be a positive integer, got {shard_tokens!r}")
+    options = batch_options(tok, allowed_special=allowed_special, disallowed_special=disallowed_special,
+                            bos=bos, eos=eos)
+    id_cols = list(id_cols or [])
+    if output_format == "bin":
+        numpy_dtype = token_dtype(tok.max_token_id, dtype)
+    else:
+        if dtype not in ("auto", "int32"):
+            raise ConfigError(f"Parquet output stores input_ids as int32; dtype {dtype!r} applies to bin output only")
+        token_dtype(tok.max_token_id, "auto")
+        numpy_dtype = np.dtype("int32")
+    check_input(df, text_col, id_cols, ["input_ids", "n_tokens"] if id_cols else ["doc_id", "input_ids", "n_tokens"])
+    output = Output(out)
+    output.check_absent(overwrite)
+
+    staging = output.sibling("staging")
+    pieces_dir = f"{staging}/_pieces"
+    fs = output.fs
+    try:
+        fs.create_dir(pieces_dir, recursive=True)
+        pieces = _encode_to_pieces(df, tok, options, text_col=text_col, id_cols=id_cols, fs=fs, pieces_dir=pieces_dir)
+        plan = plan_shards(pieces, shard_tokens, fs, pieces_dir, "shard" if output_format == "bin" else "part")
+        written = write_shards(df.sparkSession, plan, fs=fs, staging=staging, pieces_dir=pieces_dir,
+                               output_format=output_format, dtype=numpy_dtype, id_cols=id_cols)
+        fs.delete_dir(pieces_dir)
+        manifest = _manifest(
+            pieces, plan, written, tok, options, output_format=output_format, dtype=numpy_dtype,
+            text_col=text_col, id_cols=id_cols, shard_tokens=shard_tokens, source=source, started=started,
+        )
+        with fs.open_output_stream(f"{staging}/{MANIFEST_NAME}") as fh:
+            fh.write((json.dumps(manifest, indent=2, sort_keys=False) + "\n").encode("utf-8"))
+        output.publish(staging, overwrite)
+        return manifest
+    except Exception as exc:
+        translated = executor_error(exc)
+        if translated is exc:
+            raise
+        raise translated from exc
+    finally:
+        with contextlib.suppress(Exception):
+            output.delete(staging)
+
+
+def _manifest(pieces, plan, written, tok, options, *, output_format, dtype, text_col, id_cols, shard_tokens,
+              source, started) -> dict[str, Any]:
+    """The manifest (:mod:`bpe_spark.shards`' ``_manifest.json``), checking that the shards
+    written are the shards planned and hold every token encoded."""
+    shards = []
+    for entry in plan:
+        got = written.get(entry["index"])
+        if got is None or got["documents"] != entry["documents"]:
+            raise RuntimeError(f"internal: shard {entry['name']} was written as {got}, planned as {entry}")
+        name = entry["name"]
+        files = [name + ".bin", name + ".idx"] if output_format == "bin" else [name + ".parquet"]
+        shards.append({
+            "name": name, "files": files, "first_document": entry["first"],
+            "documents": entry["documents"], "tokens": got["tokens"], "bytes": got["bytes"],
+        })
+    documents = sum(piece["documents"] for piece in pieces)
+    tokens = sum(piece["tokens"] for piece in pieces)
+    text_bytes = sum(piece["text_bytes"] for piece in pieces)
+    if sum(shard["tokens"] for shard in shards) != tokens:
+        raise RuntimeError("internal: the shards do not hold every token encoded")
+    return {
+        "format": MANIFEST_FORMAT,
+        "format_version": MANIFEST_VERSION,
+        "output_format": output_format,
+        "documents": documents,
+        "null_documents": sum(piece["nulls"] for piece in pieces),
+        "tokens": tokens,
+        "bytes": text_bytes,
+        "bytes_per_token": round(text_bytes / tokens, 6) if tokens else None,
+        "dtype": dtype.name,
+        "columns": (id_cols or ["doc_id"]) + ["input_ids", "n_tokens"],
+        "id_columns": id_cols,
+        "text_column": text_col,
+        "allowed_special": list(options["allowed_special"]),
+        "disallowed_special": list(options["disallowed_special"]),
+        "bos_id": options["bos_id"],
+        "eos_id": options["eos_id"],
+        "shard_tokens": shard_tokens,
+        "model": {
+            "fingerprint": model_fingerprint(tok),
+            "vocab_size": tok.vocab_size,
+            "max_token_id": tok.max_token_id,
+            "scheme": tok.scheme,
+            "pattern": tok.pattern,
+        },
+        "source": dict(source or {}),
+        "shards": shards,
+        "output_bytes": sum(shard["bytes"] for shard in shards),
+        "seconds": round(time.time() - started, 3),
+        "created": _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds"),
+    }
+
+
+def _encode_to_pieces(df, tok, options, *, text_col, id_cols, fs, pieces_dir) -> list[dict]:
+    """Run the encoding job: one Arrow piece per input segment; the pieces in document order."""
+    source = textsplits.source_of(df)
+    splits = None
+    if source is not None and not id_cols and df.columns == [text_col]:
+        spark = df.sparkSession
+        splits = textsplits.plan_splits(source, spark.sparkContext.defaultParallelism)
+        frame = spark.range(0, len(splits), 1, numPartitions=max(1, len(splits)))
+    else:
+        frame = df.select(*[F.col(f"`{c}`") for c in id_cols], F.col(f"`{text_col}`").alias(TEXT),
+                          *segment_columns())
+    model = ModelBroadcast(df.sparkSession, tok, options)
+    tag = uuid.uuid4().hex[:8]
+
+    def run(batches):
+        if splits is not None:
+            batches = _split_batches(batches, splits)
+        return _encode_pieces(batches, model=model, keep_names=list(id_cols), fs=fs, pieces_dir=pieces_dir,
+                              attempt_tag=tag)
+
+    try:
+        rows = frame.mapInArrow(run, PIECE_SCHEMA).collect()
+    finally:
+        model.unpersist()
+    return sorted((row.asDict() for row in rows), key=lambda p: (p["file"], p["block"], p["part"], p["seq"]))
+
+
+def _encode_pieces(batches, *, model: ModelBroadcast, keep_names: list[str], fs, pieces_dir, attempt_tag):
+    """Task body: encode the task's rows into one piece per input segment (its documents in
+    input order); yield the pieces' keys and totals."""
+    from pyspark import TaskContext
+
+    context = TaskContext.get()
+    partition = context.partitionId()
+    encoder = model.encoder()
+    text_index = len(keep_names)
+    pieces = PieceWriter(fs, pieces_dir, partition, f"{attempt_tag}-{context.attemptNumber()}")
+    for batch in batches:
+        if batch.num_rows == 0:
+            continue
+        for lo, hi, segment in segment_runs(batch, partition):
+            if pieces.key != segment:
+                pieces.start(segment)
+            run = batch.slice(lo, hi - lo)
+            for _, part, input_ids, n_tokens, byte_lengths in encoded_slices(encoder, run, text_index):
+                columns = [part.column(i) for i in range(text_index)] + [input_ids, n_tokens]
+                pieces.write(pa.RecordBatch.from_arrays(columns, [*keep_names, "input_ids", "n_tokens"]),
+                             tokens=int(pc.sum(n_tokens).as_py() or 0), text_bytes=int(byte_lengths.sum()),
+                             nulls=input_ids.null_count)
+    yield from pieces.report()
+
+
+def _split_batches(batches, splits: list[textsplits.Split]):
+    """The documents of the splits named by the task's rows, as Arrow batches shaped like the
+    Spark reader's (text, file URI, block start): see :mod:`bpe_spark.spark.textsplits`."""
+    for batch in batches:
+        for index in batch.column(0).to_pylist():
+            split = splits[index]
+            for lines in textsplits.iter_lines(split):
+                n = len(lines)
+                yield pa.RecordBatch.from_arrays(
+                    [pa.array(lines, pa.string()), pa.array([split.uri] * n, pa.string()),
+                     pa.array([split.start] * n, pa.int64())],
+                    [TEXT, FILE, BLOCK],
+                )

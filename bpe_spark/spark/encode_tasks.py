@@ -1,0 +1,164 @@
+"""What ``encode`` and ``encode_dataset`` share: the model broadcast, the encoding of Arrow
+batches on the executors, input segments, the input checks, and executor errors.
+
+The tokenizer is broadcast once, as plain data, and rebuilt once per executor process
+(:class:`ModelBroadcast`); each Arrow batch is cut into slices of at most ``SLICE_BYTES`` of text
+and encoded whole by :class:`~bpe_spark.batch_encoder.BatchEncoder` (:func:`encoded_slices`).
+
+Input segments and document order. A segment is one file split, keyed ``(file URI, block start,
+-1)``, or, for rows not read from files, one partition, keyed ``("", -1, partition)``
+(:func:`segment_key`). Within a task a segment's rows are contiguous and in input order
+(:func:`segment_runs`); documents are numbered in segment-key order, then row order. Both entry
+points number documents this way, with two schemes: ``encode`` returns a lazy DataFrame, so it
+counts each segment's documents first (a JVM-only pass) and tasks number rows as they go;
+``encode_dataset`` writes each segment's documents to a piece and numbers them on the driver
+once every piece is in (no counting pass over the text).
+"""
+
+from __future__ import annotations
+
+import itertools
+from collections.abc import Iterator, Sequence
+from typing import Any
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+from pyspark.sql import Column, DataFrame
+from pyspark.sql import functions as F
+
+from bpe_spark.batch_encoder import BatchEncoder
+from bpe_spark.errors import (
+    BpeSparkError,
+    ConfigError,
+    DisallowedSpecialTokenError,
+    UnknownCharacterError,
+)
+from bpe_spark.shards import model_fingerprint
+from bpe_spark.spark.columns import STRING, check_columns
+from bpe_spark.tokenizer import Tokenizer
+
+TEXT = "__bpe_text"
+FILE = "__bpe_file"  # input_file_name(): "" for rows not read from files
+BLOCK = "__bpe_block"  # input_file_block_start(): -1 for rows not read from files
+SLICE_BYTES = 64 << 20  # text per encoded slice: keeps int32 list offsets far from overflow
+
+
+# --- driver side ----------------------------------------------------------------------------------
+def check_input(df: DataFrame, text_col: str, id_cols: Sequence[str], added: Sequence[str]) -> None:
+    """Schema checks before any work: the text column is a string, the id columns exist, the
+    ``added`` output columns do not (:class:`~bpe_spark.errors.ColumnError`)."""
+    check_columns(df, {text_col: STRING}, hint="choose the text column with text_col= (--text-column)")
+    check_columns(df, dict.fromkeys(id_cols), hint="choose id columns with id_cols= (--id-column)", added=added)
+    if len(set(id_cols)) != len(id_cols):
+        raise ConfigError(f"id columns repeat: {list(id_cols)}; name each once")
+    if len(set(added)) != len(added):
+        raise ConfigError(f"output column names repeat: {list(added)}; give each output column its own name")
+
+
+def segment_columns() -> list[Column]:
+    """The columns that name each row's input segment. Projected before the Python stage, where
+    the JVM still knows which file split each row came from."""
+    return [F.input_file_name().alias(FILE), F.input_file_block_start().alias(BLOCK)]
+
+
+class ModelBroadcast:
+    """The model, broadcast once as plain data with the resolved encoder options
+    (:func:`~bpe_spark.batch_encoder.batch_options`); on an executor, the process's encoder."""
+
+    def __init__(self, spark, tok: Tokenizer, options: dict[str, Any]):
+        self.options = dict(options)
+        self.key = (model_fingerprint(tok), *sorted(self.options.items()))
+        self.broadcast = spark.sparkContext.broadcast(tok.to_dict())
+
+    def encoder(self) -> BatchEncoder:
+        """The process's encoder for this model and options: built once, then cached."""
+        encoder = _ENCODERS.get(self.key)
+        if encoder is None:
+            if len(_ENCODERS) >= 4:
+                _ENCODERS.clear()
+            encoder = BatchEncoder(Tokenizer.from_dict(self.broadcast.value), **self.options)
+            _ENCODERS[self.key] = encoder
+        return encoder
+
+    def unpersist(self) -> None:
+        self.broadcast.unpersist()
+
+
+_ENCODERS: dict[tuple, BatchEncoder] = {}  # one per (model, options) per Python worker process
+
+
+def executor_error(exc: Exception) -> Exception:
+    """A bpe-spark error raised in a task, as itself rather than a Java trace (else ``exc``)."""
+    if isinstance(exc, BpeSparkError):
+        return exc
+    text = str(exc)
+    for error in _TASK_ERRORS:
+        marker = f"bpe_spark.errors.{error.__name__}: "
+        if marker in text:
+            return error(text.split(marker, 1)[1].splitlines()[0])
+    return exc
+
+
+_TASK_ERRORS = (UnknownCharacterError, ConfigError, DisallowedSpecialTokenError)  # what tasks raise on purpose
+
+
+# --- executor side --------------------------------------------------------------------------------
+def segment_key(file: str | None, block: int, partition: int) -> tuple[str, int, int]:
+    """The sort key of an input segment: ``(file, block start, -1)`` for a file split,
+    ``("", -1, partition)`` for rows not read from files."""
+    return (file, block, -1) if file else ("", -1, partition)
+
+
+def segment_runs(batch: pa.RecordBatch, partition: int) -> list[tuple[int, int, tuple]]:
+    """``(lo, hi, key)`` runs of rows from one input segment; the batch's last two columns are
+    :func:`segment_columns`."""
+    files = pc.dictionary_encode(batch.column(batch.num_columns - 2))
+    codes = files.indices.to_numpy(zero_copy_only=False)
+    names = files.dictionary.to_pylist()
+    blocks = batch.column(batch.num_columns - 1).to_numpy(zero_copy_only=False)
+    n = batch.num_rows
+    change = np.ones(n, dtype=bool)
+    change[1:] = (codes[1:] != codes[:-1]) | (blocks[1:] != blocks[:-1])
+    starts = [*np.flatnonzero(change).tolist(), n]
+    return [(lo, hi, segment_key(names[codes[lo]], int(blocks[lo]), partition))
+            for lo, hi in itertools.pairwise(starts)]
+
+
+def encoded_slices(encoder: BatchEncoder, rows: pa.RecordBatch, text_index: int) -> Iterator[tuple]:
+    """``(start, slice, input_ids, n_tokens, text_bytes)`` for each slice of ``rows`` holding at
+    most ``SLICE_BYTES`` of text: ``input_ids`` list<int32> (null for null text), ``n_tokens``
+    int32, ``text_bytes`` each row's UTF-8 size."""
+    byte_lengths = text_bytes(rows.column(text_index))
+    for start, stop in itertools.pairwise(slice_points(byte_lengths, SLICE_BYTES)):
+        part = rows.slice(start, stop - start)
+        values, offsets, nulls = encoder.encode_texts(part.column(text_index).to_pylist())
+        input_ids = pa.ListArray.from_arrays(
+            pa.array(offsets.astype(np.int32)), pa.array(values, type=pa.int32()), mask=pa.array(nulls)
+        )
+        n_tokens = pa.array(np.diff(offsets).astype(np.int32), type=pa.int32())
+        yield start, part, input_ids, n_tokens, byte_lengths[start:stop]
+
+
+def text_bytes(texts: pa.Array) -> np.ndarray:
+    """The UTF-8 size of each text (0 for null)."""
+    return pc.fill_null(pc.binary_length(texts), 0).to_numpy(zero_copy_only=False).astype(np.int64)
+
+
+def slice_points(byte_lengths: np.ndarray, limit: int) -> list[int]:
+    """Row cut points so that each slice holds at most ``limit`` bytes of text (or one row).
+
+    >>> slice_points(np.array([3, 3, 3, 9, 1]), 6)
+    [0, 2, 3, 4, 5]
+    """
+    n = len(byte_lengths)
+    if n == 0 or int(byte_lengths.sum()) <= limit:
+        return [0, n]
+    cuts, acc = [0], 0
+    for i, size in enumerate(byte_lengths.tolist()):
+        if acc and acc + size > limit:
+            cuts.append(i)
+            acc = 0
+        acc += size
+    cuts.append(n)
+    return cuts

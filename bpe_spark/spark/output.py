@@ -1,0 +1,294 @@
+"""Where an encoded dataset's bytes go: the output directory, the pieces, the shards.
+
+- :class:`Output`: the output directory on any filesystem pyarrow knows, its hidden staging
+  siblings, and the final move into place (:meth:`Output.publish`).
+- :class:`PieceWriter`: the encoding tasks' intermediate files, one Arrow IPC piece per input
+  segment, each moved into place only once complete (a retried task never leaves half a piece).
+- :func:`plan_shards`: the cut of the document stream into shards of about ``shard_tokens``
+  tokens, from the pieces' totals (the data decides it, never the partitioning).
+- :func:`write_shards`: an I/O-only Spark job that writes each shard (Parquet row groups by
+  :class:`RowGroupWriter`, or binary shards by :class:`~bpe_spark.shards.ShardWriter`) from its
+  slices of the pieces.
+"""
+
+from __future__ import annotations
+
+import os
+import uuid
+from collections.abc import Iterator, Sequence
+from typing import Any
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+import pyarrow.fs as pafs
+from pyspark.sql import types as T
+
+from bpe_spark.errors import ConfigError, OutputExistsError
+from bpe_spark.shards import ShardWriter, shard_name
+
+
+class Output:
+    """An output directory on any filesystem pyarrow knows (local paths, file://, s3://, hdfs://)."""
+
+    def __init__(self, uri: str):
+        uri = str(uri)
+        if "://" not in uri:
+            uri = os.path.abspath(uri)
+        try:
+            self.fs, path = pafs.FileSystem.from_uri(uri)
+        except (pa.ArrowInvalid, ValueError) as exc:
+            raise ConfigError(f"cannot write to {uri!r}: {exc}") from None
+        self.path = path.rstrip("/") or "/"
+        self.uri = uri
+        parent, _, name = self.path.rpartition("/")
+        if not name:
+            raise ConfigError(f"output {uri!r} names no directory")
+        self.parent = parent or "/"
+        self.name = name
+
+    def exists(self) -> bool:
+        return self.fs.get_file_info(self.path).type != pafs.FileType.NotFound
+
+    def check_absent(self, overwrite: bool) -> None:
+        if self.exists() and not overwrite:
+            raise OutputExistsError(f"{self.uri} already exists; pass overwrite=True (--overwrite) to replace it")
+
+    def sibling(self, tag: str) -> str:
+        return f"{self.parent}/.{self.name}.{tag}-{uuid.uuid4().hex[:12]}"
+
+    def delete(self, path: str) -> None:
+        info = self.fs.get_file_info(path)
+        if info.type == pafs.FileType.Directory:
+            self.fs.delete_dir(path)
+        elif info.type != pafs.FileType.NotFound:
+            self.fs.delete_file(path)
+
+    def publish(self, staging: str, overwrite: bool) -> None:
+        """Move the finished ``staging`` directory to the output path (replacing it if asked)."""
+        self.check_absent(overwrite)
+        old = None
+        if self.exists():
+            old = self.sibling("old")
+            self.fs.move(self.path, old)
+        self.fs.move(staging, self.path)
+        if old is not None:
+            self.delete(old)
+
+
+# --- pieces -------------------------------------------------------------------------------------
+PIECE_FIELDS = ("file", "block", "part", "seq", "piece", "documents", "tokens", "text_bytes", "nulls")
+_PIECE_TYPES = [pa.string(), pa.int64(), pa.int64(), pa.int64(), pa.string()] + [pa.int64()] * 4
+PIECE_SCHEMA = T.StructType([
+    T.StructField(name, T.StringType() if name in ("file", "piece") else T.LongType()) for name in PIECE_FIELDS
+])
+
+
+class PieceWriter:
+    """One task's pieces: an Arrow IPC file per input segment, its documents in input order.
+
+    ``start(key)`` opens the piece of a segment (``key``: its ``(file, block, part)``), ``write``
+    adds a batch to it; :meth:`report` closes the last and gives every piece's key, sequence
+    number in the task, file name and totals (``PIECE_FIELDS``) as one batch.
+    """
+
+    def __init__(self, fs, pieces_dir: str, partition: int, attempt_tag: str):
+        self.fs = fs
+        self.pieces_dir = pieces_dir
+        self.partition = partition
+        self.tag = attempt_tag
+        self.key: tuple | None = None
+        self.schema = None
+        self.stats: list[tuple] = []
+        self._piece: dict[str, Any] = {}
+
+    def start(self, key: tuple) -> None:
+        self._finish()
+        seq = len(self.stats)
+        name = f"piece-{self.partition:05d}-{seq:05d}.arrow"
+        final = f"{self.pieces_dir}/{name}"
+        tmp = f"{final}.tmp-{self.tag}"
+        self.key = key
+        self._piece = {"seq": seq, "name": name, "final": final, "tmp": tmp, "writer": None,
+                       "sink": self.fs.open_output_stream(tmp), "documents": 0, "tokens": 0,
+                       "text_bytes": 0, "nulls": 0}
+
+    def write(self, batch: pa.RecordBatch, *, tokens: int, text_bytes: int, nulls: int) -> None:
+        piece = self._piece
+        if piece["writer"] is None:
+            self.schema = self.schema or batch.schema  # every piece of the task has one schema
+            piece["writer"] = pa.ipc.new_file(piece["sink"], self.schema)
+        piece["writer"].write_batch(batch)
+        piece["documents"] += batch.num_rows
+        piece["tokens"] += tokens
+        piece["text_bytes"] += text_bytes
+        piece["nulls"] += nulls
+
+    def _finish(self) -> None:
+        piece = self._piece
+        if not piece:
+            return
+        piece["writer"].close()
+        piece["sink"].close()
+        self.fs.move(piece["tmp"], piece["final"])
+        self.stats.append((*self.key, piece["seq"], piece["name"], piece["documents"], piece["tokens"],
+                           piece["text_bytes"], piece["nulls"]))
+        self._piece = {}
+
+    def report(self) -> Iterator[pa.RecordBatch]:
+        self._finish()
+        if self.stats:
+            columns = list(zip(*self.stats))
+            yield pa.RecordBatch.from_arrays([pa.array(c, type=t) for c, t in zip(columns, _PIECE_TYPES)],
+                                             PIECE_FIELDS)
+
+
+def read_piece(fs, path: str) -> pa.Table:
+    if isinstance(fs, pafs.LocalFileSystem):
+        return pa.ipc.open_file(pa.memory_map(path)).read_all()
+    return pa.ipc.open_file(fs.open_input_file(path)).read_all()
+
+
+# --- shards -------------------------------------------------------------------------------------
+def plan_shards(pieces: list[dict], shard_tokens: int, fs, pieces_dir: str, prefix: str) -> list[dict]:
+    """Cut the documents, in order, into shards of about ``shard_tokens`` tokens.
+
+    A document goes to the shard where its first token falls (token offset // shard_tokens), so
+    the cut depends on the data only, never on the partitioning. Only the pieces in which a cut
+    falls are opened, to find the document it falls on. Each shard: ``index``, ``name``,
+    ``first`` document, ``documents`` and ``slices`` ``(piece, lo, hi, first document)``.
+    """
+    shards: list[dict] = []
+    document = token = 0
+    for piece in pieces:
+        if piece["documents"] == 0:
+            continue
+        first_shard = token // shard_tokens
+        if (token + piece["tokens"]) // shard_tokens == first_shard:
+            doc_shards = np.full(piece["documents"], first_shard, dtype=np.int64)
+        else:
+            n_tokens = read_piece(fs, f"{pieces_dir}/{piece['piece']}").column("n_tokens").to_numpy()
+            doc_shards = (token + np.cumsum(n_tokens) - n_tokens) // shard_tokens
+        starts = [0, *(np.flatnonzero(np.diff(doc_shards)) + 1).tolist()]
+        ends = [*starts[1:], piece["documents"]]
+        for lo, hi in zip(starts, ends):
+            if not shards or shards[-1]["raw"] != int(doc_shards[lo]):
+                shards.append({"raw": int(doc_shards[lo]), "first": document + lo, "documents": 0, "slices": []})
+            shards[-1]["documents"] += hi - lo
+            shards[-1]["slices"].append((piece["piece"], lo, hi, document + lo))
+        document += piece["documents"]
+        token += piece["tokens"]
+    for index, entry in enumerate(shards):
+        entry.update(index=index, name=shard_name(index, len(shards), prefix))
+    return shards
+
+
+_WRITTEN_SCHEMA = pa.schema([(name, pa.int64()) for name in ("index", "documents", "tokens", "bytes")])
+
+
+def write_shards(spark, plan: list[dict], **options) -> dict[int, dict]:
+    """Run the job that writes the planned shards (one task each); ``{index: its totals}``.
+
+    ``options``: ``fs``, ``staging``, ``pieces_dir``, ``output_format``, ``dtype``, ``id_cols``
+    of :func:`_assemble_shards`."""
+    if not plan:
+        return {}
+    specs = [{key: entry[key] for key in ("index", "name", "documents", "slices")} for entry in plan]
+    tag = uuid.uuid4().hex[:8]
+
+    def assemble_batches(batches):
+        # one shard per row of spark.range: the same (SQL) Python workers as the encoding job,
+        # so no second worker pool starts
+        wanted = [specs[i] for batch in batches for i in batch.column(0).to_pylist()]
+        for row in _assemble_shards(wanted, attempt_tag=tag, **options):
+            yield pa.RecordBatch.from_pylist([row], schema=_WRITTEN_SCHEMA)
+
+    shard_ids = spark.range(0, len(specs), 1, numPartitions=len(specs))
+    written_type = T.StructType([T.StructField(name, T.LongType()) for name in _WRITTEN_SCHEMA.names])
+    return {row["index"]: row.asDict() for row in shard_ids.mapInArrow(assemble_batches, written_type).collect()}
+
+
+def _assemble_shards(specs, *, fs, staging, pieces_dir, output_format, dtype, id_cols: Sequence[str], attempt_tag):
+    """Task body: write each shard from its slices of the pieces; yield its totals."""
+    import pyarrow.parquet as pq
+    from pyspark import TaskContext
+
+    tag = f"{attempt_tag}-{TaskContext.get().partitionId()}-{TaskContext.get().attemptNumber()}"
+    for spec in specs:
+        moves = []
+
+        def opener(path: str, moves=moves):
+            moves.append((f"{path}.tmp-{tag}", path))
+            return fs.open_output_stream(moves[-1][0])
+
+        prefix = f"{staging}/{spec['name']}"
+        tokens = 0
+        writer = ShardWriter(prefix, dtype, opener=opener) if output_format == "bin" else None
+        parquet = sink = None
+        for piece, lo, hi, first_doc in spec["slices"]:
+            rows = read_piece(fs, f"{pieces_dir}/{piece}").slice(lo, hi - lo)
+            ids = rows.column("input_ids").combine_chunks()
+            tokens += int(pc.sum(rows.column("n_tokens")).as_py() or 0)
+            if writer is not None:
+                writer.add_documents(ids.values.to_numpy(zero_copy_only=False), ids.offsets.to_numpy())
+                continue
+            if id_cols:
+                table = rows.select([*id_cols, "input_ids", "n_tokens"])
+            else:
+                doc_ids = pa.array(np.arange(first_doc, first_doc + rows.num_rows), type=pa.int64())
+                table = pa.table({"doc_id": doc_ids, "input_ids": rows.column("input_ids"),
+                                  "n_tokens": rows.column("n_tokens")})
+            if parquet is None:
+                sink = opener(prefix + ".parquet")
+                parquet = RowGroupWriter(pq.ParquetWriter(sink, table.schema, compression="zstd"))
+            parquet.add(table)
+        if writer is not None:
+            writer.close()
+        elif parquet is not None:
+            parquet.close()
+            sink.close()
+        size = 0
+        for tmp, final in moves:
+            fs.move(tmp, final)
+            size += fs.get_file_info(final).size
+        yield {"index": spec["index"], "documents": spec["documents"], "tokens": tokens, "bytes": size}
+
+
+class RowGroupWriter:
+    """Parquet row groups cut by the document stream alone (a group ends at the first document
+    that brings it to ``max_tokens`` tokens or ``max_rows`` rows), never by how the input was
+    split into pieces: the same bytes whatever the partitioning."""
+
+    def __init__(self, writer, max_tokens: int = 1 << 22, max_rows: int = 1 << 16):
+        self.writer = writer
+        self.max_tokens = max_tokens
+        self.max_rows = max_rows
+        self.pending: list[pa.Table] = []
+
+    def add(self, table: pa.Table) -> None:
+        self.pending.append(table)
+        self._flush(final=False)
+
+    def _flush(self, final: bool) -> None:
+        if not self.pending:
+            return
+        table = pa.concat_tables(self.pending)
+        self.pending = []
+        tokens = np.cumsum(table.column("n_tokens").to_numpy(zero_copy_only=False))
+        start = 0  # the group being cut begins at row `start`, after `done` tokens
+        while start < table.num_rows:
+            done = tokens[start - 1] if start else 0
+            full = start + int(np.searchsorted(tokens[start:], done + self.max_tokens))  # first row reaching it
+            end = min(full + 1, start + self.max_rows)
+            if end > table.num_rows:
+                if final:
+                    self.writer.write_table(table.slice(start), row_group_size=table.num_rows - start)
+                else:
+                    self.pending = [table.slice(start)]
+                return
+            self.writer.write_table(table.slice(start, end - start), row_group_size=end - start)
+            start = end
+
+    def close(self) -> None:
+        self._flush(final=True)
+        self.writer.close()
