@@ -9,7 +9,7 @@ alphabet in code-point order, then the end-of-word symbol(s).
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Container, Iterable
 from functools import cache
 
 
@@ -45,6 +45,15 @@ def display_to_bytes(text: str) -> bytes:
     """Inverse of :func:`bytes_to_display`; raises KeyError for a character outside the alphabet."""
     table = unicode_to_bytes()
     return bytes(table[ch] for ch in text)
+
+
+def missing_bytes(tokens: Container[bytes]) -> list[int]:
+    """The single bytes (0..255) that ``tokens`` lacks; a byte-level vocabulary needs all 256.
+
+    >>> missing_bytes({bytes([b]) for b in range(1, 256)})
+    [0]
+    """
+    return [b for b in range(256) if bytes([b]) not in tokens]
 
 
 def _reverse_key_bytes(value: bytes) -> tuple[int, ...]:

@@ -16,6 +16,7 @@ from bpe_spark.config import END_OF_WORD_MARKER, TrainerConfig
 from bpe_spark.errors import ConfigError, DisallowedSpecialTokenError, UnknownCharacterError
 from bpe_spark.patterns import compiled_preset
 from bpe_spark.pretokenize import Pretokenizer, SpecialTokenMatcher
+from bpe_spark.symbols import missing_bytes
 from bpe_spark.words import bpe_merge, initial_symbols
 
 MERGE_RULES = ("pairs", "ranks")
@@ -90,7 +91,7 @@ class Tokenizer:
             self._unk_id = self.special_tokens.get(unk_token, self._token_to_id.get(unk_token))
         self._byte_ids: list[int] | None = None
         if scheme == "byte":
-            missing = [b for b in range(256) if bytes([b]) not in self._token_to_id]
+            missing = missing_bytes(self._token_to_id)
             if missing and merge_rule == "pairs":
                 raise ConfigError(f"a byte-scheme vocabulary needs all 256 single bytes; missing {missing[:8]}")
             self._byte_ids = [self._token_to_id.get(bytes([b]), -1) for b in range(256)]

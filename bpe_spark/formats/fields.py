@@ -1,5 +1,6 @@
 """Checking what a model file holds: the one field validator of the format readers, and the one
-check that a byte-level vocabulary has all 256 single bytes (a leaf: it imports only the errors).
+check that a byte-level vocabulary has all 256 single bytes (a leaf: it imports only the errors
+and the symbols).
 
 Every error is a :class:`ModelFormatError` that names the file and the field path (for example
 ``model.merges[3]``) and shows the value found in JSON spelling, as it stands in the file.
@@ -9,8 +10,6 @@ Every error is a :class:`ModelFormatError` that names the file and the field pat
 Traceback (most recent call last):
 ...
 bpe_spark.errors.ModelFormatError: tokenizer.json: field 'model.vocab' is []; expected an object
->>> missing_bytes({bytes([b]) for b in range(1, 256)})
-[0]
 """
 
 from __future__ import annotations
@@ -21,6 +20,7 @@ from pathlib import Path
 from typing import Any
 
 from bpe_spark.errors import ModelFormatError
+from bpe_spark.symbols import missing_bytes
 
 _JSON_KINDS = {
     dict: "an object",
@@ -113,11 +113,6 @@ class Fields:
         if value not in allowed:
             raise self.bad(field, value, _choices(allowed))
         return value
-
-
-def missing_bytes(tokens: Container[bytes]) -> list[int]:
-    """The single bytes (0..255) that ``tokens`` lacks; a byte-level vocabulary needs all 256."""
-    return [b for b in range(256) if bytes([b]) not in tokens]
 
 
 def require_all_bytes(
