@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
-import importlib.util
 import json
 import os
+import runpy
 import subprocess
 import sys
 
@@ -29,11 +29,13 @@ def corpus_file(tmp_path_factory):
     return path, lines
 
 
-def load_job(name: str):
-    spec = importlib.util.spec_from_file_location(f"job_{name}", ROOT / "jobs" / f"{name}.py")
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+def run_job(name: str, *args: str, monkeypatch) -> int:
+    """Run ``jobs/<name>.py`` in this process as spark-submit runs it (as ``__main__``, with ``args``)."""
+    path = ROOT / "jobs" / f"{name}.py"
+    monkeypatch.setattr(sys, "argv", [str(path), *args])
+    with pytest.raises(SystemExit) as exited:
+        runpy.run_path(str(path), run_name="__main__")
+    return exited.value.code
 
 
 def test_spark_submit_trains_in_local_mode(corpus_file, tmp_path):
@@ -77,11 +79,10 @@ def test_cli_train_prints_a_summary_and_writes_the_model(spark, corpus_file, tmp
     assert {"count_seconds", "merge_seconds", "total_seconds"} <= set(meta["timings"])
 
 
-def test_counts_job_then_train_from_counts(spark, corpus_file, tmp_path, capsys):
+def test_counts_job_then_train_from_counts(spark, corpus_file, tmp_path, capsys, monkeypatch):
     path, lines = corpus_file
     counts = tmp_path / "counts.parquet"
-    job = load_job("count_pretokens")
-    assert job.main(["--input", str(path), "--out", str(counts)]) == 0
+    assert run_job("count_pretokens", "--input", str(path), "--out", str(counts), monkeypatch=monkeypatch) == 0
     assert "distinct pretokens" in capsys.readouterr().out
     out = tmp_path / "model"
     assert main(["train", "--counts", str(counts), "--vocab-size", "290", "--out", str(out)]) == 0

@@ -1,0 +1,56 @@
+"""The ``bpe-spark`` command: train, count, encode, decode, inspect, export.
+
+Examples::
+
+    bpe-spark train --input corpus.txt.gz --vocab-size 32000 --out models/en32k
+    bpe-spark count --input corpus/ --out counts.parquet
+    bpe-spark encode --model models/en32k --input docs.jsonl --input-format jsonl --out ids/
+    bpe-spark decode --model models/en32k --ids "15496 995"
+    bpe-spark inspect models/en32k
+    bpe-spark export --model models/en32k --format gpt2 --out gpt2-files/
+
+Spark runs in local mode (``local[*]``) unless ``--master`` or the environment says otherwise.
+
+This package owns the parser (one module per command, each with its options, examples and
+``run``; the options several share in :mod:`bpe_spark.cli.arguments`) and :func:`main`: the
+dispatch to a command and its error handling (a :class:`BpeSparkError` prints one line and
+exits with status 2).
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from collections.abc import Sequence
+
+from bpe_spark.cli import count, decode, encode, export, inspect, train
+from bpe_spark.errors import BpeSparkError
+
+COMMANDS = (train, count, encode, decode, inspect, export)
+_HELP = __doc__.split("\n\nThis package owns", 1)[0]  # what bpe-spark --help shows
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="bpe-spark",
+        description=_HELP.split("\n\n")[0],
+        epilog=_HELP.split("Examples::", 1)[1],
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+    for command in COMMANDS:
+        subparser = sub.add_parser(command.NAME, help=command.SUMMARY, description=command.SUMMARY,
+                                   epilog=command.EXAMPLES, formatter_class=argparse.RawDescriptionHelpFormatter)
+        command.add_arguments(subparser)
+        subparser.set_defaults(run=command.run)
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Run ``bpe-spark`` with ``argv`` (default: the process's arguments); the exit status."""
+    args = build_parser().parse_args(argv)
+    try:
+        return int(args.run(args) or 0)
+    except BpeSparkError as exc:
+        print(f"bpe-spark {args.command}: error: {exc}", file=sys.stderr)
+        return 2

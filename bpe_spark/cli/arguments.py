@@ -1,0 +1,137 @@
+"""The options several commands share, and what they set up: the argument groups for documents,
+the pretokenizer, Spark and the output, with their defaults and choices taken from
+:class:`TrainerConfig` and the Spark option constants (:mod:`bpe_spark.spark.options`); the one
+Spark session set-up of the commands that run on Spark (train, count, encode); loading a model
+for the commands that only read one (inspect, export).
+
+Building the parser imports no pyspark (``bpe-spark --help`` stays quick): Spark is imported
+when a Spark command runs.
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+from collections.abc import Mapping, Sequence
+
+from bpe_spark.config import NORMALIZATIONS, TrainerConfig
+from bpe_spark.errors import ConfigError
+from bpe_spark.patterns import PRESETS
+from bpe_spark.spark.options import DOCUMENT_UNITS, ENGINES, INPUT_FORMATS
+
+CONFIG_DEFAULTS = {field.name: field.default for field in dataclasses.fields(TrainerConfig)}
+# the TrainerConfig fields a command sets (the </w> marker's text is no command-line choice)
+CONFIG_OPTIONS = tuple(name for name in CONFIG_DEFAULTS if name != "end_of_word_marker")
+TEXT_COLUMN = "text"
+DOCUMENT_DEFAULTS = {"input_format": INPUT_FORMATS[0], "text_column": TEXT_COLUMN, "document": DOCUMENT_UNITS[0]}
+PRETOKENIZER_DEFAULTS = {
+    "pattern": CONFIG_DEFAULTS["pattern"],
+    "lowercase": CONFIG_DEFAULTS["lowercase"],
+    "normalization": CONFIG_DEFAULTS["normalization"],
+    "special_tokens": list(CONFIG_DEFAULTS["special_tokens"]),  # a list: --special-token appends
+    "engine": ENGINES[0],
+}
+
+
+def add_document_options(parser: argparse.ArgumentParser) -> None:
+    """--input-format, --text-column, --document, without defaults (``None``: not given); a
+    command applies :data:`DOCUMENT_DEFAULTS` with ``parser.set_defaults``, or merges them in."""
+    group = parser.add_argument_group("documents")
+    group.add_argument("--input-format", choices=INPUT_FORMATS,
+                       help="text: one document per line, the newline kept (default); jsonl/parquet: one per row")
+    group.add_argument("--text-column", metavar="C",
+                       help=f"jsonl/parquet column holding the text (default: {TEXT_COLUMN})")
+    group.add_argument("--document", choices=DOCUMENT_UNITS,
+                       help="text input: one document per line (default) or per file")
+
+
+def add_pretokenizer_options(parser: argparse.ArgumentParser) -> None:
+    """--pattern, --lowercase, --normalization, --special-token, --engine: what decides the
+    pretokens (and so the counts), without defaults, as :func:`add_document_options`."""
+    default = CONFIG_DEFAULTS["pattern"]
+    presets = ", ".join(f"{name} (default)" if name == default else name for name in PRESETS)
+    group = parser.add_argument_group("pretokenizer")
+    group.add_argument("--pattern", metavar="P", help=f"pretokenizer: {presets}, or a regex")
+    group.add_argument("--lowercase", action="store_true", default=None, help="lowercase before pretokenizing")
+    group.add_argument("--normalization", choices=[n for n in NORMALIZATIONS if n],
+                       help="Unicode normalization before pretokenizing")
+    group.add_argument("--special-token", action="append", metavar="T", dest="special_tokens",
+                       help="special token (a hard boundary, never merged), repeatable")
+    group.add_argument("--engine", choices=ENGINES,
+                       help="pretokenizer engine: auto (default: Spark SQL's Java regex for the presets, "
+                            "Python otherwise), jvm or python")
+
+
+def add_overwrite(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--overwrite", action="store_true", help="replace an existing output")
+
+
+def add_spark_options(parser: argparse.ArgumentParser) -> None:
+    """--master, --conf, --set, --verbose: for the commands that start Spark, read by :func:`start_spark`."""
+    group = parser.add_argument_group("Spark")
+    group.add_argument("--master", help="Spark master URL (default: local[*], or $SPARK_MASTER)")
+    group.add_argument("--conf", metavar="FILE", help="Spark properties file (e.g. conf/spark-local.conf)")
+    group.add_argument(
+        "--set", metavar="KEY=VALUE", action="append", default=[], dest="spark_set",
+        help="extra Spark property, repeatable (e.g. --set spark.driver.memory=8g)",
+    )
+    group.add_argument("--verbose", "-v", action="store_true", help="log progress and Spark warnings")
+
+
+def check_document_options(input_format: str, document: str) -> None:
+    """Before Spark starts: --document file needs text input."""
+    if input_format != "text" and document != "line":
+        raise ConfigError("--document file applies to --input-format text only")
+
+
+def spark_properties(pairs: Sequence[str]) -> dict[str, str]:
+    """The ``--set KEY=VALUE`` pairs as Spark properties."""
+    props = {}
+    for pair in pairs:
+        key, sep, value = pair.partition("=")
+        if not sep or not key.strip():
+            raise ConfigError(f"--set expects KEY=VALUE, got {pair!r}")
+        props[key.strip()] = value.strip()
+    return props
+
+
+def start_spark(
+    args: argparse.Namespace,
+    command: str,
+    *,
+    light_input: tuple[Sequence[str], str, str] | None = None,
+    properties: Mapping[str, str] | None = None,
+):
+    """The SparkSession of a Spark command: bpe-spark's defaults < ``--conf`` < the command's
+    ``properties`` < ``--set``; the master from ``--master`` (see ``build_session``). Quiet
+    (no progress bar, errors only in the log) unless ``--verbose``.
+
+    ``light_input``: the ``(paths, input_format, document)`` of documents that the command's
+    Python tasks read and work on themselves; when they are local text files the JVM only
+    coordinates and starts light (``build_session(light_jvm=True)``).
+    """
+    overrides = dict(properties or {})
+    overrides.update(spark_properties(args.spark_set))
+    if not args.verbose:
+        overrides.setdefault("spark.ui.showConsoleProgress", "false")
+
+    from bpe_spark.spark.io import reads_local_text
+    from bpe_spark.spark.session import build_session
+
+    light = light_input is not None and reads_local_text(*light_input)
+    spark = build_session(f"bpe-spark {command}", master=args.master, conf_file=args.conf,
+                          overrides=overrides, light_jvm=light)
+    if not args.verbose:
+        spark.sparkContext.setLogLevel("ERROR")
+    return spark
+
+
+def add_pattern_for_tiktoken(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--pattern", help="pretokenization pattern, for a .tiktoken file that is not OpenAI's")
+
+
+def load_model(path: str, pattern: str | None = None):
+    """A model in any format bpe-spark loads (``pattern``: for a .tiktoken file that is not OpenAI's)."""
+    from bpe_spark.tokenizer import Tokenizer
+
+    return Tokenizer.load(path, **({"pattern": pattern} if pattern else {}))

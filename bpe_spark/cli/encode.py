@@ -1,0 +1,104 @@
+"""``bpe-spark encode``: encode a dataset with a tokenizer on Spark, to Parquet parts or binary
+token shards with a manifest, and print what it wrote. The model loads (and the token type is
+checked) before Spark starts.
+"""
+
+from __future__ import annotations
+
+import argparse
+
+from bpe_spark.cli.arguments import (
+    DOCUMENT_DEFAULTS,
+    add_document_options,
+    add_overwrite,
+    add_spark_options,
+    check_document_options,
+    start_spark,
+)
+from bpe_spark.errors import ConfigError
+from bpe_spark.shards import TOKEN_DTYPES
+from bpe_spark.spark.options import DEFAULT_SHARD_TOKENS, OUTPUT_FORMATS
+
+NAME = "encode"
+SUMMARY = "encode a dataset to token ids (Parquet or binary shards)"
+EXAMPLES = """
+examples:
+  bpe-spark encode --model models/en32k --input corpus.txt.gz --out ids/ --eos "<|endoftext|>"
+  bpe-spark encode --model models/en32k --input docs/ --input-format jsonl --id-column url \\
+      --out shards/ --output-format bin --eos "<|endoftext|>"
+  bpe-spark encode --model gpt2/vocab.json --input data.parquet --input-format parquet \\
+      --text-column content --out gpt2-ids/
+
+output: Parquet parts (id columns or doc_id, input_ids array<int32>, n_tokens) or binary shards
+(shard-NNNNN.bin token streams, uint16 when the vocabulary fits, + Megatron-style .idx), in
+input order, with _manifest.json written last, only when the job succeeds.
+"""
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--model", required=True, metavar="PATH",
+                        help="the tokenizer: a bpe-spark model directory, tokenizer.json, GPT-2 "
+                             "vocab.json (+ merges.txt beside it) or a .tiktoken file")
+    parser.add_argument("--input", required=True, nargs="+", metavar="PATH",
+                        help="input files, globs or directories (local, hdfs://, s3a://...)")
+    parser.add_argument("--out", required=True, metavar="DIR", help="output directory (must not exist unless --overwrite)")
+    parser.add_argument("--output-format", choices=OUTPUT_FORMATS, default=OUTPUT_FORMATS[0],
+                        help=f"Parquet parts or binary token shards (default: {OUTPUT_FORMATS[0]})")
+    add_document_options(parser)
+    parser.set_defaults(**DOCUMENT_DEFAULTS)
+    parser.add_argument("--id-column", action="append", default=[], metavar="C",
+                        help="jsonl/parquet column to carry to the output as a document id, repeatable "
+                             "(default: a doc_id, the position in input order)")
+    parser.add_argument("--eos", metavar="T", help="append this token to every document (a special token such as '<|endoftext|>')")
+    parser.add_argument("--bos", metavar="T", help="prepend this token to every document")
+    parser.add_argument("--allow-special", action="store_true",
+                        help="encode special-token text in the data as the special token (default: as ordinary text)")
+    parser.add_argument("--dtype", choices=TOKEN_DTYPES, default=TOKEN_DTYPES[0],
+                        help="bin output token type (default auto: uint16 when every id < 65536)")
+    parser.add_argument("--shard-tokens", type=int, default=DEFAULT_SHARD_TOKENS, metavar="N",
+                        help=f"about N tokens per output file, cut at document boundaries (default {DEFAULT_SHARD_TOKENS})")
+    add_overwrite(parser)
+    add_spark_options(parser)
+
+
+def run(args: argparse.Namespace) -> int:
+    import time
+
+    from bpe_spark.shards import token_dtype
+    from bpe_spark.tokenizer import Tokenizer
+
+    started = time.time()
+    tok = Tokenizer.load(args.model)  # a missing or broken model fails here, before Spark starts
+    if args.output_format == "bin":
+        token_dtype(tok.max_token_id, args.dtype)
+    elif args.dtype != "auto":
+        raise ConfigError("--dtype applies to --output-format bin (Parquet stores int32)")
+    check_document_options(args.input_format, args.document)
+    # whole files are big documents: fewer per Arrow batch keeps the Python workers' memory small
+    properties = {"spark.sql.execution.arrow.maxRecordsPerBatch": "64"} if args.document == "file" else {}
+    # local text (which has no id columns) is read by the Python tasks: the JVM only coordinates
+    light_input = None if args.id_column else (args.input, args.input_format, args.document)
+    spark = start_spark(args, NAME, light_input=light_input, properties=properties)
+    from bpe_spark.spark import encode_dataset, read_documents
+
+    docs = read_documents(
+        spark, args.input, input_format=args.input_format, text_col=args.text_column,
+        document=args.document, keep_columns=args.id_column,
+    )
+    manifest = encode_dataset(
+        docs, tok, args.out, output_format=args.output_format, text_col=args.text_column,
+        id_cols=args.id_column, eos=args.eos, bos=args.bos,
+        allowed_special="all" if args.allow_special else (), dtype=args.dtype,
+        shard_tokens=args.shard_tokens, overwrite=args.overwrite,
+        source={"model": str(args.model), "input": list(args.input), "input_format": args.input_format,
+                "document": args.document},
+    )
+    bpt = manifest["bytes_per_token"]
+    print(
+        f"encoded {manifest['documents']} documents ({manifest['bytes']} bytes) to {manifest['tokens']} tokens"
+        f"{f' ({bpt:.3f} bytes/token)' if bpt else ''} in {len(manifest['shards'])} "
+        f"{'shard' if args.output_format == 'bin' else 'Parquet file'}(s) at {args.out} "
+        f"({time.time() - started:.1f} s)"
+    )
+    return 0
+

@@ -1,0 +1,220 @@
+"""``bpe-spark train``: train a BPE tokenizer on Spark from documents or from pretoken counts,
+write the model directory and print a summary. Options come from defaults (TrainerConfig's and
+the Spark functions'), then a ``--config`` JSON file, then the command line.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+
+from bpe_spark.cli.arguments import (
+    CONFIG_DEFAULTS,
+    CONFIG_OPTIONS,
+    DOCUMENT_DEFAULTS,
+    PRETOKENIZER_DEFAULTS,
+    add_document_options,
+    add_overwrite,
+    add_pretokenizer_options,
+    add_spark_options,
+    check_document_options,
+    start_spark,
+)
+from bpe_spark.config import END_OF_WORD, SCHEMES, TIE_BREAKS, TrainerConfig
+from bpe_spark.errors import BpeSparkError, ConfigError
+from bpe_spark.spark.options import DEFAULT_DRIVER_BUDGET
+
+NAME = "train"
+SUMMARY = "train a BPE tokenizer on a corpus (or on pretoken counts)"
+EXAMPLES = """
+examples:
+  bpe-spark train --input data/sample/tiny_shakespeare.txt.gz --vocab-size 2000 --out out/sample-model
+  bpe-spark train --input corpus/ --vocab-size 32000 --special-token "<|endoftext|>" --out models/en32k \\
+      --master local[8] --set spark.driver.memory=8g
+  bpe-spark train --input docs.jsonl --input-format jsonl --text-column body --vocab-size 8000 \\
+      --scheme char --end-of-word fused --tie-break lexicographic --out models/char8k
+  bpe-spark train --counts counts.parquet --vocab-size 50000 --driver-budget 30% \\
+      --checkpoint-dir ckpt/ --out models/big      # ... and after an interruption, add --resume
+  bpe-spark train --config conf/train-example.json --out out/example-model
+
+The model directory (merges.parquet, vocab.parquet, bpe_spark.json, tokenizer.json) is written
+atomically: a failed run leaves none. --config reads training options from a JSON file (keys are
+the long option names, e.g. "vocab_size"); options on the command line win. --counts reads the
+output of bpe-spark count (give the same --special-token options again).
+"""
+SAMPLE = "To be, or not to be, that is the question."
+DEFAULTS = {
+    **{name: CONFIG_DEFAULTS[name] for name in CONFIG_OPTIONS},
+    "vocab_size": None,  # required: a command trains to the size it is asked for
+    **DOCUMENT_DEFAULTS,
+    **PRETOKENIZER_DEFAULTS,
+    "driver_budget": None, "checkpoint_dir": None, "resume": False, "sample": SAMPLE,
+    "input": None, "counts": None, "out": None, "overwrite": False,
+}
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    source = parser.add_mutually_exclusive_group()
+    source.add_argument("--input", nargs="+", metavar="PATH",
+                        help="documents: files, globs or directories (local, hdfs://, s3a://...; .gz/.bz2 read)")
+    source.add_argument("--counts", nargs="+", metavar="PATH",
+                        help="pretoken counts instead of documents: Parquet with columns pretoken (string), "
+                             "count (integer), e.g. the output of bpe-spark count")
+    parser.add_argument("--out", metavar="DIR", help="the model directory to write (must not exist unless --overwrite)")
+    parser.add_argument("--config", metavar="FILE",
+                        help="JSON file of training options (keys: long option names); command-line options win")
+    parser.add_argument("--vocab-size", type=int, metavar="N", help="total vocabulary: specials + alphabet + merges")
+    parser.add_argument("--scheme", choices=SCHEMES, help="initial symbols: UTF-8 bytes (default) or characters")
+    parser.add_argument("--end-of-word", choices=END_OF_WORD,
+                        help="char scheme: </w> as its own symbol (default) or fused onto the last character")
+    parser.add_argument("--tie-break", choices=TIE_BREAKS,
+                        help="hf: tokenizers' BpeTrainer order (default); lexicographic: CS336 / subword-nmt")
+    parser.add_argument("--min-frequency", type=int, metavar="N", help="stop when the best pair occurs fewer times")
+    parser.add_argument("--max-merges", type=int, metavar="N", help="stop after N merges too")
+    parser.add_argument("--unk-token", metavar="T", help="char scheme: the token for characters unseen in training")
+    parser.add_argument("--driver-budget", metavar="N|F",
+                        help=f"distinct pretokens the driver may hold: a count (default {DEFAULT_DRIVER_BUDGET}) "
+                             "or a fraction of the distinct pretokens (0.3 or 30%%); above it, training runs "
+                             "in exact rounds")
+    parser.add_argument("--checkpoint-dir", metavar="DIR",
+                        help="keep the pretoken counts and each round's merges here (any Hadoop URI)")
+    parser.add_argument("--resume", action="store_true", default=None,
+                        help="continue the interrupted run in --checkpoint-dir (same settings), to the same result")
+    parser.add_argument("--sample", metavar="TEXT", help="sentence shown as tokens in the summary")
+    add_pretokenizer_options(parser)
+    add_document_options(parser)
+    add_overwrite(parser)
+    add_spark_options(parser)
+
+
+def train_options(args: argparse.Namespace) -> dict:
+    """Defaults < the --config JSON file < the command line."""
+    import json
+    from pathlib import Path
+
+    options = dict(DEFAULTS)
+    if args.config:
+        path = Path(args.config)
+        try:
+            loaded = json.loads(path.read_text(encoding="utf-8"))
+        except FileNotFoundError:
+            raise ConfigError(f"--config file {path} does not exist") from None
+        except ValueError as exc:
+            raise ConfigError(f"--config file {path} is not valid JSON: {exc}") from None
+        if not isinstance(loaded, dict):
+            raise ConfigError(f"--config file {path} must hold a JSON object of options")
+        loaded = {key.replace("-", "_"): value for key, value in loaded.items()}
+        unknown = sorted(set(loaded) - set(options))
+        if unknown:
+            raise ConfigError(f"--config file {path}: unknown options {unknown}; known: {sorted(options)}")
+        for key in ("input", "counts", "special_tokens"):
+            if isinstance(loaded.get(key), str):
+                loaded[key] = [loaded[key]]
+        options.update(loaded)
+    for key in options:
+        value = getattr(args, key, None)
+        if value is not None and value is not False:
+            options[key] = value
+    return options
+
+
+def trainer_config(options: dict) -> TrainerConfig:
+    """The TrainerConfig of resolved options (:func:`train_options`)."""
+    values = {name: options[name] for name in CONFIG_OPTIONS}
+    values.update(lowercase=bool(values["lowercase"]), special_tokens=tuple(values["special_tokens"] or ()))
+    return TrainerConfig(**values)
+
+
+def run(args: argparse.Namespace) -> int:
+    import time
+    from pathlib import Path
+
+    from bpe_spark.errors import OutputExistsError
+
+    options = train_options(args)
+    if not options["out"]:
+        raise ConfigError("--out DIR is required: the model directory to write")
+    if not options["input"] and not options["counts"]:
+        raise ConfigError("give the corpus with --input PATH... (or pretoken counts with --counts PATH...)")
+    if options["input"] and options["counts"]:
+        raise ConfigError("--input and --counts exclude each other")
+    if options["vocab_size"] is None:
+        raise ConfigError("--vocab-size N is required")
+    if options["resume"] and not options["checkpoint_dir"]:
+        raise ConfigError("--resume continues the run kept in --checkpoint-dir DIR; give that directory")
+    if options["input"]:
+        check_document_options(options["input_format"], options["document"])
+    out = Path(options["out"])
+    if out.exists() and not options["overwrite"]:
+        raise OutputExistsError(f"output {out} already exists; pass --overwrite to replace it, or choose another --out")
+    cfg = trainer_config(options)
+
+    # Local text is read by the Python tasks, and the JVM only coordinates; not when a driver
+    # budget is given: that asks for rounds, whose pair counts are JVM work.
+    light = options["input"] and options["engine"] != "jvm" and not options["driver_budget"]
+    spark = start_spark(args, NAME, light_input=(options["input"], options["input_format"], options["document"])
+                        if light else None)
+    from bpe_spark.spark import read_counts, read_documents
+    from bpe_spark.spark import train as spark_train
+    from bpe_spark.spark import train_from_counts as spark_train_from_counts
+
+    on_round = None
+    if args.verbose:
+        def on_round(record: dict) -> None:
+            print(f"round {record['round']}: {record['merges']} merges ({record.get('kind')}, "
+                  f"collected {record.get('collected')}, {record['seconds']:.2f} s)", file=sys.stderr)
+
+    common = {
+        "driver_budget": options["driver_budget"] or DEFAULT_DRIVER_BUDGET,
+        "checkpoint_dir": options["checkpoint_dir"],
+        "resume": bool(options["resume"]),
+        "on_round": on_round,
+    }
+    if options["input"]:
+        docs = read_documents(spark, options["input"], input_format=options["input_format"],
+                              text_col=options["text_column"], document=options["document"])
+        tok = spark_train(docs, cfg, text_col=options["text_column"], engine=options["engine"], **common)
+    else:
+        tok = spark_train_from_counts(read_counts(spark, options["counts"]), cfg, **common)
+    started = time.perf_counter()
+    tok.metadata["source"] = {
+        key: options[key] for key in ("input", "counts", "input_format", "text_column", "document", "engine")
+    }
+    tok.save(out, overwrite=bool(options["overwrite"]))
+    tok.metadata["timings"]["save_seconds"] = round(time.perf_counter() - started, 3)
+    print(summary(tok, out, options["sample"]))
+    return 0
+
+
+def summary(tok, out, sample: str | None) -> str:
+    """What a training run printed: the model, its vocabulary, the corpus, the rounds, the time."""
+    stats, timings, rounds = tok.metadata["stats"], tok.metadata["timings"], tok.metadata["rounds"]
+    alphabet = tok.vocab_size - len(tok.merge_ids) - len(tok.special_tokens)
+    lines = [
+        f"model: {out}",
+        (
+            f"vocabulary: {tok.vocab_size} = {alphabet} {'bytes' if tok.scheme == 'byte' else 'alphabet symbols'}"
+            f" + {len(tok.merge_ids)} merges + {len(tok.special_tokens)} special tokens"
+            f" (scheme {tok.scheme}, pattern {tok.pattern})"
+        ),
+    ]
+    corpus = [f"{stats['pretokens']:,} pretokens ({stats['distinct_pretokens']:,} distinct)"]
+    if stats.get("documents") is not None:
+        corpus.insert(0, f"{stats['documents']:,} documents, {stats['bytes']:,} bytes")
+    lines.append("corpus: " + ", ".join(corpus))
+    per_round = [r["merges"] for r in rounds]
+    shown = ", ".join(str(n) for n in per_round[:12]) + (", ..." if len(per_round) > 12 else "")
+    lines.append(f"rounds: {len(rounds)} ({stats['mode']}, driver budget {stats['driver_budget']:,} pretokens); "
+                 f"merges per round: {shown}")
+    phases = [("count", "count_seconds"), ("collect", "collect_seconds"), ("merge", "merge_seconds"),
+              ("rounds on Spark", "rounds_spark_seconds"), ("checkpoint", "checkpoint_seconds"),
+              ("save", "save_seconds")]
+    shown_times = [f"{name} {timings[key]:.2f} s" for name, key in phases if timings.get(key)]
+    total = timings.get("total_seconds", 0) + timings.get("save_seconds", 0)
+    lines.append("time: " + ", ".join(shown_times) + f"; total {total:.2f} s")
+    if sample:
+        try:
+            lines.append(f"sample: {sample!r} -> {tok.tokens(sample)}")
+        except BpeSparkError as exc:  # e.g. a char-scheme model without unk meets an unseen character
+            lines.append(f"sample: {sample!r} -> cannot encode: {exc}")
+    return "\n".join(lines)
