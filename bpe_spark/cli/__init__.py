@@ -30,7 +30,9 @@ COMMANDS = (train, count, encode, decode, inspect, export)
 _HELP = __doc__.split("\n\nThis package owns", 1)[0]  # what bpe-spark --help shows
 
 
-def build_parser() -> argparse.ArgumentParser:
+def build_parser(only: str | None = None) -> argparse.ArgumentParser:
+    """The parser of every command; ``only``: set up that command's options alone (the others'
+    imports, numpy's for one, then never load: ``bpe-spark --help`` stays quick)."""
     parser = argparse.ArgumentParser(
         prog="bpe-spark",
         description=_HELP.split("\n\n")[0],
@@ -41,14 +43,16 @@ def build_parser() -> argparse.ArgumentParser:
     for command in COMMANDS:
         subparser = sub.add_parser(command.NAME, help=command.SUMMARY, description=command.SUMMARY,
                                    epilog=command.EXAMPLES, formatter_class=argparse.RawDescriptionHelpFormatter)
-        command.add_arguments(subparser)
+        if only is None or only == command.NAME:
+            command.add_arguments(subparser)
         subparser.set_defaults(run=command.run)
     return parser
 
 
 def main(argv: Sequence[str] | None = None) -> int:
     """Run ``bpe-spark`` with ``argv`` (default: the process's arguments); the exit status."""
-    args = build_parser().parse_args(argv)
+    argv = sys.argv[1:] if argv is None else list(argv)
+    args = build_parser(argv[0] if argv else "").parse_args(argv)
     try:
         return int(args.run(args) or 0)
     except BpeSparkError as exc:

@@ -16,7 +16,6 @@ from bpe_spark.cli.arguments import (
     start_spark,
 )
 from bpe_spark.errors import ConfigError
-from bpe_spark.shards import TOKEN_DTYPES
 from bpe_spark.spark.options import DEFAULT_SHARD_TOKENS, OUTPUT_FORMATS
 
 NAME = "encode"
@@ -36,6 +35,8 @@ input order, with _manifest.json written last, only when the job succeeds.
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
+    from bpe_spark.shards import TOKEN_DTYPES  # numpy: only when this command runs
+
     parser.add_argument("--model", required=True, metavar="PATH",
                         help="the tokenizer: a bpe-spark model directory, tokenizer.json, GPT-2 "
                              "vocab.json (+ merges.txt beside it) or a .tiktoken file")
