@@ -12,7 +12,7 @@ export PYSPARK_DRIVER_PYTHON := $(abspath $(PY))
 
 install: java $(STAMP) jvm-cache
 
-# A JVM class archive that saves ~3 s of Spark start-up per run (bpe_spark/spark/jvm_cache.py);
+# A JVM class archive that shortens Spark start-up (bpe_spark/spark/jvm_cache_build.py);
 # built once per Java + Spark installation, never fails the install.
 jvm-cache: java $(STAMP)
 	@$(PY) -m bpe_spark.spark.jvm_cache_build build --quiet-if-present
