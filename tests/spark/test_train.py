@@ -10,11 +10,8 @@ from bpe_spark import train as core_train
 from bpe_spark import train_from_counts as core_train_from_counts
 from bpe_spark.errors import ConfigError, EmptyCorpusError, OutputExistsError
 from bpe_spark.spark import ColumnError, read_documents, train, train_from_counts
-from bpe_spark.spark.training import (
-    _words_batch,
-    apply_round_batch,
-    resolve_budget,
-)
+from bpe_spark.spark.rounds import _words_batch, apply_round_batch
+from bpe_spark.spark.training import resolve_budget
 from bpe_spark.symbols import display_to_bytes
 from bpe_spark.trainer import build_engine
 from bpe_spark.words import apply_merges, pair_rank_index
@@ -105,12 +102,12 @@ def test_small_driver_budgets_give_the_single_round_merges(spark, small_corpus):
 def test_rounds_that_broadcast_few_pairs_stay_exact(spark, small_corpus, monkeypatch):
     """A round finds each pretoken's highest pair count through the top pairs only (broadcast);
     with very few kept, rounds prove fewer merges each, and still the same ones."""
-    from bpe_spark.spark import training
+    from bpe_spark.spark import rounds as spark_rounds
 
     cfg = TrainerConfig(vocab_size=300)
     expected = core_train(small_corpus, cfg)
     df = frame(spark, small_corpus, 2)
-    monkeypatch.setattr(training, "_MAX_BROADCAST_PAIRS", 3)
+    monkeypatch.setattr(spark_rounds, "_MAX_BROADCAST_PAIRS", 3)
     tok = train(df, cfg, driver_budget=0.5)
     assert_same_model(tok, expected)
     rounds = tok.metadata["rounds"]

@@ -1,0 +1,74 @@
+"""The plan of one exact training round: which pairs to broadcast and which pretokens to collect.
+
+Pure functions over histograms, no Spark: a histogram is a list of ``(value, n)`` levels,
+highest value first (``n`` pairs counted ``value`` times, or ``n`` pretokens whose highest pair
+count is ``value``). Why these choices keep a round exact is written once, in
+:mod:`bpe_spark.spark.rounds`.
+
+>>> pair_levels = [(90, 1), (50, 2), (20, 40)]
+>>> cut, outside = broadcast_cut(pair_levels, 3)
+>>> cut, outside
+(50, 20)
+>>> choose_threshold([(90, 4), (50, 6)], budget=8, outside=outside)
+Threshold(value=90, floor=50, pretokens=4)
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import NamedTuple
+
+Levels = Sequence[tuple[int, int]]
+
+
+class Threshold(NamedTuple):
+    """A round's collect: the pretokens whose highest pair count is >= ``value`` (``pretokens``
+    of them), merged while the best count is > ``floor`` (the bound U)."""
+
+    value: int
+    floor: int
+    pretokens: int
+
+
+def broadcast_cut(levels: Levels, most: int) -> tuple[int | None, int]:
+    """``(cut, outside)`` over the pair-count histogram ``levels``: ``cut`` is the lowest count
+    such that the pairs counted >= it are at most ``most`` (whole levels; None when the top level
+    alone is more), ``outside`` the highest count below the kept levels (0 when every level is
+    kept).
+
+    >>> broadcast_cut([(9, 1), (5, 2), (2, 4)], 3), broadcast_cut([(9, 1), (5, 2)], 10)
+    ((5, 2), (5, 0))
+    >>> broadcast_cut([(9, 4)], 3), broadcast_cut([], 3)
+    ((None, 9), (None, 0))
+    """
+    cut, kept = None, 0
+    for level, n in levels:
+        if kept + n > most:
+            return cut, level
+        kept += n
+        cut = level
+    return cut, 0
+
+
+def choose_threshold(levels: Levels, budget: int, outside: int) -> Threshold | None:
+    """The lowest threshold whose pretokens fit ``budget``, over the histogram ``levels`` of the
+    pretokens' highest pair counts; its floor is the larger of the next level below it (0 when
+    none) and ``outside`` (the best pair count left out of the broadcast). None when even the
+    top level's pretokens do not fit (or there is no level): the round then takes the top pair.
+
+    >>> choose_threshold([(9, 2), (7, 3), (4, 10)], budget=5, outside=0)
+    Threshold(value=7, floor=4, pretokens=5)
+    >>> choose_threshold([(9, 2), (7, 3)], budget=5, outside=6)
+    Threshold(value=7, floor=6, pretokens=5)
+    >>> choose_threshold([(9, 6)], budget=5, outside=0) is None
+    True
+    """
+    chosen = None
+    collected = 0
+    for i, (level, n) in enumerate(levels):
+        if collected + n > budget:
+            break
+        collected += n
+        below = levels[i + 1][0] if i + 1 < len(levels) else 0
+        chosen = Threshold(level, max(below, outside), collected)
+    return chosen

@@ -1,0 +1,381 @@
+"""Exact training rounds on Spark (DESIGN 2.1 step 4): the round trainer and its executor side.
+
+When the distinct pretokens do not fit the driver budget, training runs in rounds. The
+executors hold every pretoken of two or more symbols as ``(wid, count, symbols)`` (symbol ids of
+one :class:`SymbolTable` that lives on the driver across rounds; for the char scheme its alphabet
+comes from the whole corpus). A round takes exactly the merges, in the same order, that the core
+engine would take on all the pretokens at once. Why:
+
+1. *Pair counts.* The executors reduce every pair's global count and the histogram of those
+   counts. Training ends when the best count is below ``min_frequency``.
+2. *The broadcast cut* (:func:`~bpe_spark.round_plan.broadcast_cut`). Each pretoken's highest
+   pair count ``m`` is found by a join with the top pairs only: those counted >= ``cut`` (whole
+   levels, at most the budget and ``_MAX_BROADCAST_PAIRS``). ``outside`` is the best count of a
+   pair left out. A pretoken holding a kept pair has ``m`` exact (a kept pair's count is above
+   every pair left out); a pretoken holding none has every pair counted <= ``outside``.
+3. *The threshold T and the floor U* (:func:`~bpe_spark.round_plan.choose_threshold`). The
+   driver takes the lowest ``T`` whose pretokens (``m >= T``) fit its budget, collects them, and
+   sets ``U = max(next level of m below T, outside)``. Every pair of a pretoken left behind is
+   counted <= ``U``: its ``m`` is exact and below ``T``, or it holds no kept pair. So every pair
+   counted > ``U`` lives only in collected pretokens, and its collected count is its global count.
+4. *The merges.* The engine runs on the collected pretokens while its best count is > ``U``
+   (``MergeEngine.run(floor=U, stop_after_reuse=True)``). Its best pair is then the global best
+   (every pair tied with it is collected too, and the tie-break reads the shared table). A merge
+   changes counts only inside the words holding the pair, all collected, so the invariant holds
+   for the next merge, except after a merge whose token already existed: its id is reused, and
+   the pairs it forms could gain counts outside the collected words, so that merge ends the round.
+5. The round's merges are appended to the checkpoint and broadcast; the executors apply them
+   (:func:`apply_round_batch`), and pretokens left with one symbol drop out.
+
+When even the pretokens holding the top pair do not fit, the round takes that one pair, which
+the global pair counts prove. Rounds pay a few Spark jobs each, never one per merge.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Iterator
+
+import numpy as np
+import pyarrow as pa
+from pyspark import StorageLevel
+from pyspark.sql import DataFrame
+from pyspark.sql import functions as F
+
+from bpe_spark.config import TrainerConfig
+from bpe_spark.round_plan import broadcast_cut, choose_threshold
+from bpe_spark.spark.checkpoint import Checkpoint
+from bpe_spark.symbols import SymbolTable
+from bpe_spark.trainer import (
+    Merge,
+    MergeEngine,
+    PackedWords,
+    check_vocab_floor,
+    initial_table,
+    new_token_budget,
+)
+from bpe_spark.words import apply_merges, pair_rank_index, word_symbols
+
+WORDS_SCHEMA = "wid long, count long, symbols array<int>"
+_PAIR_SHIFT = 32
+# the most pairs a round broadcasts to find each pretoken's highest pair count (a long pair and a
+# long count each, held by every executor)
+_MAX_BROADCAST_PAIRS = 1_000_000
+# subtle: a pair is one long, left << 32 | right; ids are < 2**31, so it is exact and positive.
+_PAIRS_SQL = (
+    "transform(sequence(0, size(symbols) - 2), "
+    "i -> shiftleft(cast(symbols[i] as bigint), 32) + symbols[i + 1])"
+)
+
+
+class Handoff:
+    """The driver's one reference to a large collected value: an Arrow table, or the words and
+    counts the engine reads. ``take()`` hands it over once and keeps nothing, so the value lives
+    only as long as its taker holds it; ``engine()`` builds the merge engine from the words and
+    counts in the order that keeps one copy on the driver, never two."""
+
+    __slots__ = ("_value", "rows")
+
+    def __init__(self, value, rows: int):
+        self._value = value
+        self.rows = rows  # pretokens held (kept after the hand-over)
+
+    @classmethod
+    def table(cls, arrow: pa.Table) -> Handoff:
+        return cls(arrow, arrow.num_rows)
+
+    @classmethod
+    def words(cls, words, counts) -> Handoff:
+        return cls((words, counts), len(counts))
+
+    def take(self):
+        if self._value is None:
+            raise RuntimeError("this collected value was already handed over; collect it again")
+        value, self._value = self._value, None
+        return value
+
+    def engine(self, table: SymbolTable) -> MergeEngine:
+        """The engine over the words and counts. The compiled engine copies them, so the driver's
+        copy is dropped before the engine runs and grows; the collected Arrow buffers live in
+        Arrow's allocator, which keeps freed memory, so it is handed back to the system first."""
+        engine = MergeEngine(table, *self.take())
+        if engine.backend == "compiled":
+            engine.counts = None
+        pa.default_memory_pool().release_unused()
+        return engine
+
+
+# --- executor side ----------------------------------------------------------------------------
+def _levels(table: pa.Table, value: str) -> list[tuple[int, int]]:
+    """A collected histogram ``(value, n)`` as ``[(value, n), ...]``, highest value first."""
+    return sorted(zip(table.column(value).to_pylist(), table.column("n").to_pylist()), reverse=True)
+
+
+def int64_counts(column: pa.ChunkedArray) -> np.ndarray:
+    return column.combine_chunks().to_numpy(zero_copy_only=False).astype(np.int64, copy=False)
+
+
+def _packed_words(arrow: pa.Table) -> Handoff:
+    """Collected ``(count, symbols)`` rows as packed words: the values and offsets buffers of the
+    ``list<int32>`` column, no Python list per word (the compiled engine reads them). Pass the
+    table straight from ``Handoff.take()``: once this returns, only the words keep its buffers."""
+    symbols = arrow.column("symbols").combine_chunks()
+    values = symbols.values.to_numpy(zero_copy_only=False).astype(np.int32, copy=False)
+    words = PackedWords(values, symbols.offsets.to_numpy(zero_copy_only=False))
+    return Handoff.words(words, int64_counts(arrow.column("count")))
+
+
+def _words_batch(wids, counts, words) -> pa.RecordBatch:
+    return pa.RecordBatch.from_arrays(
+        [pa.array(wids, pa.int64()), pa.array(counts, pa.int64()), pa.array(words, pa.list_(pa.int32()))],
+        names=["wid", "count", "symbols"],
+    )
+
+
+def initial_words(counts: DataFrame, cfg: TrainerConfig, table: SymbolTable, prior: list[tuple[int, int, int]]) -> DataFrame:
+    """``(wid, count, symbols)`` of every pretoken with >= 2 symbols after the ``prior`` merges.
+
+    Pretokens of one symbol hold no pair and never change, so rounds leave them out."""
+    cfg_data = cfg.to_dict()
+    alphabet = table  # the initial table: pickled once into the closure, before any merge
+
+    def to_words(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+        config = TrainerConfig.from_dict(cfg_data)
+        ranks = pair_rank_index(prior)
+        for batch in batches:
+            out_counts, out_words = [], []
+            for pretoken, count in zip(batch.column(0).to_pylist(), batch.column(1).to_pylist()):
+                word = word_symbols(pretoken, alphabet, config)
+                if prior:
+                    word = apply_merges(word, prior, ranks)
+                if len(word) > 1:
+                    out_counts.append(count)
+                    out_words.append(word)
+            yield _words_batch([0] * len(out_counts), out_counts, out_words)
+
+    words = counts.select("pretoken", "count").mapInArrow(to_words, WORDS_SCHEMA)
+    return words.withColumn("wid", F.monotonically_increasing_id())
+
+
+def apply_round(words: DataFrame, merges: list[tuple[int, int, int]]) -> DataFrame:
+    """The executors apply one round's merges; words left with one symbol drop out."""
+
+    def apply(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+        ranks = pair_rank_index(merges)
+        keys = np.unique(np.array([(left << _PAIR_SHIFT) | right for left, right, _ in merges], dtype=np.int64))
+        for batch in batches:
+            yield from apply_round_batch(batch, merges, ranks, keys)
+
+    return words.mapInArrow(apply, WORDS_SCHEMA)
+
+
+def apply_round_batch(batch: pa.RecordBatch, merges, ranks, keys: np.ndarray) -> Iterator[pa.RecordBatch]:
+    """A batch of ``(wid, count, symbols)`` after a round's merges. Most words hold none of the
+    round's pairs (only the collected ones can): they are found with array operations on the
+    batch's buffers and pass through untouched; only the others become Python lists."""
+    symbols = batch.column(2)
+    offsets = symbols.offsets.to_numpy(zero_copy_only=False).astype(np.int64)
+    values = symbols.values.to_numpy(zero_copy_only=False).astype(np.int64)
+    if len(values) < 2:
+        yield batch
+        return
+    hit = np.isin((values[:-1] << _PAIR_SHIFT) | values[1:], keys)  # pair at i: (i, i + 1)
+    seen = np.concatenate(([0], np.cumsum(hit)))
+    starts = offsets[:-1]
+    ends = np.maximum(offsets[1:] - 1, starts)  # a word's pairs start at [start, end - 1]
+    changed = seen[ends] - seen[starts] > 0
+    if not changed.any():
+        yield batch
+        return
+    yield batch.filter(pa.array(~changed))
+    rows = batch.take(pa.array(np.flatnonzero(changed)))
+    out: tuple[list, list, list] = ([], [], [])
+    for wid, count, word in zip(*(rows.column(i).to_pylist() for i in range(3))):
+        word = apply_merges(word, merges, ranks)
+        if len(word) > 1:
+            out[0].append(wid)
+            out[1].append(count)
+            out[2].append(word)
+    # the input's own schema (Spark names the list's item field its own way)
+    yield pa.RecordBatch.from_arrays(
+        [pa.array(column, type=field.type) for column, field in zip(out, batch.schema)], schema=batch.schema
+    )
+
+
+# --- the driver -------------------------------------------------------------------------------
+class RoundTrainer:
+    """The state of a Spark training run: one symbol table, the merges so far, the rounds (a run
+    on the driver is one round of them)."""
+
+    def __init__(
+        self,
+        counts: DataFrame,
+        cfg: TrainerConfig,
+        budget: int,
+        checkpoint: Checkpoint | None,
+        on_round: Callable[[dict], None] | None,
+        timings: dict,
+    ):
+        self.counts = counts
+        self.cfg = cfg
+        self.budget = budget
+        self.checkpoint = checkpoint
+        self.on_round = on_round
+        self.timings = timings
+        for key in ("collect_seconds", "merge_seconds", "rounds_spark_seconds", "checkpoint_seconds"):
+            timings.setdefault(key, 0.0)
+        self.table: SymbolTable | None = None
+        self.merges: list[Merge] = []
+        self.rounds: list[dict] = []
+
+    def clock(self, key: str, since: float) -> float:
+        """Add the time since ``since`` to the timing ``key``; returns now."""
+        now = time.perf_counter()
+        self.timings[key] += now - since
+        return now
+
+    def _remaining(self) -> tuple[int, int | None]:
+        new_tokens = new_token_budget(self.cfg, self.table)
+        merges = None if self.cfg.max_merges is None else self.cfg.max_merges - len(self.merges)
+        return new_tokens, merges
+
+    def budget_left(self) -> bool:
+        new_tokens, merges = self._remaining()
+        return new_tokens > 0 and (merges is None or merges > 0)
+
+    def prior_merges(self) -> list[tuple[int, int, int]]:
+        return [(m.left, m.right, m.new_id) for m in self.merges]
+
+    def start(self, table: SymbolTable, *, resume: bool) -> None:
+        """Take the initial ``table`` (checked against ``vocab_size``) and, when resuming, replay
+        the checkpoint's merges into it."""
+        self.table = table
+        check_vocab_floor(self.cfg, table)
+        if self.checkpoint is not None and resume:
+            merges, per_round = self.checkpoint.load_merges(table)
+            self.merges = merges
+            self.rounds = [{"round": i + 1, "merges": n, "resumed": True} for i, n in enumerate(per_round)]
+
+    def finish_round(self, merges: list[Merge], record: dict, since: float) -> None:
+        phase = time.perf_counter()
+        if self.checkpoint is not None and merges:
+            self.checkpoint.append_merges(len(self.rounds) + 1, len(self.merges), merges, self.table)
+        self.clock("checkpoint_seconds", phase)
+        self.merges.extend(merges)
+        record.update(round=len(self.rounds) + 1, merges=len(merges), seconds=round(time.perf_counter() - since, 3))
+        self.rounds.append(record)
+        if self.on_round is not None:
+            self.on_round(dict(record))
+
+    def engine_round(self, words: Handoff, floor: int | None) -> tuple[list[Merge], bool]:
+        """Run the engine on the collected words (taken from ``words``); returns the merges and
+        whether training is over. ``floor``: the round's bound U (None on the driver: all words)."""
+        phase = time.perf_counter()
+        engine = words.engine(self.table)
+        new_tokens, max_merges = self._remaining()
+        merges = engine.run(
+            max_new_tokens=new_tokens,
+            max_merges=max_merges,
+            min_frequency=self.cfg.min_frequency,
+            floor=floor,
+            stop_after_reuse=floor is not None,
+        )
+        done = not self.budget_left()
+        if not done:
+            top = engine.best()
+            if floor is None:
+                done = top is None or top[1] < max(self.cfg.min_frequency, 1) or not merges
+            elif top is not None and floor < top[1] < max(self.cfg.min_frequency, 1):
+                done = True  # the exact global best is below min_frequency
+        self.clock("merge_seconds", phase)
+        return merges, done
+
+    # -- rounds --------------------------------------------------------------------------------
+    def _alphabet_table(self) -> SymbolTable:
+        if self.cfg.scheme == "byte":
+            return initial_table(self.cfg, ())
+        chars = self.counts.select(F.explode(F.regexp_extract_all("pretoken", F.lit("(?s)."), F.lit(0))).alias("c"))
+        finals = self.counts.select(F.substring("pretoken", -1, 1).alias("c"))
+        rows = (
+            chars.distinct().select("c", F.lit(False).alias("final"))
+            .union(finals.distinct().select("c", F.lit(True).alias("final")))
+            .collect()
+        )
+        alphabet = {row.c for row in rows if not row.final}
+        final_chars = {row.c for row in rows if row.final}
+        # subtle: initial_table reads an alphabet from pretokens; these stand-ins carry the
+        # whole corpus's alphabet (each non-final char before a final one) and its final chars.
+        anchor = min(final_chars)
+        return initial_table(self.cfg, [c + anchor for c in alphabet] + sorted(final_chars))
+
+    def run_rounds(self, resume: bool) -> None:
+        """Train in exact rounds (the module docstring says why each is exact)."""
+        phase = time.perf_counter()
+        self.start(self._alphabet_table(), resume=resume)
+        words = initial_words(self.counts, self.cfg, self.table, self.prior_merges()).localCheckpoint(eager=True)
+        self.clock("rounds_spark_seconds", phase)
+        pairs = F.explode(F.expr(_PAIRS_SQL)).alias("pair")
+        try:
+            while self.budget_left():
+                since = phase = time.perf_counter()
+                occurrences = words.select("wid", "count", pairs)
+                pair_counts = occurrences.groupBy("pair").agg(F.sum("count").alias("pc")).persist(
+                    StorageLevel.MEMORY_AND_DISK
+                )
+                pair_levels = _levels(pair_counts.groupBy("pc").agg(F.count(F.lit(1)).alias("n")).toArrow(), "pc")
+                if not pair_levels or pair_levels[0][0] < max(self.cfg.min_frequency, 1):
+                    pair_counts.unpersist()
+                    break
+                cut, outside = broadcast_cut(pair_levels, min(self.budget, _MAX_BROADCAST_PAIRS))
+                levels = []
+                highest = None
+                if cut is not None:
+                    kept = F.broadcast(pair_counts.where(F.col("pc") >= cut))
+                    highest = (
+                        occurrences.select("wid", "pair")
+                        .join(kept, "pair")
+                        .groupBy("wid")
+                        .agg(F.max("pc").alias("m"))
+                        .persist(StorageLevel.MEMORY_AND_DISK)
+                    )
+                    levels = _levels(highest.groupBy("m").agg(F.count(F.lit(1)).alias("n")).toArrow(), "m")
+                chosen = choose_threshold(levels, self.budget, outside)
+                if chosen is None:
+                    merges = self._top_pair_merge(pair_counts, pair_levels[0][0])
+                    phase = self.clock("rounds_spark_seconds", phase)
+                    record = {"kind": "top-pair", "threshold": pair_levels[0][0], "floor": None, "collected": 0}
+                    done = False
+                else:
+                    wids = F.broadcast(highest.where(F.col("m") >= chosen.value).select("wid"))
+                    arrow = Handoff.table(words.join(wids, "wid").select("count", "symbols").toArrow())
+                    phase = self.clock("rounds_spark_seconds", phase)
+                    collected = _packed_words(arrow.take())
+                    phase = self.clock("collect_seconds", phase)
+                    record = {"kind": "engine", "threshold": chosen.value, "floor": chosen.floor,
+                              "collected": collected.rows}
+                    merges, done = self.engine_round(collected, floor=chosen.floor)
+                    if not merges and not done:
+                        raise AssertionError(f"round at threshold {chosen.value} made no progress")
+                if highest is not None:
+                    highest.unpersist()
+                pair_counts.unpersist()
+                self.finish_round(merges, record, since)
+                if done or not merges:
+                    break
+                phase = time.perf_counter()
+                applied = apply_round(words, [(m.left, m.right, m.new_id) for m in merges])
+                previous, words = words, applied.localCheckpoint(eager=True)
+                previous.unpersist()
+                self.clock("rounds_spark_seconds", phase)
+        finally:
+            words.unpersist()
+
+    def _top_pair_merge(self, pair_counts: DataFrame, top_count: int) -> list[Merge]:
+        """The one merge a round can prove when the pretokens holding the top pair overflow the
+        budget: the best pair of the global counts (ties broken by the table's keys)."""
+        rows = pair_counts.where(F.col("pc") == top_count).select("pair").collect()
+        keys, first = self.table.keys, self.table.first_id
+        candidates = [divmod(row.pair, 1 << _PAIR_SHIFT) for row in rows]
+        left, right = min(candidates, key=lambda p: (keys[p[0] - first], keys[p[1] - first]))
+        new_id, _ = self.table.add(self.table.value(left) + self.table.value(right))
+        return [Merge(left, right, new_id, top_count)]
