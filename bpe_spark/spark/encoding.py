@@ -72,9 +72,10 @@ def encode(
     Ids equal ``tok.encode(text, allowed_special=..., disallowed_special=...)`` row for row; the
     defaults encode special-token text as ordinary text (``tok.encode(text,
     disallowed_special=())``), ``allowed_special="all"`` as the special tokens. A text holding a
-    ``disallowed_special`` token fails the job with
-    :class:`~bpe_spark.errors.DisallowedSpecialTokenError`. ``eos`` / ``bos`` (a special token,
-    a vocabulary token or an id) are appended / prepended to every non-null document.
+    ``disallowed_special`` token fails the task that meets it, with
+    :class:`~bpe_spark.errors.DisallowedSpecialTokenError` (inside Spark's error, since the
+    result is lazy). ``eos`` / ``bos`` (a special token, a vocabulary token or an id) are
+    appended / prepended to every non-null document.
 
     Without ``id_cols`` the output carries ``doc_id``, the position in input order (see the
     module docstring; computing it costs one extra JVM-only pass over the input). Null text gives
