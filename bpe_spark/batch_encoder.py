@@ -40,7 +40,7 @@ def resolve_token(tok: Tokenizer, value: int | str | None, option: str) -> int |
         raise ConfigError(f"{option} must be a token or a token id, got {value!r}")
     if isinstance(value, (int, np.integer)):
         try:
-            tok.vocab_lookup(int(value))
+            tok.id_to_token(int(value))
         except KeyError:
             raise ConfigError(f"{option} id {value} is not in the vocabulary (ids 0..{tok.max_token_id})") from None
         return int(value)

@@ -192,9 +192,7 @@ class Tokenizer:
         return self._token_to_id.get(token)
 
     def id_to_token(self, token_id: int) -> bytes | str:
-        return self.vocab_lookup(token_id)
-
-    def vocab_lookup(self, token_id: int) -> bytes | str:
+        """The token (bytes, or str for the char scheme) of an id, special tokens included."""
         value = self._vocab.get(token_id)
         if value is not None:
             return value
@@ -393,7 +391,7 @@ class Tokenizer:
         for token_id in ids:
             value = vocab.get(token_id)
             if value is None:
-                value = self.vocab_lookup(int(token_id))
+                value = self.id_to_token(int(token_id))
             values.append(value)
         return values
 
