@@ -13,9 +13,15 @@ compile_args = [] if os.name == "nt" else ["-O3", "-Wno-missing-field-initialize
 
 optional = os.environ.get("BPE_SPARK_REQUIRE_EXTENSION", "") != "1"
 
+# What both extensions include (allocation, growth, hashing, tables): a change rebuilds both, and
+# the sdist ships it.
+common = ["bpe_spark/_bpe_common.h"]
+
 setup(
     ext_modules=[
-        Extension(name, sources=[source], extra_compile_args=compile_args, optional=optional)
+        Extension(
+            name, sources=[source], depends=common, extra_compile_args=compile_args, optional=optional
+        )
         for name, source in (
             ("bpe_spark._fastbpe", "bpe_spark/_fastbpe.c"),  # the merge engine's core
             ("bpe_spark._fastenc", "bpe_spark/_fastenc.c"),  # pretokenizer + cached BPE encoder

@@ -2,7 +2,8 @@
 
 ``bpe_spark._fastbpe`` (the merge engine's core) and ``bpe_spark._fastenc`` (pretokenizer and
 cached BPE encoder) are C extensions built by ``pip install -e .`` when a C compiler is present.
-Without them bpe_spark runs its pure-Python code, with the same results (tests prove it).
+Without them bpe_spark runs its pure-Python code, with the same results (tests prove it), and
+says so once per process in the ``bpe_spark`` log (a Spark executor's log shows it too).
 
 Environment: ``BPE_SPARK_ENGINE=python`` forces the pure-Python merge engine and
 ``BPE_SPARK_ENCODER=python`` the pure-Python pretokenizer, counter and encoder (for comparison
@@ -12,6 +13,7 @@ and debugging).
 from __future__ import annotations
 
 import importlib
+import logging
 import os
 import threading
 import warnings
@@ -21,14 +23,22 @@ from bpe_spark.patterns import compiled_preset
 # The API each extension must have; a build from older sources (the .so files are built in
 # place and not versioned, so a `git pull` without `pip install -e .` leaves them stale) is
 # ignored, with a warning, rather than half used.
-FASTBPE_API = 5
-FASTENC_API = 1
+FASTBPE_API = 6
+FASTENC_API = 2
+
+_WHAT = {"_fastbpe": "the merge engine", "_fastenc": "the pretokenizer, counter and encoder"}
 
 
 def _load(name: str, api: int):
     try:
         module = importlib.import_module(f"bpe_spark.{name}")
-    except ImportError:  # pragma: no cover - depends on the build
+    except ImportError as error:
+        # Once per process: the module is imported once, so is this.
+        logging.getLogger("bpe_spark").warning(
+            "bpe_spark.%s is not built (%s): %s runs in pure Python, with the same results but "
+            "slower. Build it with `pip install -e .` (needs a C compiler and the Python headers).",
+            name, error, _WHAT[name],
+        )
         return None
     if getattr(module, "API_VERSION", 0) != api:
         warnings.warn(
@@ -54,7 +64,7 @@ def encoder_available() -> bool:
 def ensure_char_classes() -> None:
     """Give the compiled pretokenizer the ``\\p{L}``, ``\\p{N}`` and ``\\s`` code points of the
     ``regex`` module in use, so that it splits exactly as ``regex.findall`` does (once per
-    process, about 30 ms)."""
+    process)."""
     if _fastenc is None or _fastenc.has_char_classes():
         return
     with _classes_lock:
@@ -71,7 +81,7 @@ def ensure_char_classes() -> None:
 
 def _every_code_point() -> str:
     """All code points 0..0x10FFFF in order (surrogates too) as one str, built from UTF-32
-    bytes laid out with strided copies: ~15 ms, where a loop over chr() takes ~150 ms."""
+    bytes laid out with strided copies (much faster than a loop over chr())."""
     n = 0x110000
     raw = bytearray(4 * n)
     raw[0::4] = bytes(range(256)) * (n // 256)

@@ -16,56 +16,16 @@
  * the top pair, the caller allots the id through its SymbolTable, and `apply()` rewrites the
  * words. Tie-breaks: "hf" compares integer keys (smaller wins); "lexicographic" compares the
  * tokens' byte strings (greater wins; a prefix is smaller, as Python compares bytes).
+ *
+ * Errors: a failure while the state changes (an allocation in the middle of a merge, say) leaves
+ * it inconsistent, so the engine is then marked broken and every later call raises RuntimeError
+ * (break_engine()): never a half-merged engine that goes on giving merges.
  */
-#define PY_SSIZE_T_CLEAN
-#include <Python.h>
-#include <stdint.h>
-#include <string.h>
+#include "_bpe_common.h"
 #if defined(__unix__) || defined(__APPLE__)
 #include <sys/mman.h>
 #define HAVE_MMAP 1
 #endif
-
-/* --- small helpers -------------------------------------------------------------------------- */
-
-#if defined(__GNUC__) || defined(__clang__)
-#define MUL_OVERFLOW(a, b, out) __builtin_mul_overflow(a, b, out)
-#define ADD_OVERFLOW(a, b, out) __builtin_add_overflow(a, b, out)
-#else /* non-negative operands only, as used here */
-static int MUL_OVERFLOW(int64_t a, int64_t b, int64_t *out) {
-    if (a != 0 && b > INT64_MAX / a) return 1;
-    *out = a * b;
-    return 0;
-}
-static int ADD_OVERFLOW(int64_t a, int64_t b, int64_t *out) {
-    if (b > INT64_MAX - a) return 1;
-    *out = a + b;
-    return 0;
-}
-#endif
-
-static void *grow(void *ptr, size_t *cap, size_t need, size_t item) {
-    if (need <= *cap) return ptr;
-    size_t n = *cap ? *cap : 4;
-    while (n < need) n *= 2;
-    void *p = PyMem_Realloc(ptr, n * item);
-    if (p == NULL) return NULL;
-    *cap = n;
-    return p;
-}
-
-static inline uint64_t pair_key(int32_t left, int32_t right) {
-    return ((uint64_t)(uint32_t)left << 32) | (uint32_t)right;
-}
-
-static inline uint64_t mix64(uint64_t x) {
-    x ^= x >> 33;
-    x *= 0xff51afd7ed558ccdULL;
-    x ^= x >> 33;
-    x *= 0xc4ceb9fe1a85ec53ULL;
-    x ^= x >> 33;
-    return x;
-}
 
 /* --- engine --------------------------------------------------------------------------------- */
 
@@ -104,11 +64,16 @@ typedef struct {
 /* Holder blocks come straight from the system (mmap) where it can: they go back whole when the
  * index is rebuilt, whatever the allocator would keep. */
 static int32_t *block_alloc(size_t entries) {
+    size_t bytes;
+    if (size_mul_overflow(entries, sizeof(int32_t), &bytes) || allocation_fails()) return PyErr_NoMemory(), NULL;
 #ifdef HAVE_MMAP
-    void *p = mmap(NULL, entries * sizeof(int32_t), PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
-    return p == MAP_FAILED ? NULL : (int32_t *)p;
+    void *p = mmap(NULL, bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    if (p == MAP_FAILED) return PyErr_NoMemory(), NULL;
+    return (int32_t *)p;
 #else
-    return PyMem_RawMalloc(entries * sizeof(int32_t));
+    int32_t *p = PyMem_RawMalloc(bytes);
+    if (p == NULL) PyErr_NoMemory();
+    return p;
 #endif
 }
 
@@ -164,7 +129,36 @@ typedef struct {
     size_t indexed_space;  /* holder_space right after the last index */
     int64_t list_floor;  /* pairs counted below it at the last index have no holder list */
     size_t n_indexes, n_scans;
+    char broken[160]; /* why the engine can no longer be used (see break_engine()), or "" */
 } Engine;
+
+/* A failure in the middle of `doing` left the state inconsistent: the engine is marked broken
+ * (the error raised now stays the one the caller gets) and refuses every later call. */
+static void break_engine(Engine *e, const char *doing) {
+    PyObject *type = PyErr_Occurred();
+    if (type != NULL && PyErr_GivenExceptionMatches(type, PyExc_MemoryError)) {
+        snprintf(e->broken, sizeof(e->broken), "ran out of memory in the middle of %s", doing);
+    } else {
+        const char *name = type != NULL ? ((PyTypeObject *)type)->tp_name : "error";
+        snprintf(e->broken, sizeof(e->broken), "failed (%s) in the middle of %s", name, doing);
+    }
+}
+
+static int check_usable(const Engine *e) {
+    if (e->broken[0] == '\0') return 0;
+    PyErr_Format(PyExc_RuntimeError,
+                 "the merge engine %s and can no longer be used; start again with a new engine from the "
+                 "words (after freeing memory, or with fewer words)", e->broken);
+    return -1;
+}
+
+/* An internal invariant does not hold: a bug in this module, reported rather than followed by a
+ * wild read. */
+static int internal_error(const char *what, int32_t left, int32_t right) {
+    PyErr_Format(PyExc_SystemError, "internal error in bpe_spark._fastbpe: %s (pair %d, %d); please report it",
+                 what, (int)left, (int)right);
+    return -1;
+}
 
 static inline size_t symbol_size(const Engine *e) { return e->wide ? sizeof(int32_t) : sizeof(uint16_t); }
 
@@ -214,11 +208,11 @@ static inline void drop_holders(Engine *e, int32_t p) {
 static int32_t *holder_space(Engine *e, size_t n) {
     if (e->n_blocks == 0 || e->block_used + n > e->blocks[e->n_blocks - 1].size) {
         size_t size = n > HOLDER_BLOCK ? n : HOLDER_BLOCK;
-        HolderBlock *blocks = grow(e->blocks, &e->cap_blocks, e->n_blocks + 1, sizeof(HolderBlock));
-        if (blocks == NULL) return PyErr_NoMemory(), NULL;
+        HolderBlock *blocks = grow_array(e->blocks, &e->cap_blocks, e->n_blocks, 1, sizeof(HolderBlock), 4);
+        if (blocks == NULL) return NULL;
         e->blocks = blocks;
         int32_t *data = block_alloc(size);
-        if (data == NULL) return PyErr_NoMemory(), NULL;
+        if (data == NULL) return NULL;
         e->blocks[e->n_blocks].data = data;
         e->blocks[e->n_blocks].size = size;
         e->n_blocks++;
@@ -237,7 +231,7 @@ static void free_holder_space(Engine *e) {
 
 /* The slot of pair (left, right): the one holding it, or the empty one where it would go. */
 static inline size_t probe(const Engine *e, int32_t left, int32_t right) {
-    size_t mask = e->n_slots - 1, i = (size_t)mix64(pair_key(left, right)) & mask;
+    size_t mask = e->n_slots - 1, i = (size_t)pair_hash(left, right) & mask;
     for (;;) {
         int32_t p = e->slots[i];
         if (p < 0 || (e->pairs[p].left == left && e->pairs[p].right == right)) return i;
@@ -248,15 +242,12 @@ static inline size_t probe(const Engine *e, int32_t left, int32_t right) {
 static int32_t find_pair(Engine *e, int32_t left, int32_t right) { return e->slots[probe(e, left, right)]; }
 
 static int rehash(Engine *e, size_t n_slots) {
-    int32_t *slots = PyMem_Malloc(n_slots * sizeof(int32_t));
+    if (n_slots == 0) return PyErr_NoMemory(), -1; /* a doubling overflowed */
+    int32_t *slots = new_slots(n_slots);
     if (slots == NULL) return -1;
-    memset(slots, 0xff, n_slots * sizeof(int32_t));
-    size_t mask = n_slots - 1;
     for (size_t p = 0; p < e->n_pairs; p++) {
         if (e->pairs[p].left < 0) continue; /* dead, on the free list */
-        size_t i = (size_t)mix64(pair_key(e->pairs[p].left, e->pairs[p].right)) & mask;
-        while (slots[i] >= 0) i = (i + 1) & mask;
-        slots[i] = (int32_t)p;
+        slots[empty_slot(slots, n_slots, pair_hash(e->pairs[p].left, e->pairs[p].right))] = (int32_t)p;
     }
     PyMem_Free(e->slots);
     e->slots = slots;
@@ -276,20 +267,14 @@ static int32_t get_pair(Engine *e, int32_t left, int32_t right) {
             PyErr_SetString(PyExc_OverflowError, "too many distinct pairs for the compiled engine");
             return -1;
         }
-        Pair *pairs = grow(e->pairs, &e->cap_pairs, e->n_pairs + 1, sizeof(Pair));
-        if (pairs == NULL) {
-            PyErr_NoMemory();
-            return -1;
-        }
+        Pair *pairs = grow_array(e->pairs, &e->cap_pairs, e->n_pairs, 1, sizeof(Pair), 4);
+        if (pairs == NULL) return -1;
         e->pairs = pairs;
         p = (int32_t)e->n_pairs++;
     }
     if (e->cap_state < e->cap_pairs) {
-        uint8_t *state = PyMem_Realloc(e->pair_state, e->cap_pairs);
-        if (state == NULL) {
-            PyErr_NoMemory();
-            return -1;
-        }
+        uint8_t *state = bpe_realloc_array(e->pair_state, e->cap_pairs, 1);
+        if (state == NULL) return -1;
         memset(state + e->cap_state, 0, e->cap_pairs - e->cap_state);
         e->pair_state = state;
         e->cap_state = e->cap_pairs;
@@ -300,11 +285,8 @@ static int32_t get_pair(Engine *e, int32_t left, int32_t right) {
     pair->right = right;
     e->pair_state[p] = HS_NEWBORN;
     e->slots[i] = p;
-    if ((e->n_pairs - e->n_free) * 10 > e->n_slots * 7) { /* a load of 0.7 at most */
-        if (rehash(e, e->n_slots * 2) < 0) {
-            PyErr_NoMemory();
-            return -1;
-        }
+    if ((uint64_t)(e->n_pairs - e->n_free) * 10 > (uint64_t)e->n_slots * 7) { /* a load of 0.7 at most */
+        if (rehash(e, doubled(e->n_slots)) < 0) return -1;
     }
     return p;
 }
@@ -340,6 +322,13 @@ static int add_holder(Engine *e, int32_t p, int32_t word) {
     return 0;
 }
 
+/* The pair at symbols[i], symbols[i + 1] of a counted word: the table must hold it; -1 (an
+ * internal error) if it does not. */
+static inline int32_t held_pair(Engine *e, size_t i) {
+    int32_t left = symbol_at(e, i), right = symbol_at(e, i + 1), p = find_pair(e, left, right);
+    return p >= 0 ? p : internal_error("a word holds a pair the table lacks", left, right);
+}
+
 /* (Re)build the holder lists from the words: exact sizes, no stale or repeated entries, in one
  * block. Only pairs whose count is at least list_floor get a list: a list is needed only to merge
  * its pair, and the heap floor (refill()) says which pairs can be merged soon. The others are
@@ -360,7 +349,8 @@ static int index_holders(Engine *e, int64_t list_floor) {
         if (e->word_count[w] == 0) continue;
         size_t at = (size_t)e->word_start[w];
         for (int32_t j = 0; j + 1 < e->word_len[w]; j++) {
-            int32_t p = find_pair(e, symbol_at(e, at + j), symbol_at(e, at + j + 1));
+            int32_t p = held_pair(e, at + j);
+            if (p < 0) return -1;
             int32_t *seen = e->pairs[p].holders.inline_; /* [last holder + 1, holders] */
             if (is_listed(e, p) && seen[0] != (int32_t)w + 1) {
                 seen[0] = (int32_t)w + 1;
@@ -391,7 +381,8 @@ static int index_holders(Engine *e, int64_t list_floor) {
         if (e->word_count[w] == 0) continue;
         size_t at = (size_t)e->word_start[w];
         for (int32_t j = 0; j + 1 < e->word_len[w]; j++) {
-            int32_t p = find_pair(e, symbol_at(e, at + j), symbol_at(e, at + j + 1));
+            int32_t p = held_pair(e, at + j);
+            if (p < 0) return -1;
             if (is_listed(e, p) && add_holder(e, p, (int32_t)w) < 0) return -1;
         }
     }
@@ -422,8 +413,8 @@ static int list_holders(Engine *e, int32_t target) {
 /* Switch the symbol buffer to int32 ids (an id above 65535 is about to be written). */
 static int widen(Engine *e) {
     size_t cap = e->cap_symbols ? e->cap_symbols : 1;
-    int32_t *wide = PyMem_Malloc(cap * sizeof(int32_t));
-    if (wide == NULL) return PyErr_NoMemory(), -1;
+    int32_t *wide = bpe_alloc_array(cap, sizeof(int32_t));
+    if (wide == NULL) return -1;
     for (size_t i = 0; i < e->n_symbols; i++) wide[i] = ((const uint16_t *)e->symbols)[i];
     PyMem_Free(e->symbols);
     e->symbols = wide;
@@ -444,6 +435,7 @@ static void compact_words(Engine *e) {
         at += len;
     }
     e->n_symbols = at;
+    /* subtle: no error when the allocator cannot shrink the block: the buffer stays as it was */
     void *fit = PyMem_Realloc(e->symbols, (at ? at : 1) * symbol_size(e));
     if (fit != NULL) {
         e->symbols = fit;
@@ -475,11 +467,8 @@ static inline int heap_before(const Engine *e, const HeapEntry *a, const HeapEnt
 }
 
 static int heap_push(Engine *e, int64_t count, int32_t pair) {
-    HeapEntry *heap = grow(e->heap, &e->cap_heap, e->n_heap + 1, sizeof(HeapEntry));
-    if (heap == NULL) {
-        PyErr_NoMemory();
-        return -1;
-    }
+    HeapEntry *heap = grow_array(e->heap, &e->cap_heap, e->n_heap, 1, sizeof(HeapEntry), 4);
+    if (heap == NULL) return -1;
     e->heap = heap;
     HeapEntry item = {count, pair};
     size_t i = e->n_heap++;
@@ -517,8 +506,8 @@ static void heap_pop(Engine *e) {
 }
 
 /* The heap ran empty: every count is below heap_floor. Lower the floor to half the best count
- * left and queue every pair at or above it. A run takes a few dozen refills, and the heap holds
- * the pairs that can be merged soon, not every pair ever seen (most never are).
+ * left and queue every pair at or above it. The floor halves each time, so refills are few, and
+ * the heap holds the pairs that can be merged soon, not every pair ever seen (most never are).
  * Also the moment to recycle dead pairs (count 0; their holders went with the count): no heap
  * entry names them now, so their slots can take new pairs, and the hash table is rebuilt from
  * the live ones. */
@@ -535,14 +524,14 @@ static int refill(Engine *e) {
         }
         drop_holders(e, (int32_t)p);
         pair->left = pair->right = -1;
-        int32_t *f = grow(e->free_pairs, &e->cap_free, e->n_free + 1, sizeof(int32_t));
-        if (f == NULL) return PyErr_NoMemory(), -1;
+        int32_t *f = grow_array(e->free_pairs, &e->cap_free, e->n_free, 1, sizeof(int32_t), 4);
+        if (f == NULL) return -1;
         e->free_pairs = f;
         e->free_pairs[e->n_free++] = (int32_t)p;
     }
     size_t n_slots = 1024;
-    while (n_slots * 7 < live * 10) n_slots *= 2;
-    if (rehash(e, n_slots) < 0) return PyErr_NoMemory(), -1;
+    while ((uint64_t)n_slots * 7 < (uint64_t)live * 10) n_slots *= 2; /* live < 2^31: no overflow */
+    if (rehash(e, n_slots) < 0) return -1;
     if (best == 0) {
         e->heap_floor = 1;
         return 0;
@@ -554,8 +543,8 @@ static int refill(Engine *e) {
     }
     size_t queued = 0;
     for (size_t p = 0; p < e->n_pairs; p++) queued += e->pairs[p].count >= e->heap_floor;
-    HeapEntry *heap = PyMem_Realloc(e->heap, (queued + 16) * sizeof(HeapEntry));
-    if (heap == NULL) return PyErr_NoMemory(), -1;
+    HeapEntry *heap = bpe_realloc_array(e->heap, queued + 16, sizeof(HeapEntry));
+    if (heap == NULL) return -1;
     e->heap = heap;
     e->cap_heap = queued + 16;
     e->n_heap = 0;
@@ -580,11 +569,8 @@ static int set_key(Engine *e, size_t index, PyObject *key) {
     char *buffer;
     Py_ssize_t length;
     if (PyBytes_AsStringAndSize(key, &buffer, &length) < 0) return -1;
-    char *copy = PyMem_Malloc(length ? (size_t)length : 1);
-    if (copy == NULL) {
-        PyErr_NoMemory();
-        return -1;
-    }
+    char *copy = bpe_malloc(length ? (size_t)length : 1);
+    if (copy == NULL) return -1;
     memcpy(copy, buffer, (size_t)length);
     e->value[index] = copy;
     e->value_len[index] = length;
@@ -592,20 +578,19 @@ static int set_key(Engine *e, size_t index, PyObject *key) {
 }
 
 static int append_symbol(Engine *e, PyObject *key) {
-    size_t cap = e->cap_ids, need = e->n_ids + 1;
-    if (need > cap) {
-        size_t n = cap ? cap * 2 : 512;
-        while (n < need) n *= 2;
+    if (e->n_ids + 1 > e->cap_ids) {
+        size_t n = grown_capacity(e->cap_ids, e->n_ids + 1, 512);
+        if (n == 0) return PyErr_NoMemory(), -1;
         if (e->lexicographic) {
-            char **v = PyMem_Realloc(e->value, n * sizeof(char *));
-            if (v == NULL) return PyErr_NoMemory(), -1;
+            char **v = bpe_realloc_array(e->value, n, sizeof(char *));
+            if (v == NULL) return -1;
             e->value = v;
-            Py_ssize_t *l = PyMem_Realloc(e->value_len, n * sizeof(Py_ssize_t));
-            if (l == NULL) return PyErr_NoMemory(), -1;
+            Py_ssize_t *l = bpe_realloc_array(e->value_len, n, sizeof(Py_ssize_t));
+            if (l == NULL) return -1;
             e->value_len = l;
         } else {
-            int64_t *k = PyMem_Realloc(e->int_key, n * sizeof(int64_t));
-            if (k == NULL) return PyErr_NoMemory(), -1;
+            int64_t *k = bpe_realloc_array(e->int_key, n, sizeof(int64_t));
+            if (k == NULL) return -1;
             e->int_key = k;
         }
         e->cap_ids = n;
@@ -657,10 +642,10 @@ static Py_ssize_t word_slot(Engine *e, Py_ssize_t w, Py_ssize_t len) {
         PyErr_SetString(PyExc_OverflowError, "word too long for the compiled engine (or bad offsets)");
         return -1;
     }
-    /* subtle: room for one symbol at least, so that an empty first word gets a buffer too */
-    size_t need = e->n_symbols + (size_t)len;
-    void *symbols = grow(e->symbols, &e->cap_symbols, need ? need : 1, symbol_size(e));
-    if (symbols == NULL) return PyErr_NoMemory(), -1;
+    /* subtle: an empty first word gets a buffer too (grow_array allocates one when there is none) */
+    size_t size = symbol_size(e);
+    void *symbols = grow_array(e->symbols, &e->cap_symbols, e->n_symbols, (size_t)len, size, 4);
+    if (symbols == NULL) return -1;
     e->symbols = symbols;
     e->word_start[w] = (int64_t)e->n_symbols;
     e->word_len[w] = (int32_t)len;
@@ -710,8 +695,10 @@ fail:
 }
 
 /* Count the pairs and index their holders, on first use rather than in the constructor: the
- * caller can drop its copy of the words in between, and the peak holds one copy, not two. */
+ * caller can drop its copy of the words in between, and the peak holds one copy, not two.
+ * Also the check that opens every method: -1 with an error set when the engine is not usable. */
 static int ensure_indexed(Engine *e) {
+    if (check_usable(e) < 0) return -1;
     if (e->word_start == NULL) {
         PyErr_SetString(PyExc_RuntimeError, "Engine is not initialized");
         return -1;
@@ -719,9 +706,8 @@ static int ensure_indexed(Engine *e) {
     if (e->slots != NULL) return 0;
     /* subtle: sized for the distinct pairs (few: byte pairs), not for the occurrences; it grows */
     size_t n_slots = 1024;
-    e->slots = PyMem_Malloc(n_slots * sizeof(int32_t));
-    if (e->slots == NULL) return PyErr_NoMemory(), -1;
-    memset(e->slots, 0xff, n_slots * sizeof(int32_t));
+    e->slots = new_slots(n_slots);
+    if (e->slots == NULL) goto fail;
     e->n_slots = n_slots;
     for (Py_ssize_t w = 0; w < e->n_words; w++) {
         size_t at = (size_t)e->word_start[w];
@@ -736,23 +722,15 @@ static int ensure_indexed(Engine *e) {
     for (size_t p = 0; p < e->n_pairs; p++) set_holder_mode(e, (int32_t)p, HS_UNLISTED);
     e->heap_floor = e->list_floor = INT64_MAX; /* the first best() fills the heap and the lists */
     return 0;
-fail: /* start afresh on the next call */
-    PyMem_Free(e->slots);
-    e->slots = NULL;
-    e->n_pairs = e->n_free = 0;
-    free_holder_space(e);
+fail:
+    break_engine(e, "counting the pairs");
     return -1;
 }
 
-/* Engine(words, counts, keys, first_id, lexicographic) */
-static int Engine_init(Engine *e, PyObject *args, PyObject *kwds) {
+static int engine_build(Engine *e, PyObject *args, PyObject *kwds) {
     static char *kwlist[] = {"words", "counts", "keys", "first_id", "lexicographic", NULL};
     PyObject *words_obj, *counts_obj, *keys_obj;
     int first_id, lexicographic;
-    if (e->word_start != NULL || e->slots != NULL) {
-        PyErr_SetString(PyExc_RuntimeError, "Engine is already initialized");
-        return -1;
-    }
     if (!PyArg_ParseTupleAndKeywords(args, kwds, "OOOip", kwlist, &words_obj, &counts_obj, &keys_obj,
                                      &first_id, &lexicographic))
         return -1;
@@ -831,23 +809,17 @@ static int Engine_init(Engine *e, PyObject *args, PyObject *kwds) {
         PyErr_SetString(PyExc_ValueError, "too many words for the compiled engine");
         goto fail;
     }
-    e->word_start = PyMem_Calloc((size_t)n + 1, sizeof(int64_t));
-    e->word_len = PyMem_Calloc((size_t)n + 1, sizeof(int32_t));
-    e->word_count = PyMem_Calloc((size_t)n + 1, sizeof(int64_t));
-    if (!e->word_start || !e->word_len || !e->word_count) {
-        PyErr_NoMemory();
-        goto fail;
-    }
+    e->word_start = bpe_calloc_array((size_t)n + 1, sizeof(int64_t));
+    e->word_len = e->word_start ? bpe_calloc_array((size_t)n + 1, sizeof(int32_t)) : NULL;
+    e->word_count = e->word_len ? bpe_calloc_array((size_t)n + 1, sizeof(int64_t)) : NULL;
+    if (e->word_count == NULL) goto fail;
     e->n_words = n;
     if (packed && n > 0) { /* the exact size up front */
         long long first = offsets.itemsize == 4 ? ((const int32_t *)offsets.buf)[0] : ((const int64_t *)offsets.buf)[0];
         long long last = offsets.itemsize == 4 ? ((const int32_t *)offsets.buf)[n] : ((const int64_t *)offsets.buf)[n];
         if (last > first && (unsigned long long)(last - first) <= (unsigned long long)(data.len / data.itemsize)) {
-            e->symbols = PyMem_Malloc((size_t)(last - first) * symbol_size(e));
-            if (e->symbols == NULL) {
-                PyErr_NoMemory();
-                goto fail;
-            }
+            e->symbols = bpe_alloc_array((size_t)(last - first), symbol_size(e));
+            if (e->symbols == NULL) goto fail;
             e->cap_symbols = (size_t)(last - first);
         }
     }
@@ -884,8 +856,8 @@ static int Engine_init(Engine *e, PyObject *args, PyObject *kwds) {
         e->word_count[w] = count;
         if (len_w > 1) {
             int64_t weight;
-            if (MUL_OVERFLOW((int64_t)count, (int64_t)(len_w - 1), &weight) ||
-                ADD_OVERFLOW(total_count, weight, &total_count)) {
+            if (count_mul_overflow((int64_t)count, (int64_t)(len_w - 1), &weight) ||
+                count_add_overflow(total_count, weight, &total_count)) {
                 PyErr_SetString(PyExc_OverflowError, "pair counts exceed 64 bits in the compiled engine");
                 goto fail;
             }
@@ -896,7 +868,7 @@ static int Engine_init(Engine *e, PyObject *args, PyObject *kwds) {
     if (data.obj) PyBuffer_Release(&data);
     if (offsets.obj) PyBuffer_Release(&offsets);
     if (counts_buf.obj) PyBuffer_Release(&counts_buf);
-    if (e->cap_symbols > e->n_symbols && e->n_symbols > 0) { /* give back the growth slack */
+    if (e->cap_symbols > e->n_symbols && e->n_symbols > 0) { /* give back the growth slack (if it can) */
         void *fit = PyMem_Realloc(e->symbols, e->n_symbols * symbol_size(e));
         if (fit != NULL) {
             e->symbols = fit;
@@ -915,6 +887,19 @@ fail:
     return -1;
 }
 
+/* Engine(words, counts, keys, first_id, lexicographic) */
+static int Engine_init(Engine *e, PyObject *args, PyObject *kwds) {
+    if (e->n_ids > 0 || e->word_start != NULL || e->broken[0] != '\0') {
+        PyErr_SetString(PyExc_RuntimeError, "Engine is already initialized");
+        return -1;
+    }
+    if (engine_build(e, args, kwds) < 0) {
+        break_engine(e, "its construction"); /* a half-built engine is never used */
+        return -1;
+    }
+    return 0;
+}
+
 /* The top pair as (left, right, count), or None when no pair is left. */
 static PyObject *Engine_best(Engine *e, PyObject *Py_UNUSED(ignored)) {
     if (ensure_indexed(e) < 0) return NULL;
@@ -930,19 +915,25 @@ static PyObject *Engine_best(Engine *e, PyObject *Py_UNUSED(ignored)) {
             /* subtle: a count that fell gets its entry back at the new count (when still above
              * the floor); a count that grew was pushed afresh when it grew. */
             if (current >= e->heap_floor && current < top.count) {
-                if (heap_push(e, current, top.pair) < 0) return NULL;
+                if (heap_push(e, current, top.pair) < 0) goto fail;
             }
         }
-        if (refill(e) < 0) return NULL;
+        if (refill(e) < 0) goto fail;
         if (e->n_heap == 0) Py_RETURN_NONE;
     }
+fail:
+    break_engine(e, "choosing the next pair");
+    return NULL;
 }
 
+/* Add delta to the count of pair (left, right), gained (delta > 0) or lost by word. A pair that
+ * loses is one the word holds: it must be in the table, with at least the word's count. */
 static inline int change(Engine *e, int32_t left, int32_t right, int64_t delta, int32_t word) {
-    int32_t p = get_pair(e, left, right);
-    if (p < 0) return -1;
+    int32_t p = delta < 0 ? find_pair(e, left, right) : get_pair(e, left, right);
+    if (p < 0) return delta < 0 ? internal_error("a merge takes from a pair the table lacks", left, right) : -1;
     Pair *pair = &e->pairs[p];
     pair->count += delta;
+    if (pair->count < 0) return internal_error("a pair count fell below zero", left, right);
     if (pair->count == 0 && holder_count(e, p) > 0) {
         /* no word holds the pair any more: every holder entry is stale */
         drop_holders(e, p);
@@ -950,8 +941,8 @@ static inline int change(Engine *e, int32_t left, int32_t right, int64_t delta, 
     if (delta > 0 && word >= 0) {
         if (is_listed(e, p) && add_holder(e, p, word) < 0) return -1;
         if (!(e->pair_state[p] & PS_GROWN)) {
-            int32_t *g = grow(e->grown, &e->cap_grown, e->n_grown + 1, sizeof(int32_t));
-            if (g == NULL) return PyErr_NoMemory(), -1;
+            int32_t *g = grow_array(e->grown, &e->cap_grown, e->n_grown, 1, sizeof(int32_t), 4);
+            if (g == NULL) return -1;
             e->grown = g;
             e->grown[e->n_grown++] = p;
             e->pair_state[p] |= PS_GROWN;
@@ -962,10 +953,13 @@ static inline int change(Engine *e, int32_t left, int32_t right, int64_t delta, 
 
 /* extend(keys): the tie-break keys of the ids that follow the engine's last one. */
 static PyObject *Engine_extend(Engine *e, PyObject *keys_obj) {
+    if (check_usable(e) < 0) return NULL;
     PyObject *keys = PySequence_Fast(keys_obj, "extend() takes a sequence of keys");
     if (keys == NULL) return NULL;
     for (Py_ssize_t i = 0; i < PySequence_Fast_GET_SIZE(keys); i++) {
         if (append_symbol(e, PySequence_Fast_GET_ITEM(keys, i)) < 0) {
+            /* subtle: the keys before this one are in: the caller's ids would no longer line up */
+            break_engine(e, "adding the keys of new tokens");
             Py_DECREF(keys);
             return NULL;
         }
@@ -1006,6 +1000,14 @@ static PyObject *Engine_extend(Engine *e, PyObject *keys_obj) {
 DEFINE_MERGE_WORD(merge_word_narrow, uint16_t)
 DEFINE_MERGE_WORD(merge_word_wide, int32_t)
 
+/* Add word w (just merged) to the list of pair (left, right), one of its pairs, if the merge
+ * fills that list. */
+static inline int fill_holder(Engine *e, int32_t left, int32_t right, int32_t w) {
+    int32_t p = find_pair(e, left, right);
+    if (p < 0) return internal_error("a merged word holds a pair the table lacks", left, right);
+    return (e->pair_state[p] & PS_FILL) ? add_holder(e, p, w) : 0;
+}
+
 /* apply(left, right, new_id): merge (left, right) -> new_id in every word holding it. new_id is
  * an id the engine knows (extend() first for a new one). */
 static PyObject *Engine_apply(Engine *e, PyObject *args) {
@@ -1019,11 +1021,9 @@ static PyObject *Engine_apply(Engine *e, PyObject *args) {
     }
     int32_t target = find_pair(e, left, right);
     if (target < 0) Py_RETURN_NONE;
-    if (!e->wide && new_id > UINT16_MAX && widen(e) < 0) return NULL;
-
-    for (size_t g = 0; g < e->n_grown; g++) e->pair_state[e->grown[g]] &= HS_MODE; /* after an error */
-    e->n_grown = 0;
-    if (!is_listed(e, target) && list_holders(e, target) < 0) return NULL;
+    /* From here on the state changes: a failure breaks the engine. */
+    if (!e->wide && new_id > UINT16_MAX && widen(e) < 0) goto fail;
+    if (!is_listed(e, target) && list_holders(e, target) < 0) goto fail;
     /* Take the holder list: the merge removes the pair from every word, so the list empties. */
     int32_t n_holders = holder_count(e, target), few[INLINE_HOLDERS];
     int32_t *holders = holder_entries(e, target);
@@ -1041,7 +1041,7 @@ static PyObject *Engine_apply(Engine *e, PyObject *args) {
     /* The pairs this merge created have their highest counts now (later merges only take from
      * them, unless one reuses a token). Those at or above the list floor get their lists, from
      * the words just merged; the others stay unlisted, as the last index would have left them.
-     * Early merges create millions of holder entries, mostly of pairs never merged. */
+     * Early merges create many holder entries, mostly of pairs never merged. */
     int fill = 0;
     for (size_t g = 0; g < e->n_grown; g++) {
         int32_t p = e->grown[g];
@@ -1059,19 +1059,14 @@ static PyObject *Engine_apply(Engine *e, PyObject *args) {
         int32_t len = e->word_len[w];
         for (int32_t j = 0; j < len; j++) {
             if (symbol_at(e, at + j) != new_id) continue;
-            int32_t around[2] = {-1, -1};
-            if (j > 0) around[0] = find_pair(e, symbol_at(e, at + j - 1), new_id);
-            if (j + 1 < len) around[1] = find_pair(e, new_id, symbol_at(e, at + j + 1));
-            for (int k = 0; k < 2; k++) {
-                if (around[k] >= 0 && (e->pair_state[around[k]] & PS_FILL) && add_holder(e, around[k], w) < 0)
-                    return NULL;
-            }
+            if (j > 0 && fill_holder(e, symbol_at(e, at + j - 1), new_id, w) < 0) goto fail;
+            if (j + 1 < len && fill_holder(e, new_id, symbol_at(e, at + j + 1), w) < 0) goto fail;
         }
     }
     for (size_t g = 0; g < e->n_grown; g++) {
         int32_t p = e->grown[g];
         e->pair_state[p] &= HS_MODE;
-        if (e->pairs[p].count >= e->heap_floor && heap_push(e, e->pairs[p].count, p) < 0) return NULL;
+        if (e->pairs[p].count >= e->heap_floor && heap_push(e, e->pairs[p].count, p) < 0) goto fail;
     }
     e->n_grown = 0;
     compact_words(e);
@@ -1080,16 +1075,18 @@ static PyObject *Engine_apply(Engine *e, PyObject *args) {
      * that short lists, two header entries each, cannot make every merge rebuild it). */
     if (e->holder_space * 100 > REINDEX_PCT * e->live_symbols + 100 * HOLDER_BLOCK &&
         e->holder_space > 2 * e->indexed_space) {
-        if (index_holders(e, e->list_floor) < 0) return NULL;
+        if (index_holders(e, e->list_floor) < 0) goto fail;
     }
     Py_RETURN_NONE;
 
 fail:
+    break_engine(e, "a merge");
     return NULL;
 }
 
 /* words(): every word's current symbols, as lists of ids. */
 static PyObject *Engine_words(Engine *e, PyObject *Py_UNUSED(ignored)) {
+    if (check_usable(e) < 0) return NULL;
     PyObject *out = PyList_New(e->n_words);
     if (out == NULL) return NULL;
     for (Py_ssize_t w = 0; w < e->n_words; w++) {
@@ -1123,6 +1120,7 @@ static PyObject *Engine_pair_count(Engine *e, PyObject *args) {
 
 /* stats(): sizes of the engine's structures (for profiling memory). */
 static PyObject *Engine_stats(Engine *e, PyObject *Py_UNUSED(ignored)) {
+    if (check_usable(e) < 0) return NULL;
     size_t holders = 0, live_pairs = 0, symbols = 0;
     for (size_t p = 0; p < e->n_pairs; p++) {
         holders += (size_t)holder_count(e, (int32_t)p);
@@ -1162,8 +1160,13 @@ static PyTypeObject EngineType = {
     .tp_methods = Engine_methods,
 };
 
+static PyMethodDef module_methods[] = {
+    FAIL_ALLOCATIONS_METHOD,
+    {NULL, NULL, 0, NULL},
+};
+
 static struct PyModuleDef fastbpe_module = {
-    PyModuleDef_HEAD_INIT, "_fastbpe", "Compiled core of bpe_spark's merge engine and encoder.", -1, NULL,
+    PyModuleDef_HEAD_INIT, "_fastbpe", "Compiled core of bpe_spark's merge engine.", -1, module_methods,
 };
 
 PyMODINIT_FUNC PyInit__fastbpe(void) {
@@ -1171,7 +1174,7 @@ PyMODINIT_FUNC PyInit__fastbpe(void) {
     PyObject *m = PyModule_Create(&fastbpe_module);
     if (m == NULL) return NULL;
     /* bpe_spark/_compiled.py checks this: a stale build (older source) is not used */
-    if (PyModule_AddIntConstant(m, "API_VERSION", 5) < 0) {
+    if (PyModule_AddIntConstant(m, "API_VERSION", 6) < 0) {
         Py_DECREF(m);
         return NULL;
     }

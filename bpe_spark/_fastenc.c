@@ -8,11 +8,14 @@
  * - BPE merges by rank the adjacent pair of lowest rank, leftmost first (bpe_merge's rule),
  *   with a table (left, right) -> (rank, new_id) built from the merges in rank order.
  * - A cache maps each distinct pretoken (its UTF-8 bytes) to its ids, as tiktoken does.
+ * - PretokenCounter counts the pretokens of texts with the same pretokenizer.
+ *
+ * Text comes in as str, so its UTF-8 is well formed; the decoder still never reads past the end
+ * of its buffer (a cut-short sequence counts as one byte of no class). Lone surrogates, which
+ * a str may hold, are split and counted as the regex does (their "surrogatepass" bytes); the
+ * encoder refuses them with UnicodeEncodeError, as the Python encoder does.
  */
-#define PY_SSIZE_T_CLEAN
-#include <Python.h>
-#include <stdint.h>
-#include <string.h>
+#include "_bpe_common.h"
 
 #define CLASS_L 1
 #define CLASS_N 2
@@ -23,61 +26,45 @@ static uint8_t *char_class = NULL; /* one byte per code point, set once from Pyt
 
 enum { PATTERN_NONE = 0, PATTERN_GPT2 = 1, PATTERN_CL100K = 2 };
 
-static inline uint64_t mix64(uint64_t x) {
-    x ^= x >> 33;
-    x *= 0xff51afd7ed558ccdULL;
-    x ^= x >> 33;
-    x *= 0xc4ceb9fe1a85ec53ULL;
-    x ^= x >> 33;
-    return x;
-}
-
-static uint64_t hash_bytes(const uint8_t *p, size_t n) {
-    uint64_t h = 0x9e3779b97f4a7c15ULL ^ (uint64_t)n;
-    while (n >= 8) {
-        uint64_t k;
-        memcpy(&k, p, 8);
-        h = mix64(h ^ k) + 0x632be59bd9b4e019ULL;
-        p += 8;
-        n -= 8;
-    }
-    uint64_t k = 0;
-    memcpy(&k, p, n);
-    return mix64(h ^ k ^ ((uint64_t)n << 56));
-}
-
 /* --- UTF-8 and character classes ---------------------------------------------------------- */
 
-/* Decode the code point at s[i] (valid UTF-8, as CPython produces); returns its byte length. */
-static inline int decode(const uint8_t *s, size_t i, uint32_t *cp) {
+/* Decode the code point at s[i] (i < n); returns its byte length. The bytes are valid UTF-8 (from
+ * a str); should a sequence be cut short by the end of the buffer anyway, its first byte counts
+ * alone, as a code point of no class: no read goes past s[n - 1]. */
+static inline int decode(const uint8_t *s, size_t n, size_t i, uint32_t *cp) {
     uint8_t b = s[i];
     if (b < 0x80) {
         *cp = b;
         return 1;
     }
-    if (b < 0xE0) {
+    size_t left = n - i;
+    if (b < 0xE0 && left >= 2) {
         *cp = ((uint32_t)(b & 0x1F) << 6) | (s[i + 1] & 0x3F);
         return 2;
     }
-    if (b < 0xF0) {
+    if (b >= 0xE0 && b < 0xF0 && left >= 3) {
         *cp = ((uint32_t)(b & 0x0F) << 12) | ((uint32_t)(s[i + 1] & 0x3F) << 6) | (s[i + 2] & 0x3F);
         return 3;
     }
-    *cp = ((uint32_t)(b & 0x07) << 18) | ((uint32_t)(s[i + 1] & 0x3F) << 12) |
-          ((uint32_t)(s[i + 2] & 0x3F) << 6) | (s[i + 3] & 0x3F);
-    return 4;
+    if (b >= 0xF0 && left >= 4) {
+        *cp = ((uint32_t)(b & 0x07) << 18) | ((uint32_t)(s[i + 1] & 0x3F) << 12) |
+              ((uint32_t)(s[i + 2] & 0x3F) << 6) | (s[i + 3] & 0x3F);
+        return 4;
+    }
+    *cp = MAX_CODE_POINT; /* cut short: no class */
+    return 1;
 }
 
-static inline int class_at(const uint8_t *s, size_t i, int *width) {
+static inline int class_at(const uint8_t *s, size_t n, size_t i, int *width) {
     uint32_t cp;
-    *width = decode(s, i, &cp);
+    *width = decode(s, n, i, &cp);
     return cp < MAX_CODE_POINT ? char_class[cp] : 0;
 }
 
 /* End of the run from i of code points whose class satisfies: (class & mask) == want. */
 static inline size_t run_of(const uint8_t *s, size_t n, size_t i, int mask, int want) {
     while (i < n) {
-        int w, c = class_at(s, i, &w);
+        int w, c = class_at(s, n, i, &w);
         if ((c & mask) != want) break;
         i += (size_t)w;
     }
@@ -118,12 +105,12 @@ static size_t gpt2_next(const uint8_t *s, size_t n, size_t i) {
     }
     int w, cls;
     if (b == ' ' && i + 1 < n) {
-        cls = class_at(s, i + 1, &w);
+        cls = class_at(s, n, i + 1, &w);
         if (IS_LETTER(cls)) return run_of(s, n, i + 1 + w, CLASS_L, CLASS_L);
         if (IS_NUMBER(cls)) return run_of(s, n, i + 1 + w, CLASS_N, CLASS_N);
         if (IS_OTHER(cls)) return run_of(s, n, i + 1 + w, ALL_CLASSES, 0);
     }
-    cls = class_at(s, i, &w);
+    cls = class_at(s, n, i, &w);
     if (IS_LETTER(cls)) return run_of(s, n, i + w, CLASS_L, CLASS_L);
     if (IS_NUMBER(cls)) return run_of(s, n, i + w, CLASS_N, CLASS_N);
     if (IS_OTHER(cls)) return run_of(s, n, i + w, ALL_CLASSES, 0);
@@ -164,18 +151,18 @@ static size_t cl100k_next(const uint8_t *s, size_t n, size_t i) {
             (fold_is(s, n, i + 1, 'r', &w) && fold_is(s, n, i + 1 + w, 'e', &w2)))
             return i + 1 + w + w2;
     }
-    cls = class_at(s, i, &w);
+    cls = class_at(s, n, i, &w);
     /* [^\r\n\p{L}\p{N}]?+\p{L}++ */
     if (IS_LETTER(cls)) return run_of(s, n, i + w, CLASS_L, CLASS_L);
     if (!IS_NUMBER(cls) && b != '\r' && b != '\n' && i + w < n) {
-        int w_next, next = class_at(s, i + w, &w_next);
+        int w_next, next = class_at(s, n, i + w, &w_next);
         if (IS_LETTER(next)) return run_of(s, n, i + w + w_next, CLASS_L, CLASS_L);
     }
     /* \p{N}{1,3}+ */
     if (IS_NUMBER(cls)) {
         size_t j = i + w;
         for (int taken = 1; taken < 3 && j < n; taken++) {
-            int wj, cj = class_at(s, j, &wj);
+            int wj, cj = class_at(s, n, j, &wj);
             if (!IS_NUMBER(cj)) break;
             j += wj;
         }
@@ -183,7 +170,7 @@ static size_t cl100k_next(const uint8_t *s, size_t n, size_t i) {
     }
     /*  ?[^\s\p{L}\p{N}]++[\r\n]*+ */
     if (b == ' ' && i + 1 < n) {
-        int wn, next = class_at(s, i + 1, &wn);
+        int wn, next = class_at(s, n, i + 1, &wn);
         if (IS_OTHER(next)) return newlines_run(s, n, run_of(s, n, i + 1 + wn, ALL_CLASSES, 0));
     }
     if (IS_OTHER(cls)) return newlines_run(s, n, run_of(s, n, i + w, ALL_CLASSES, 0));
@@ -204,9 +191,9 @@ static inline size_t next_pretoken(int pattern, const uint8_t *s, size_t n, size
 
 /* --- the encoder ---------------------------------------------------------------------------- */
 
+/* A cached pretoken: its ids are id_arena[ids_offset:ids_offset + ids_length]. */
 typedef struct {
-    uint64_t hash;
-    uint32_t key_offset, key_length;
+    BytesKey key;
     uint32_t ids_offset, ids_length;
 } CacheEntry;
 
@@ -219,12 +206,9 @@ typedef struct {
     uint64_t *merge_keys;
     int32_t *merge_rank, *merge_new;
     size_t merge_slots; /* power of two; key 0xffffffffffffffff marks an empty slot */
-    /* pretoken cache */
-    CacheEntry *entries;
-    int32_t *slots; /* -1 empty, else entry index */
-    size_t n_entries, entries_cap, n_slots, cache_limit;
-    uint8_t *key_arena;
-    size_t key_used, key_cap;
+    /* pretoken cache: CacheEntry entries, at most cache_limit of them */
+    BytesTable cache;
+    size_t cache_limit;
     int32_t *id_arena;
     size_t id_used, id_cap;
     /* scratch for one pretoken's BPE */
@@ -238,7 +222,7 @@ typedef struct {
 #define NO_RANK INT32_MAX
 
 static inline int lookup_merge(const Encoder *e, int32_t left, int32_t right, int32_t *new_id) {
-    uint64_t k = ((uint64_t)(uint32_t)left << 32) | (uint32_t)right;
+    uint64_t k = pair_key(left, right);
     size_t mask = e->merge_slots - 1, i = (size_t)mix64(k) & mask;
     for (;;) {
         uint64_t key = e->merge_keys[i];
@@ -251,22 +235,17 @@ static inline int lookup_merge(const Encoder *e, int32_t left, int32_t right, in
     }
 }
 
+/* Room for n symbols in the four scratch arrays; -1 with MemoryError set. */
 static int reserve_work(Encoder *e, size_t n) {
     if (n <= e->work_cap) return 0;
-    size_t cap = e->work_cap ? e->work_cap : 64;
-    while (cap < n) cap *= 2;
-    int32_t *a = PyMem_Realloc(e->work, cap * sizeof(int32_t));
-    if (a == NULL) return -1;
-    e->work = a;
-    a = PyMem_Realloc(e->rank_of, cap * sizeof(int32_t));
-    if (a == NULL) return -1;
-    e->rank_of = a;
-    a = PyMem_Realloc(e->next, cap * sizeof(int32_t));
-    if (a == NULL) return -1;
-    e->next = a;
-    a = PyMem_Realloc(e->prev, cap * sizeof(int32_t));
-    if (a == NULL) return -1;
-    e->prev = a;
+    size_t cap = grown_capacity(e->work_cap, n, 64);
+    if (cap == 0) return PyErr_NoMemory(), -1;
+    int32_t **arrays[] = {&e->work, &e->rank_of, &e->next, &e->prev};
+    for (int k = 0; k < 4; k++) {
+        int32_t *a = bpe_realloc_array(*arrays[k], cap, sizeof(int32_t));
+        if (a == NULL) return -1; /* the ones already grown are only bigger */
+        *arrays[k] = a;
+    }
     e->work_cap = cap;
     return 0;
 }
@@ -306,7 +285,7 @@ static HeapItem heap_pop(HeapItem *heap, size_t *n) {
 }
 
 /* BPE over e->work[0..n): merge the lowest-rank adjacent pair, leftmost first, until none has a
- * rank. Returns the new length (the symbols are compacted in e->work). */
+ * rank. Returns the new length (the symbols are compacted in e->work); -1 with MemoryError set. */
 static Py_ssize_t bpe_in_place(Encoder *e, size_t n) {
     int32_t *v = e->work;
     if (n < 2) return (Py_ssize_t)n;
@@ -336,7 +315,9 @@ static Py_ssize_t bpe_in_place(Encoder *e, size_t n) {
     }
     /* long (a run of CJK text, say): a heap over a linked list, as bpe_merge does */
     int32_t *next = e->next, *prev = e->prev, new_id = -1;
-    HeapItem *heap = PyMem_Malloc(n * 3 * sizeof(HeapItem));
+    size_t cap;
+    if (size_mul_overflow(n, 3, &cap)) return PyErr_NoMemory(), -1;
+    HeapItem *heap = bpe_alloc_array(cap, sizeof(HeapItem));
     if (heap == NULL) return -1;
     size_t h = 0;
     for (size_t i = 0; i < n; i++) {
@@ -361,7 +342,6 @@ static Py_ssize_t bpe_in_place(Encoder *e, size_t n) {
         heap[j] = item;
     }
     /* alive: next[i] >= 0 for live symbols; a dead one gets next = -1 */
-    size_t cap = n * 3;
     while (h > 0) {
         HeapItem top = heap_pop(heap, &h);
         int32_t i = top.position;
@@ -376,15 +356,12 @@ static Py_ssize_t bpe_in_place(Encoder *e, size_t n) {
         next[i] = k;
         if (k < (int32_t)n) prev[k] = i;
         int32_t p = prev[i];
-        if (h + 2 > cap) {
-            cap *= 2;
-            HeapItem *grown = PyMem_Realloc(heap, cap * sizeof(HeapItem));
-            if (grown == NULL) {
-                PyMem_Free(heap);
-                return -1;
-            }
-            heap = grown;
+        HeapItem *grown = grow_array(heap, &cap, h, 2, sizeof(HeapItem), 1);
+        if (grown == NULL) {
+            PyMem_Free(heap);
+            return -1;
         }
+        heap = grown;
         int32_t unused;
         if (p >= 0) {
             int32_t r = lookup_merge(e, v[p], v[i], &unused);
@@ -404,92 +381,36 @@ static Py_ssize_t bpe_in_place(Encoder *e, size_t n) {
 /* --- the pretoken cache ----------------------------------------------------------------------- */
 
 static void cache_clear(Encoder *e) {
-    e->n_entries = 0;
-    e->key_used = 0;
+    bytes_clear(&e->cache);
     e->id_used = 0;
-    if (e->slots) memset(e->slots, 0xff, e->n_slots * sizeof(int32_t));
 }
 
-static int cache_grow_slots(Encoder *e) {
-    size_t n_slots = e->n_slots ? e->n_slots * 2 : 4096;
-    int32_t *slots = PyMem_Malloc(n_slots * sizeof(int32_t));
-    if (slots == NULL) return -1;
-    memset(slots, 0xff, n_slots * sizeof(int32_t));
-    for (size_t x = 0; x < e->n_entries; x++) {
-        size_t i = (size_t)e->entries[x].hash & (n_slots - 1);
-        while (slots[i] >= 0) i = (i + 1) & (n_slots - 1);
-        slots[i] = (int32_t)x;
-    }
-    PyMem_Free(e->slots);
-    e->slots = slots;
-    e->n_slots = n_slots;
-    return 0;
-}
-
-/* The ids of one pretoken (its UTF-8 bytes), from the cache or by BPE; NULL on error. */
+/* The ids of one pretoken (its UTF-8 bytes), from the cache or by BPE; NULL with an error set.
+ * A failure leaves the cache as it was. */
 static const int32_t *pretoken_ids(Encoder *e, const uint8_t *p, size_t len, size_t *count) {
     uint64_t h = hash_bytes(p, len);
-    if (e->n_slots == 0 && cache_grow_slots(e) < 0) return PyErr_NoMemory(), NULL;
-    size_t mask = e->n_slots - 1, i = (size_t)h & mask;
-    for (;;) {
-        int32_t x = e->slots[i];
-        if (x < 0) break;
-        CacheEntry *entry = &e->entries[x];
-        if (entry->hash == h && entry->key_length == len && memcmp(e->key_arena + entry->key_offset, p, len) == 0) {
-            *count = entry->ids_length;
-            return e->id_arena + entry->ids_offset;
-        }
-        i = (i + 1) & mask;
+    const CacheEntry *hit = (const CacheEntry *)bytes_find(&e->cache, p, len, h);
+    if (hit != NULL) {
+        *count = hit->ids_length;
+        return e->id_arena + hit->ids_offset;
     }
     /* a miss: BPE, then remember it (starting over when the cache is full) */
-    if (reserve_work(e, len) < 0) return PyErr_NoMemory(), NULL;
+    if (reserve_work(e, len) < 0) return NULL;
     for (size_t j = 0; j < len; j++) e->work[j] = e->byte_ids[p[j]];
     Py_ssize_t n = bpe_in_place(e, len);
-    if (n < 0) return PyErr_NoMemory(), NULL;
-    if (e->n_entries >= e->cache_limit || e->key_used + len > UINT32_MAX || e->id_used + (size_t)n > UINT32_MAX) {
-        cache_clear(e);
-    }
-    if ((e->n_entries + 1) * 2 > e->n_slots) {
-        if (cache_grow_slots(e) < 0) return PyErr_NoMemory(), NULL;
-    }
-    if (e->key_used + len > e->key_cap) {
-        size_t cap = e->key_cap ? e->key_cap : 1 << 16;
-        while (cap < e->key_used + len) cap *= 2;
-        uint8_t *a = PyMem_Realloc(e->key_arena, cap);
-        if (a == NULL) return PyErr_NoMemory(), NULL;
-        e->key_arena = a;
-        e->key_cap = cap;
-    }
-    if (e->id_used + (size_t)n > e->id_cap) {
-        size_t cap = e->id_cap ? e->id_cap : 1 << 16;
-        while (cap < e->id_used + (size_t)n) cap *= 2;
-        int32_t *a = PyMem_Realloc(e->id_arena, cap * sizeof(int32_t));
-        if (a == NULL) return PyErr_NoMemory(), NULL;
-        e->id_arena = a;
-        e->id_cap = cap;
-    }
-    if (e->n_entries + 1 > e->entries_cap) {
-        size_t cap = e->entries_cap ? e->entries_cap * 2 : 4096;
-        CacheEntry *entries = PyMem_Realloc(e->entries, cap * sizeof(CacheEntry));
-        if (entries == NULL) return PyErr_NoMemory(), NULL;
-        e->entries = entries;
-        e->entries_cap = cap;
-    }
-    CacheEntry *entry = &e->entries[e->n_entries];
-    entry->hash = h;
-    entry->key_offset = (uint32_t)e->key_used;
-    entry->key_length = (uint32_t)len;
+    if (n < 0) return NULL;
+    *count = (size_t)n;
+    if ((size_t)n > UINT32_MAX) return e->work; /* too long to cache */
+    if (e->cache.n_entries >= e->cache_limit || e->id_used + (size_t)n > UINT32_MAX) cache_clear(e);
+    int32_t *ids = grow_array(e->id_arena, &e->id_cap, e->id_used, (size_t)n, sizeof(int32_t), (size_t)1 << 16);
+    if (ids == NULL) return NULL;
+    e->id_arena = ids;
+    CacheEntry *entry = (CacheEntry *)bytes_add(&e->cache, p, len, h);
+    if (entry == NULL) return NULL;
     entry->ids_offset = (uint32_t)e->id_used;
     entry->ids_length = (uint32_t)n;
-    memcpy(e->key_arena + e->key_used, p, len);
-    e->key_used += len;
     memcpy(e->id_arena + e->id_used, e->work, (size_t)n * sizeof(int32_t));
     e->id_used += (size_t)n;
-    /* the slots may have been cleared or regrown: probe again */
-    i = (size_t)h & (e->n_slots - 1);
-    while (e->slots[i] >= 0) i = (i + 1) & (e->n_slots - 1);
-    e->slots[i] = (int32_t)e->n_entries++;
-    *count = (size_t)n;
     return e->id_arena + entry->ids_offset;
 }
 
@@ -501,20 +422,31 @@ typedef struct {
 } IdBuffer;
 
 static int ids_append(IdBuffer *b, const int32_t *ids, size_t count) {
-    if (b->n + count > b->cap) {
-        size_t cap = b->cap ? b->cap : 1024;
-        while (cap < b->n + count) cap *= 2;
-        int32_t *d = PyMem_Realloc(b->data, cap * sizeof(int32_t));
-        if (d == NULL) {
-            PyErr_NoMemory();
-            return -1;
-        }
-        b->data = d;
-        b->cap = cap;
-    }
+    int32_t *d = grow_array(b->data, &b->cap, b->n, count, sizeof(int32_t), 1024);
+    if (d == NULL) return -1;
+    b->data = d;
     memcpy(b->data + b->n, ids, count * sizeof(int32_t));
     b->n += count;
     return 0;
+}
+
+/* The UTF-8 of a str that is split or counted, not encoded: lone surrogates (which the strict
+ * codec refuses) as "surrogatepass" writes them, so that they are split and counted as the
+ * regex does. *holder keeps those bytes alive (Py_XDECREF it after use); NULL on error. */
+static const uint8_t *text_bytes(PyObject *text, size_t *n, PyObject **holder) {
+    Py_ssize_t length;
+    *holder = NULL;
+    const char *utf8 = PyUnicode_AsUTF8AndSize(text, &length);
+    if (utf8 == NULL) {
+        if (!PyErr_ExceptionMatches(PyExc_UnicodeEncodeError)) return NULL;
+        PyErr_Clear();
+        *holder = PyUnicode_AsEncodedString(text, "utf-8", "surrogatepass");
+        if (*holder == NULL) return NULL;
+        utf8 = PyBytes_AS_STRING(*holder);
+        length = PyBytes_GET_SIZE(*holder);
+    }
+    *n = (size_t)length;
+    return (const uint8_t *)utf8;
 }
 
 /* Encode one text (already normalized) into out. */
@@ -574,9 +506,7 @@ static void Encoder_dealloc(Encoder *e) {
     PyMem_Free(e->merge_keys);
     PyMem_Free(e->merge_rank);
     PyMem_Free(e->merge_new);
-    PyMem_Free(e->entries);
-    PyMem_Free(e->slots);
-    PyMem_Free(e->key_arena);
+    bytes_free(&e->cache);
     PyMem_Free(e->id_arena);
     PyMem_Free(e->work);
     PyMem_Free(e->rank_of);
@@ -597,7 +527,9 @@ static int Encoder_init(Encoder *e, PyObject *args, PyObject *kwds) {
     }
     if (!PyArg_ParseTupleAndKeywords(args, kwds, "O|OOn", kwlist, &merges_obj, &byte_ids, &pattern, &cache_limit))
         return -1;
-    e->cache_limit = cache_limit > 0 ? (size_t)cache_limit : 1;
+    e->cache_limit = cache_limit < 1 ? 1 : (cache_limit > INT32_MAX - 2 ? INT32_MAX - 2 : (size_t)cache_limit);
+    e->cache.entry_size = sizeof(CacheEntry);
+    e->cache.min_slots = 4096;
     if (pattern == Py_None) {
         e->pattern = PATTERN_NONE;
     } else {
@@ -638,14 +570,12 @@ static int Encoder_init(Encoder *e, PyObject *args, PyObject *kwds) {
         PyErr_SetString(PyExc_OverflowError, "too many merges");
         return -1;
     }
-    size_t slots = 16;
-    while (slots < (size_t)m * 2 + 2) slots *= 2;
-    e->merge_keys = PyMem_Malloc(slots * sizeof(uint64_t));
-    e->merge_rank = PyMem_Malloc(slots * sizeof(int32_t));
-    e->merge_new = PyMem_Malloc(slots * sizeof(int32_t));
-    if (!e->merge_keys || !e->merge_rank || !e->merge_new) {
+    size_t slots = grown_capacity(0, (size_t)m * 2 + 2, 16); /* m < 2^31: no overflow */
+    e->merge_keys = bpe_alloc_array(slots, sizeof(uint64_t));
+    e->merge_rank = e->merge_keys ? bpe_alloc_array(slots, sizeof(int32_t)) : NULL;
+    e->merge_new = e->merge_rank ? bpe_alloc_array(slots, sizeof(int32_t)) : NULL;
+    if (e->merge_new == NULL) {
         Py_DECREF(merges);
-        PyErr_NoMemory();
         return -1;
     }
     memset(e->merge_keys, 0xff, slots * sizeof(uint64_t));
@@ -661,7 +591,7 @@ static int Encoder_init(Encoder *e, PyObject *args, PyObject *kwds) {
             PyErr_Format(PyExc_ValueError, "merge %zd has a negative id", r);
             return -1;
         }
-        uint64_t k = ((uint64_t)(uint32_t)left << 32) | (uint32_t)right;
+        uint64_t k = pair_key(left, right);
         size_t i = (size_t)mix64(k) & (slots - 1);
         while (e->merge_keys[i] != EMPTY_KEY && e->merge_keys[i] != k) i = (i + 1) & (slots - 1);
         if (e->merge_keys[i] == k) continue; /* a repeated pair keeps its first rank */
@@ -674,12 +604,16 @@ static int Encoder_init(Encoder *e, PyObject *args, PyObject *kwds) {
 }
 
 static PyObject *Encoder_bpe(Encoder *e, PyObject *arg) {
+    if (e->merge_keys == NULL) {
+        PyErr_SetString(PyExc_RuntimeError, "Encoder is not initialized");
+        return NULL;
+    }
     PyObject *seq = PySequence_Fast(arg, "bpe() takes a sequence of ids");
     if (seq == NULL) return NULL;
     Py_ssize_t n = PySequence_Fast_GET_SIZE(seq);
     if (reserve_work(e, (size_t)n + 1) < 0) {
         Py_DECREF(seq);
-        return PyErr_NoMemory();
+        return NULL;
     }
     for (Py_ssize_t i = 0; i < n; i++) {
         long id = PyLong_AsLong(PySequence_Fast_GET_ITEM(seq, i));
@@ -696,44 +630,26 @@ static PyObject *Encoder_bpe(Encoder *e, PyObject *arg) {
     }
     Py_DECREF(seq);
     Py_ssize_t out = bpe_in_place(e, (size_t)n);
-    if (out < 0) return PyErr_NoMemory();
+    if (out < 0) return NULL;
     return ids_to_list(e->work, (size_t)out);
-}
-
-static PyObject *Encoder_encode_bytes(Encoder *e, PyObject *arg) {
-    char *buffer;
-    Py_ssize_t length;
-    if (!e->has_bytes) {
-        PyErr_SetString(PyExc_ValueError, "this encoder has no byte ids (not a byte-scheme model)");
-        return NULL;
-    }
-    if (PyBytes_AsStringAndSize(arg, &buffer, &length) < 0) return NULL;
-    size_t count;
-    const int32_t *ids = pretoken_ids(e, (const uint8_t *)buffer, (size_t)length, &count);
-    if (ids == NULL) return NULL;
-    return ids_to_list(ids, count);
 }
 
 static PyObject *Encoder_split(Encoder *e, PyObject *text) {
     if (e->pattern == PATTERN_NONE) return check_pattern(e), NULL;
     if (check_classes() < 0) return NULL;
-    Py_ssize_t length;
-    const char *utf8 = PyUnicode_AsUTF8AndSize(text, &length);
-    if (utf8 == NULL) return NULL;
+    PyObject *holder;
+    size_t n, i = 0;
+    const uint8_t *s = text_bytes(text, &n, &holder);
+    if (s == NULL) return NULL;
     PyObject *out = PyList_New(0);
-    if (out == NULL) return NULL;
-    size_t n = (size_t)length, i = 0;
-    while (i < n) {
-        size_t end = next_pretoken(e->pattern, (const uint8_t *)utf8, n, i);
-        PyObject *piece = PyUnicode_DecodeUTF8(utf8 + i, (Py_ssize_t)(end - i), "strict");
-        if (piece == NULL || PyList_Append(out, piece) < 0) {
-            Py_XDECREF(piece);
-            Py_DECREF(out);
-            return NULL;
-        }
-        Py_DECREF(piece);
+    while (out != NULL && i < n) {
+        size_t end = next_pretoken(e->pattern, s, n, i);
+        PyObject *piece = PyUnicode_DecodeUTF8((const char *)s + i, (Py_ssize_t)(end - i), "surrogatepass");
+        if (piece == NULL || PyList_Append(out, piece) < 0) Py_CLEAR(out);
+        Py_XDECREF(piece);
         i = end;
     }
+    Py_XDECREF(holder);
     return out;
 }
 
@@ -793,23 +709,16 @@ fail:
     return NULL;
 }
 
-static PyObject *Encoder_clear_cache(Encoder *e, PyObject *Py_UNUSED(ignored)) {
-    cache_clear(e);
-    Py_RETURN_NONE;
-}
-
 static PyObject *Encoder_cache_size(Encoder *e, PyObject *Py_UNUSED(ignored)) {
-    return PyLong_FromSize_t(e->n_entries);
+    return PyLong_FromSize_t(e->cache.n_entries);
 }
 
 static PyMethodDef Encoder_methods[] = {
     {"bpe", (PyCFunction)Encoder_bpe, METH_O, "bpe(ids) -> ids: merge by rank, lowest first, leftmost on ties."},
-    {"encode_bytes", (PyCFunction)Encoder_encode_bytes, METH_O, "The ids of one pretoken's UTF-8 bytes (cached)."},
     {"split", (PyCFunction)Encoder_split, METH_O, "The pretokens of a text, as regex.findall gives them."},
     {"encode", (PyCFunction)Encoder_encode, METH_O, "The ids of a (normalized) text, special tokens ignored."},
     {"encode_many", (PyCFunction)Encoder_encode_many, METH_O,
      "encode_many(texts) -> (int32 ids as bytes, int64 lengths as bytes)."},
-    {"clear_cache", (PyCFunction)Encoder_clear_cache, METH_NOARGS, "Forget every cached pretoken."},
     {"cache_size", (PyCFunction)Encoder_cache_size, METH_NOARGS, "The number of cached pretokens."},
     {NULL, NULL, 0, NULL},
 };
@@ -830,82 +739,16 @@ static PyTypeObject EncoderType = {
 /* --- the pretoken counter ------------------------------------------------------------------- */
 
 typedef struct {
-    uint64_t hash;
-    size_t key_offset;
-    size_t key_length;
+    BytesKey key;
     int64_t count;
 } CountEntry;
 
 typedef struct {
     PyObject_HEAD
     int pattern;
-    CountEntry *entries;
-    size_t n_entries, entries_cap;
-    int32_t *slots; /* -1 empty, else entry index */
-    size_t n_slots;
-    uint8_t *keys;
-    size_t keys_used, keys_cap;
+    int broken;          /* an add() failed half way: the counts are partial until clear() */
+    BytesTable counts;   /* CountEntry entries, in first-seen order */
 } PretokenCounter;
-
-static int counter_rehash(PretokenCounter *c) {
-    size_t n_slots = c->n_slots ? c->n_slots * 2 : 1 << 14;
-    int32_t *slots = PyMem_Malloc(n_slots * sizeof(int32_t));
-    if (slots == NULL) return -1;
-    memset(slots, 0xff, n_slots * sizeof(int32_t));
-    for (size_t x = 0; x < c->n_entries; x++) {
-        size_t i = (size_t)c->entries[x].hash & (n_slots - 1);
-        while (slots[i] >= 0) i = (i + 1) & (n_slots - 1);
-        slots[i] = (int32_t)x;
-    }
-    PyMem_Free(c->slots);
-    c->slots = slots;
-    c->n_slots = n_slots;
-    return 0;
-}
-
-static int counter_add(PretokenCounter *c, const uint8_t *p, size_t len) {
-    uint64_t h = hash_bytes(p, len);
-    size_t mask = c->n_slots - 1, i = (size_t)h & mask;
-    for (;;) {
-        int32_t x = c->slots[i];
-        if (x < 0) break;
-        CountEntry *entry = &c->entries[x];
-        if (entry->hash == h && entry->key_length == len && memcmp(c->keys + entry->key_offset, p, len) == 0) {
-            entry->count++;
-            return 0;
-        }
-        i = (i + 1) & mask;
-    }
-    if (c->n_entries >= INT32_MAX - 1) {
-        PyErr_SetString(PyExc_OverflowError, "too many distinct pretokens for one counter; flush it sooner");
-        return -1;
-    }
-    if (c->keys_used + len > c->keys_cap) {
-        size_t cap = c->keys_cap ? c->keys_cap : 1 << 16;
-        while (cap < c->keys_used + len) cap *= 2;
-        uint8_t *k = PyMem_Realloc(c->keys, cap);
-        if (k == NULL) return PyErr_NoMemory(), -1;
-        c->keys = k;
-        c->keys_cap = cap;
-    }
-    if (c->n_entries == c->entries_cap) {
-        size_t cap = c->entries_cap ? c->entries_cap * 2 : 4096;
-        CountEntry *e = PyMem_Realloc(c->entries, cap * sizeof(CountEntry));
-        if (e == NULL) return PyErr_NoMemory(), -1;
-        c->entries = e;
-        c->entries_cap = cap;
-    }
-    CountEntry *entry = &c->entries[c->n_entries];
-    entry->hash = h;
-    entry->key_offset = c->keys_used;
-    entry->key_length = len;
-    entry->count = 1;
-    memcpy(c->keys + c->keys_used, p, len);
-    c->keys_used += len;
-    c->slots[i] = (int32_t)c->n_entries++;
-    if (c->n_entries * 2 > c->n_slots && counter_rehash(c) < 0) return PyErr_NoMemory(), -1;
-    return 0;
-}
 
 static int PretokenCounter_init(PretokenCounter *c, PyObject *args, PyObject *kwds) {
     static char *kwlist[] = {"pattern", NULL};
@@ -917,24 +760,65 @@ static int PretokenCounter_init(PretokenCounter *c, PyObject *args, PyObject *kw
         PyErr_Format(PyExc_ValueError, "no compiled pretokenizer for pattern %s", name);
         return -1;
     }
-    if (check_classes() < 0) return -1;
-    if (c->slots == NULL && counter_rehash(c) < 0) return PyErr_NoMemory(), -1;
-    return 0;
+    c->counts.entry_size = sizeof(CountEntry);
+    c->counts.min_slots = (size_t)1 << 14;
+    return check_classes();
 }
 
 static void PretokenCounter_dealloc(PretokenCounter *c) {
-    PyMem_Free(c->entries);
-    PyMem_Free(c->slots);
-    PyMem_Free(c->keys);
+    bytes_free(&c->counts);
     Py_TYPE(c)->tp_free((PyObject *)c);
+}
+
+static int check_counter(const PretokenCounter *c) {
+    if (c->pattern == PATTERN_NONE) {
+        PyErr_SetString(PyExc_RuntimeError, "PretokenCounter is not initialized");
+        return -1;
+    }
+    if (c->broken) {
+        PyErr_SetString(PyExc_RuntimeError,
+                        "this PretokenCounter failed in the middle of add() and holds part of that batch's "
+                        "counts; clear() it and count the batch again");
+        return -1;
+    }
+    return 0;
+}
+
+static int count_pretoken(PretokenCounter *c, const uint8_t *p, size_t len) {
+    uint64_t h = hash_bytes(p, len);
+    CountEntry *entry = (CountEntry *)bytes_find(&c->counts, p, len, h);
+    if (entry == NULL) {
+        if (c->counts.n_entries >= INT32_MAX - 2) {
+            PyErr_SetString(PyExc_OverflowError, "too many distinct pretokens for one counter; flush it sooner");
+            return -1;
+        }
+        entry = (CountEntry *)bytes_add(&c->counts, p, len, h);
+        if (entry == NULL) return -1;
+    }
+    entry->count++;
+    return 0;
+}
+
+static int count_text(PretokenCounter *c, PyObject *text) {
+    PyObject *holder;
+    size_t n, i = 0;
+    const uint8_t *s = text_bytes(text, &n, &holder);
+    if (s == NULL) return -1;
+    while (i < n) {
+        size_t end = next_pretoken(c->pattern, s, n, i);
+        if (count_pretoken(c, s + i, end - i) < 0) {
+            Py_XDECREF(holder);
+            return -1;
+        }
+        i = end;
+    }
+    Py_XDECREF(holder);
+    return 0;
 }
 
 /* add(texts): count the pretokens of every text (None and "" are skipped). */
 static PyObject *PretokenCounter_add(PretokenCounter *c, PyObject *texts_obj) {
-    if (c->slots == NULL) {
-        PyErr_SetString(PyExc_RuntimeError, "PretokenCounter is not initialized");
-        return NULL;
-    }
+    if (check_counter(c) < 0) return NULL;
     PyObject *texts = PySequence_Fast(texts_obj, "add() takes a sequence of str");
     if (texts == NULL) return NULL;
     Py_ssize_t m = PySequence_Fast_GET_SIZE(texts);
@@ -943,24 +827,14 @@ static PyObject *PretokenCounter_add(PretokenCounter *c, PyObject *texts_obj) {
         if (text == Py_None) continue;
         if (!PyUnicode_Check(text)) {
             PyErr_Format(PyExc_TypeError, "text %zd is %.100s, not str", t, Py_TYPE(text)->tp_name);
+            c->broken = t > 0;
             Py_DECREF(texts);
             return NULL;
         }
-        Py_ssize_t length;
-        const char *utf8 = PyUnicode_AsUTF8AndSize(text, &length);
-        if (utf8 == NULL) {
+        if (count_text(c, text) < 0) {
+            c->broken = 1;
             Py_DECREF(texts);
             return NULL;
-        }
-        const uint8_t *s = (const uint8_t *)utf8;
-        size_t n = (size_t)length, i = 0;
-        while (i < n) {
-            size_t end = next_pretoken(c->pattern, s, n, i);
-            if (counter_add(c, s + i, end - i) < 0) {
-                Py_DECREF(texts);
-                return NULL;
-            }
-            i = end;
         }
     }
     Py_DECREF(texts);
@@ -969,13 +843,15 @@ static PyObject *PretokenCounter_add(PretokenCounter *c, PyObject *texts_obj) {
 
 /* items() -> (pretokens: list[str], counts: list[int]), in first-seen order. */
 static PyObject *PretokenCounter_items(PretokenCounter *c, PyObject *Py_UNUSED(ignored)) {
-    PyObject *keys = PyList_New((Py_ssize_t)c->n_entries);
-    PyObject *counts = PyList_New((Py_ssize_t)c->n_entries);
+    if (check_counter(c) < 0) return NULL;
+    size_t n = c->counts.n_entries;
+    PyObject *keys = PyList_New((Py_ssize_t)n);
+    PyObject *counts = PyList_New((Py_ssize_t)n);
     if (keys == NULL || counts == NULL) goto fail;
-    for (size_t x = 0; x < c->n_entries; x++) {
-        CountEntry *entry = &c->entries[x];
-        PyObject *key = PyUnicode_DecodeUTF8((const char *)c->keys + entry->key_offset, (Py_ssize_t)entry->key_length,
-                                             "strict");
+    for (size_t x = 0; x < n; x++) {
+        const CountEntry *entry = (const CountEntry *)bytes_entry(&c->counts, x);
+        PyObject *key = PyUnicode_DecodeUTF8((const char *)c->counts.arena + entry->key.key_offset,
+                                             (Py_ssize_t)entry->key.key_length, "surrogatepass");
         if (key == NULL) goto fail;
         PyList_SET_ITEM(keys, (Py_ssize_t)x, key);
         PyObject *count = PyLong_FromLongLong(entry->count);
@@ -993,14 +869,13 @@ fail:
 }
 
 static PyObject *PretokenCounter_clear(PretokenCounter *c, PyObject *Py_UNUSED(ignored)) {
-    c->n_entries = 0;
-    c->keys_used = 0;
-    if (c->slots) memset(c->slots, 0xff, c->n_slots * sizeof(int32_t));
+    bytes_clear(&c->counts);
+    c->broken = 0;
     Py_RETURN_NONE;
 }
 
 static Py_ssize_t PretokenCounter_len(PretokenCounter *c) {
-    return (Py_ssize_t)c->n_entries;
+    return check_counter(c) < 0 ? -1 : (Py_ssize_t)c->counts.n_entries;
 }
 
 static PyMethodDef PretokenCounter_methods[] = {
@@ -1032,7 +907,7 @@ static PyTypeObject PretokenCounterType = {
 static PyObject *set_char_classes(PyObject *self, PyObject *arg) {
     PyObject *seq = PySequence_Fast(arg, "set_char_classes() takes a sequence of (first, end, bits)");
     if (seq == NULL) return NULL;
-    uint8_t *table = PyMem_RawCalloc(MAX_CODE_POINT, 1);
+    uint8_t *table = allocation_fails() ? NULL : PyMem_RawCalloc(MAX_CODE_POINT, 1);
     if (table == NULL) {
         Py_DECREF(seq);
         return PyErr_NoMemory();
@@ -1061,10 +936,38 @@ static PyObject *has_char_classes(PyObject *self, PyObject *Py_UNUSED(ignored)) 
     return PyBool_FromLong(char_class != NULL);
 }
 
+/* _pretoken_ends(pattern, data): where each pretoken of the raw bytes data ends. A test hook for
+ * the decoder's bounds: data need not be valid UTF-8, and it is read from a copy of exactly its
+ * size, so that a read past its end shows under AddressSanitizer. */
+static PyObject *pretoken_ends(PyObject *Py_UNUSED(module), PyObject *args) {
+    const char *name, *data;
+    Py_ssize_t length;
+    if (!PyArg_ParseTuple(args, "sy#", &name, &data, &length)) return NULL;
+    int pattern = strcmp(name, "gpt2") == 0 ? PATTERN_GPT2 : (strcmp(name, "cl100k") == 0 ? PATTERN_CL100K : -1);
+    if (pattern < 0) return PyErr_Format(PyExc_ValueError, "no compiled pretokenizer for pattern %s", name);
+    if (check_classes() < 0) return NULL;
+    uint8_t *copy = bpe_malloc(length ? (size_t)length : 1);
+    if (copy == NULL) return NULL;
+    memcpy(copy, data, (size_t)length);
+    PyObject *ends = PyList_New(0);
+    size_t n = (size_t)length, i = 0;
+    while (ends != NULL && i < n) {
+        i = next_pretoken(pattern, copy, n, i);
+        PyObject *end = PyLong_FromSize_t(i);
+        if (end == NULL || PyList_Append(ends, end) < 0) Py_CLEAR(ends);
+        Py_XDECREF(end);
+    }
+    PyMem_Free(copy);
+    return ends;
+}
+
 static PyMethodDef module_methods[] = {
     {"set_char_classes", (PyCFunction)set_char_classes, METH_O,
      "set_char_classes(ranges): the \\p{L} / \\p{N} / \\s code points, as the regex module has them."},
     {"has_char_classes", (PyCFunction)has_char_classes, METH_NOARGS, "True once set_char_classes ran."},
+    {"_pretoken_ends", (PyCFunction)pretoken_ends, METH_VARARGS,
+     "Test hook: _pretoken_ends(pattern, data: bytes) -> the end offset of each pretoken."},
+    FAIL_ALLOCATIONS_METHOD,
     {NULL, NULL, 0, NULL},
 };
 
@@ -1077,7 +980,7 @@ PyMODINIT_FUNC PyInit__fastenc(void) {
     PyObject *m = PyModule_Create(&fastenc_module);
     if (m == NULL) return NULL;
     /* bpe_spark/_compiled.py checks this: a stale build (older source) is not used */
-    if (PyModule_AddIntConstant(m, "API_VERSION", 1) < 0) {
+    if (PyModule_AddIntConstant(m, "API_VERSION", 2) < 0) {
         Py_DECREF(m);
         return NULL;
     }

@@ -1,7 +1,8 @@
 """The compiled encoder (``bpe_spark._fastenc``) gives exactly what the pure-Python encoder
 gives: the same pretokens as ``regex.findall`` for the gpt2 and cl100k presets, the same BPE as
 ``bpe_merge``, and the same ids from ``Tokenizer.encode_ordinary`` / ``encode_ordinary_flat``,
-on the real corpora and on random text; and tiktoken's ids with the same vocabulary."""
+on the real corpora and on random text; and tiktoken's ids with the same vocabulary. Every test
+fails when the extension is not built (compiled_fixtures)."""
 
 from __future__ import annotations
 
@@ -13,12 +14,11 @@ from conftest import corpus_lines, corpus_text
 
 from bpe_spark import Tokenizer, TrainerConfig, _compiled, train_from_counts
 from bpe_spark.patterns import PRESETS
-from bpe_spark.words import bpe_merge
 from bpe_spark.trainer import count_pretokens
+from bpe_spark.words import bpe_merge
 
-pytestmark = pytest.mark.skipif(
-    _compiled._fastenc is None, reason="bpe_spark._fastenc is not built (no C compiler)"
-)
+pytest_plugins = ("compiled_fixtures",)  # the fastenc fixture
+pytestmark = pytest.mark.usefixtures("fastenc")
 
 # Characters that exercise every branch of the two patterns: the spaces regex's \s knows (and
 # \x1c, which str.isspace() calls space but \s does not), apostrophes and contraction letters in
@@ -31,7 +31,6 @@ FUZZ_ALPHABET = list(
 
 
 def _encoder(pattern: str, merges=()):
-    _compiled.ensure_char_classes()
     return _compiled._fastenc.Encoder(list(merges), list(range(256)), pattern)
 
 
@@ -147,14 +146,6 @@ def test_char_scheme_uses_compiled_bpe_with_the_same_ids(monkeypatch):
     assert [tok.encode_ordinary(line) for line in lines] == [python.encode_ordinary(line) for line in lines]
 
 
-def test_lone_surrogates_fail_as_in_python(models, monkeypatch):
-    tok = Tokenizer.from_dict(models["gpt2"].to_dict())
-    python = _python_twin(tok, monkeypatch)
-    for encoder in (tok, python):
-        with pytest.raises(UnicodeEncodeError):
-            encoder.encode_ordinary("abc \ud800 def")
-
-
 def test_same_ids_as_tiktoken(models):
     tiktoken = pytest.importorskip("tiktoken")
     tok = models["cl100k"]
@@ -186,3 +177,71 @@ def test_compiled_counting_equals_python(options, monkeypatch):
     expected = Pretokenizer(**options).count(text for text in texts if text is not None)
     assert counts == expected
     assert all(type(count) is int for count in counts.values())
+
+
+# --- lone surrogates and bytes that are not UTF-8 ------------------------------------------
+
+SURROGATE_TEXTS = [
+    "\ud800", "a \ud800 b", "x\udfff\ud800y 12\ud800", "'\ud800s", " \ud800\n\n", "\ud83d\ude00 \ud800\u4e2d",
+]
+
+
+@pytest.mark.parametrize("pattern", ["gpt2", "cl100k"])
+def test_lone_surrogates_split_and_count_as_in_python(pattern, monkeypatch):
+    """A str may hold lone surrogates: the compiled pretokenizer splits and counts them as the
+    regex does (their "surrogatepass" bytes), where the strict UTF-8 codec would refuse them."""
+    from bpe_spark.pretokenize import Pretokenizer
+
+    rng = random.Random(13)
+    alphabet = FUZZ_ALPHABET + ["\ud800", "\udbff", "\udc00", "\udfff"]
+    fuzz = ["".join(rng.choice(alphabet) for _ in range(rng.randint(0, 20))) for _ in range(3000)]
+    texts = SURROGATE_TEXTS + fuzz
+    encoder, findall = _encoder(pattern), regex.compile(PRESETS[pattern]).findall
+    assert [encoder.split(text) for text in texts] == [findall(text) for text in texts]
+    counts = Pretokenizer(pattern).count(texts)
+    monkeypatch.setenv("BPE_SPARK_ENCODER", "python")
+    assert counts == Pretokenizer(pattern).count(texts)
+
+
+@pytest.mark.parametrize("kind", ["gpt2", "cl100k"])
+def test_lone_surrogates_fail_to_encode_as_in_python(models, kind, monkeypatch):
+    tok = Tokenizer.from_dict(models[kind].to_dict())
+    python = _python_twin(tok, monkeypatch)
+    assert tok.compiled_encoding and not python.compiled_encoding
+    for text in SURROGATE_TEXTS:
+        for encoder in (tok, python):
+            with pytest.raises(UnicodeEncodeError):
+                encoder.encode_ordinary(text)
+            with pytest.raises(UnicodeEncodeError):
+                encoder.encode_ordinary_flat(["ab", text])
+
+
+def _truncated_and_invalid() -> list[bytes]:
+    """Multibyte sequences cut short at the end of the buffer, stray continuation bytes and
+    bytes that never occur in UTF-8, alone and after text."""
+    cut = [b"\xc3", b"\xe4", b"\xe4\xb8", b"\xf0", b"\xf0\x9f", b"\xf0\x9f\x98", b"\xc5", b"\xed\xa0"]
+    odd = [b"\x80", b"\xbf\xbf", b"\xff", b"\xfe\xfe", b"\xf8\x88\x80\x80\x80"]
+    prefixes = [b"", b"a", b" ", b"'", b"12", b"\xe4\xb8\xad", b"  ", b"\n", b"'l"]
+    return [prefix + piece for prefix in prefixes for piece in cut + odd]
+
+
+@pytest.mark.parametrize("pattern", ["gpt2", "cl100k"])
+def test_the_decoder_never_reads_past_the_end(pattern):
+    """The pretokenizer's reads stay inside the buffer whatever its bytes: pretokens end in
+    order, inside it, and the last at its end (a cut-short sequence counts as one byte). The
+    hook reads from an exactly sized copy, so an over-read also shows under AddressSanitizer.
+    On valid UTF-8 the ends are those of regex.findall."""
+    ends = _compiled._fastenc._pretoken_ends
+    rng = random.Random(17)
+    noise = [bytes(rng.randrange(256) for _ in range(rng.randint(1, 12))) for _ in range(5000)]
+    cases = _truncated_and_invalid() + noise
+    for data in cases:
+        got = ends(pattern, data)
+        assert got and got[-1] == len(data), data
+        assert all(a < b for a, b in zip([0] + got, got)), data
+    findall = regex.compile(PRESETS[pattern]).findall
+    for _ in range(2000):
+        text = "".join(rng.choice(FUZZ_ALPHABET) for _ in range(rng.randint(1, 14)))
+        pieces = findall(text)
+        expected = [len("".join(pieces[: k + 1]).encode("utf-8")) for k in range(len(pieces))]
+        assert ends(pattern, text.encode("utf-8")) == expected, repr(text)

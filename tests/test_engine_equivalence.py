@@ -1,14 +1,13 @@
 """The compiled merge engine (``bpe_spark._fastbpe``) gives exactly what the pure-Python engine
 gives, and both give ``tokenizers``' BpeTrainer merges: on slices of the real corpora, and on
 many random small corpora (both tie-breaks, both schemes, floor / stop_after_reuse / budgets,
-runs resumed in steps)."""
+runs resumed in steps). A test of the compiled engine fails when it is not built
+(compiled_fixtures)."""
 
 from __future__ import annotations
 
 import json
 import random
-import shutil
-import sysconfig
 
 import pytest
 from conftest import corpus_lines
@@ -22,15 +21,13 @@ from bpe_spark.trainer import (
     MergeEngine,
     PackedWords,
     build_engine,
-    compiled_core_available,
     count_pretokens,
     initial_table,
     new_token_budget,
 )
 
-needs_compiled = pytest.mark.skipif(
-    not compiled_core_available(), reason="bpe_spark._fastbpe is not built (no C compiler)"
-)
+pytest_plugins = ("compiled_fixtures",)  # the fastbpe fixture
+needs_compiled = pytest.mark.usefixtures("fastbpe")
 
 
 def _hf_merges(lines: list[str], vocab_size: int) -> list[str]:
@@ -56,15 +53,8 @@ def _engines(counts: dict[str, int], cfg: TrainerConfig) -> tuple[MergeEngine, M
     return python, compiled
 
 
-def test_extension_is_built_where_a_compiler_exists():
-    """A machine with a C compiler and Python headers must get the compiled core from
-    ``pip install -e .``; otherwise the fast path would silently go untested."""
-    headers = sysconfig.get_paths()["include"]
-    has_toolchain = shutil.which(sysconfig.get_config_var("CC").split()[0] or "cc") is not None
-    has_headers = (__import__("pathlib").Path(headers) / "Python.h").exists()
-    if not (has_toolchain and has_headers):
-        pytest.skip("no C toolchain here: the pure-Python engine is the one in use")
-    assert compiled_core_available(), "run `pip install -e .` to build bpe_spark._fastbpe"
+@needs_compiled
+def test_the_compiled_engine_is_the_default():
     assert build_engine({"ab": 1}, TrainerConfig(vocab_size=257)).backend == "compiled"
 
 
@@ -243,8 +233,10 @@ def test_two_engines_sharing_one_table():
     assert results[0] == results[1]
 
 
-@pytest.mark.parametrize("backend", ["python", pytest.param("compiled", marks=needs_compiled)])
-def test_byte_words_may_be_given_as_bytes(backend):
+@pytest.mark.parametrize("backend", ["python", "compiled"])
+def test_byte_words_may_be_given_as_bytes(backend, request):
+    if backend == "compiled":
+        request.getfixturevalue("fastbpe")
     cfg = TrainerConfig(vocab_size=600)
     counts = count_pretokens(corpus_lines("multilingual", 100_000), cfg)
     reference = build_engine(counts, cfg)
@@ -256,6 +248,7 @@ def test_byte_words_may_be_given_as_bytes(backend):
     assert as_bytes.words == as_lists.words
 
 
+@needs_compiled
 @pytest.mark.parametrize("offset_type", ["int32", "int64"])
 @pytest.mark.parametrize("tie_break", ["hf", "lexicographic"])
 def test_packed_words_give_the_same_merges(offset_type, tie_break):
@@ -269,12 +262,13 @@ def test_packed_words_give_the_same_merges(offset_type, tie_break):
     data = b"".join(words)
     offsets = np.concatenate([[0], np.cumsum([len(w) for w in words])]).astype(offset_type)
     reference = MergeEngine(initial_table(cfg, ()), list(words), list(counts), backend="python").run(max_new_tokens=164)
-    for backend in ("compiled", "python") if compiled_core_available() else ("python",):
+    for backend in ("compiled", "python"):
         packed = PackedWords(data, offsets)
         got = MergeEngine(initial_table(cfg, ()), packed, np.array(counts, dtype=np.int64), backend=backend)
         assert got.run(max_new_tokens=164) == reference, backend
 
 
+@needs_compiled
 @pytest.mark.parametrize("tie_break", ["hf", "lexicographic"])
 def test_packed_ids_give_the_same_merges(tie_break):
     """Words of symbol ids packed as Arrow lays out a list<int32> column (the rounds' collected
@@ -293,7 +287,7 @@ def test_packed_ids_give_the_same_merges(tie_break):
     assert values.max() > 255
     expected_engine = MergeEngine(_copy_table(table_state), [list(w) for w in merged], list(counts), backend="python")
     expected = expected_engine.run(max_new_tokens=100)
-    for backend in ("compiled", "python") if compiled_core_available() else ("python",):
+    for backend in ("compiled", "python"):
         got = MergeEngine(_copy_table(table_state), PackedWords(values, offsets), np.array(counts, dtype=np.int64),
                           backend=backend)
         assert got.run(max_new_tokens=100) == expected, backend
@@ -370,10 +364,11 @@ def _copy_table(table):
     return copy.deepcopy(table)
 
 
+@needs_compiled
 def test_empty_words_are_carried_along():
     np = pytest.importorskip("numpy")
     cfg = TrainerConfig(vocab_size=300)
-    for backend in ("compiled", "python") if compiled_core_available() else ("python",):
+    for backend in ("compiled", "python"):
         for words in ([[], [97, 98]], [b"", b"ab"], PackedWords(b"ab", np.array([0, 0, 2])),
                       PackedWords(np.array([97, 98], dtype=np.int32), np.array([0, 0, 2]))):
             engine = MergeEngine(initial_table(cfg, ()), words, [1, 1], backend=backend)
