@@ -8,6 +8,7 @@ merge, one file appended per round.
 
 from __future__ import annotations
 
+import functools
 import json
 
 from pyspark.sql import SparkSession
@@ -16,14 +17,21 @@ from pyspark.sql.types import IntegerType, StructField, StructType
 
 from bpe_spark.config import TrainerConfig
 from bpe_spark.errors import ConfigError, OutputExistsError
-from bpe_spark.formats.model_dir import MERGES_FILE, MERGES_SCHEMA
 from bpe_spark.symbols import SymbolTable
 from bpe_spark.trainer import Merge
 
-# the model directory's merges columns, then the round of each merge
-CHECKPOINT_MERGES_SCHEMA = StructType(
-    from_arrow_schema(MERGES_SCHEMA).fields + [StructField("round", IntegerType())]
-)
+MERGES_FILE = "merges.parquet"  # the model directory's name for the same columns
+
+
+@functools.cache
+def merges_schema() -> StructType:
+    """The Spark schema of the checkpoint's merges: the model directory's merges columns, then
+    the ``round`` of each merge."""
+    # imported here: the model directory loads every file format and Parquet, which a run that
+    # keeps no checkpoint never needs
+    from bpe_spark.formats.model_dir import MERGES_SCHEMA
+
+    return StructType(from_arrow_schema(MERGES_SCHEMA).fields + [StructField("round", IntegerType())])
 
 
 def _as_bytes(value: bytes | str) -> bytes:
@@ -117,5 +125,5 @@ class Checkpoint:
             )
             for i, m in enumerate(merges)
         ]
-        frame = self.spark.createDataFrame(rows, CHECKPOINT_MERGES_SCHEMA).coalesce(1)
+        frame = self.spark.createDataFrame(rows, merges_schema()).coalesce(1)
         frame.write.mode("append").parquet(self.child(MERGES_FILE))

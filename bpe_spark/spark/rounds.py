@@ -35,6 +35,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable, Iterator
+from typing import TYPE_CHECKING
 
 import numpy as np
 import pyarrow as pa
@@ -44,7 +45,6 @@ from pyspark.sql import functions as F
 
 from bpe_spark.config import TrainerConfig
 from bpe_spark.round_plan import broadcast_cut, choose_threshold
-from bpe_spark.spark.checkpoint import Checkpoint
 from bpe_spark.symbols import SymbolTable
 from bpe_spark.trainer import (
     Merge,
@@ -55,6 +55,9 @@ from bpe_spark.trainer import (
     new_token_budget,
 )
 from bpe_spark.words import apply_merges, pair_rank_index, word_symbols
+
+if TYPE_CHECKING:  # pragma: no cover - typing only
+    from bpe_spark.spark.checkpoint import Checkpoint
 
 WORDS_SCHEMA = "wid long, count long, symbols array<int>"
 _PAIR_SHIFT = 32
