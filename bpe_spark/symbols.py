@@ -47,6 +47,11 @@ def display_to_bytes(text: str) -> bytes:
     return bytes(table[ch] for ch in text)
 
 
+def utf8_bytes(value: bytes | str) -> bytes:
+    """A token's bytes: byte-scheme tokens are bytes already, char-scheme ones are UTF-8 text."""
+    return value if isinstance(value, bytes) else value.encode("utf-8")
+
+
 def missing_bytes(tokens: Container[bytes]) -> list[int]:
     """The single bytes (0..255) that ``tokens`` lacks; a byte-level vocabulary needs all 256.
 

@@ -24,7 +24,7 @@ from bpe_spark._compiled import _fastbpe  # the optional compiled core (None whe
 from bpe_spark.config import TrainerConfig
 from bpe_spark.errors import ConfigError, EmptyCorpusError
 from bpe_spark.pretokenize import Pretokenizer
-from bpe_spark.symbols import SymbolTable
+from bpe_spark.symbols import SymbolTable, utf8_bytes
 from bpe_spark.words import merge_symbols, word_symbols
 
 
@@ -228,7 +228,7 @@ class _CompiledCore:
         # code-point order for str tokens), compared greatest first in C.
         if not self.lexicographic:
             return key
-        return value if isinstance(value, bytes) else value.encode("utf-8")
+        return utf8_bytes(value)
 
     def best(self) -> tuple[int, int, int] | None:
         return self.engine.best()

@@ -36,6 +36,7 @@ from bpe_spark.formats.fields import Fields, is_integer
 from bpe_spark.formats.files import atomic_directory, read_json_file
 from bpe_spark.formats.registry import EXPORTS, MODEL_META_FILE, export_spec
 from bpe_spark.patterns import PRESETS
+from bpe_spark.symbols import utf8_bytes
 
 FORMAT_VERSION = 1
 MERGES_FILE = "merges.parquet"
@@ -59,10 +60,6 @@ VOCAB_SCHEMA = pa.schema([("id", pa.int32()), ("token_bytes", pa.binary()), ("ki
 
 
 # --- writing ----------------------------------------------------------------------------------
-def _as_bytes(value: bytes | str) -> bytes:
-    return value if isinstance(value, bytes) else value.encode("utf-8")
-
-
 def token_kinds(tok) -> dict[int, str]:
     """Kind of every id: ``special``; ``merge`` for what some merge makes (and, byte scheme, any
     longer token); otherwise ``byte`` (byte scheme) or ``char`` (char scheme alphabet)."""
@@ -95,8 +92,8 @@ def merges_table(tok) -> pa.Table:
     vocab = tok.to_dict()["vocab"]
     merge_ids = tok.merge_ids
     counts = _merge_counts(tok)
-    left_bytes = [_as_bytes(vocab[left]) for left, _, _ in merge_ids]
-    right_bytes = [_as_bytes(vocab[right]) for _, right, _ in merge_ids]
+    left_bytes = [utf8_bytes(vocab[left]) for left, _, _ in merge_ids]
+    right_bytes = [utf8_bytes(vocab[right]) for _, right, _ in merge_ids]
     return pa.Table.from_pydict(
         {
             "rank": list(range(len(merge_ids))),
@@ -115,7 +112,7 @@ def merges_table(tok) -> pa.Table:
 def vocab_table(tok) -> pa.Table:
     kinds = token_kinds(tok)
     vocab = tok.to_dict()["vocab"]
-    by_id: dict[int, bytes] = {token_id: _as_bytes(value) for token_id, value in vocab.items()}
+    by_id: dict[int, bytes] = {token_id: utf8_bytes(value) for token_id, value in vocab.items()}
     for token, token_id in tok.special_tokens.items():
         by_id[token_id] = token.encode("utf-8")
     ids = sorted(by_id)
@@ -409,7 +406,7 @@ def _read_merges(
                     f"{where}: field {name!r} is {token_id}, which is not a vocab.parquet id (or is a special token)"
                 )
         for name, token_id in (("left_bytes", left), ("right_bytes", right)):
-            if columns[name][row] != _as_bytes(vocab[token_id]):
+            if columns[name][row] != utf8_bytes(vocab[token_id]):
                 raise ModelFormatError(
                     f"{where}: field {name!r} differs from the vocab.parquet bytes of id {token_id}"
                 )

@@ -23,7 +23,7 @@ _EXPORTS = {
     "InputNotFoundError": "bpe_spark.spark.io",
     "read_counts": "bpe_spark.spark.io",
     "read_documents": "bpe_spark.spark.io",
-    "DEFAULT_DRIVER_BUDGET": "bpe_spark.spark.training",
+    "DEFAULT_DRIVER_BUDGET": "bpe_spark.spark.options",
     "train": "bpe_spark.spark.training",
     "train_from_counts": "bpe_spark.spark.training",
 }

@@ -17,7 +17,7 @@ from pyspark.sql.types import IntegerType, StructField, StructType
 
 from bpe_spark.config import TrainerConfig
 from bpe_spark.errors import ConfigError, OutputExistsError
-from bpe_spark.symbols import SymbolTable
+from bpe_spark.symbols import SymbolTable, utf8_bytes
 from bpe_spark.trainer import Merge
 
 MERGES_FILE = "merges.parquet"  # the model directory's name for the same columns
@@ -32,10 +32,6 @@ def merges_schema() -> StructType:
     from bpe_spark.formats.model_dir import MERGES_SCHEMA
 
     return StructType(from_arrow_schema(MERGES_SCHEMA).fields + [StructField("round", IntegerType())])
-
-
-def _as_bytes(value: bytes | str) -> bytes:
-    return value if isinstance(value, bytes) else value.encode("utf-8")
 
 
 class Checkpoint:
@@ -117,9 +113,9 @@ class Checkpoint:
                 m.left,
                 m.right,
                 m.new_id,
-                _as_bytes(table.value(m.left)),
-                _as_bytes(table.value(m.right)),
-                _as_bytes(table.value(m.new_id)),
+                utf8_bytes(table.value(m.left)),
+                utf8_bytes(table.value(m.right)),
+                utf8_bytes(table.value(m.new_id)),
                 m.count,
                 round_number,
             )

@@ -30,14 +30,12 @@ from bpe_spark.errors import ConfigError, EmptyCorpusError
 from bpe_spark.spark.checkpoint import Checkpoint
 from bpe_spark.spark.columns import INTEGER, STRING, check_columns
 from bpe_spark.spark.count import count_pretokens
+from bpe_spark.spark.options import DEFAULT_DRIVER_BUDGET
 from bpe_spark.spark.rounds import Handoff, RoundTrainer, int64_counts
 from bpe_spark.tokenizer import Tokenizer
 from bpe_spark.trainer import PackedWords, initial_table
 from bpe_spark.words import apply_merges, pair_rank_index, word_symbols
 
-# Distinct pretokens the driver may hold at once: the compiled engine's peak memory grows with
-# their bytes, and the collect needs a little more (the README's performance section has figures).
-DEFAULT_DRIVER_BUDGET = 2_000_000
 
 
 # --- budget -----------------------------------------------------------------------------------
