@@ -18,9 +18,7 @@ from bpe_spark.pretokenize import Pretokenizer
 from bpe_spark.tokenizer import Tokenizer
 from bpe_spark.trainer import count_pretokens, train, train_from_counts
 
-
 __all__ = [
-    "__version__",
     "PRESETS",
     "BpeSparkError",
     "ConfigError",
@@ -31,6 +29,7 @@ __all__ = [
     "Tokenizer",
     "TrainerConfig",
     "UnknownCharacterError",
+    "__version__",
     "count_pretokens",
     "train",
     "train_from_counts",

@@ -25,7 +25,7 @@ from bpe_spark.config import TrainerConfig
 from bpe_spark.errors import ConfigError, EmptyCorpusError
 from bpe_spark.pretokenize import Pretokenizer
 from bpe_spark.symbols import SymbolTable, utf8_bytes
-from bpe_spark.words import merge_symbols, word_symbols
+from bpe_spark.words import word_symbols
 
 
 class Merge(NamedTuple):

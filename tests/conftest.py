@@ -6,8 +6,8 @@ import atexit
 import gzip
 import os
 import shutil
-import tempfile
 import sys
+import tempfile
 from functools import cache
 from pathlib import Path
 

@@ -114,7 +114,7 @@ def test_no_import_cycles():
 def test_core_never_imports_pyspark():
     offenders = []
     for name, path in MODULES.items():
-        if name.startswith("bpe_spark.spark") or name.startswith("bpe_spark.cli"):
+        if name.startswith(("bpe_spark.spark", "bpe_spark.cli")):
             continue
         tree = ast.parse(path.read_text(encoding="utf-8"))
         for node in ast.walk(tree):

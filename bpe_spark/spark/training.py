@@ -37,7 +37,6 @@ from bpe_spark.trainer import PackedWords, initial_table
 from bpe_spark.words import apply_merges, pair_rank_index, word_symbols
 
 
-
 # --- budget -----------------------------------------------------------------------------------
 def resolve_budget(driver_budget: float | str, distinct: int) -> int:
     """Distinct pretokens the driver may hold: an int, or a fraction of ``distinct`` (0.3, "30%").

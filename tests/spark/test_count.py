@@ -14,8 +14,8 @@ from bpe_spark import count_pretokens as core_count
 from bpe_spark.errors import EmptyCorpusError, OutputExistsError
 from bpe_spark.patterns import PRESETS
 from bpe_spark.spark import (
-    InputNotFoundError,
     ColumnError,
+    InputNotFoundError,
     count_pretokens,
     read_counts,
     read_documents,
