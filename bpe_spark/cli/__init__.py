@@ -27,7 +27,7 @@ from bpe_spark.cli import count, decode, encode, export, inspect, train
 from bpe_spark.errors import BpeSparkError
 
 COMMANDS = (train, count, encode, decode, inspect, export)
-_HELP = __doc__.split("\n\nThis package owns", 1)[0]  # what bpe-spark --help shows
+_HELP = __doc__.split("\n\nThis package owns", 1)[0].replace("``", "")  # what bpe-spark --help shows
 
 
 def build_parser(only: str | None = None) -> argparse.ArgumentParser:
