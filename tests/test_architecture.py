@@ -5,6 +5,8 @@ docstring that says what it owns and stays short enough to read whole."""
 from __future__ import annotations
 
 import ast
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -126,6 +128,26 @@ def test_core_never_imports_pyspark():
             if any(n == "pyspark" or n.startswith(("pyspark.", "bpe_spark.spark")) for n in names):
                 offenders.append(f"{name}:{node.lineno}")
     assert not offenders, f"core modules import Spark: {offenders}"
+
+
+def test_core_and_cli_help_run_without_pyspark():
+    """At run time too: training, encoding and every ``bpe-spark --help`` load no pyspark."""
+    code = (
+        "import contextlib, io, sys\n"
+        "import bpe_spark, bpe_spark.trainer, bpe_spark.tokenizer, bpe_spark.formats, bpe_spark.cli\n"
+        "from bpe_spark import TrainerConfig, train\n"
+        "tok = train(['hello world'], TrainerConfig(vocab_size=260))\n"
+        "assert tok.decode(tok.encode('hello')) == 'hello'\n"
+        "for name in [None, 'train', 'count', 'encode', 'decode', 'inspect', 'export']:\n"
+        "    with contextlib.redirect_stdout(io.StringIO()), contextlib.suppress(SystemExit):\n"
+        "        bpe_spark.cli.main([name, '--help'] if name else ['--help'])\n"
+        "bad = sorted(m for m in sys.modules if m == 'pyspark' or m.startswith('pyspark.'))\n"
+        "assert not bad, bad\n"
+        "print('clean')\n"
+    )
+    result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=False)
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.strip() == "clean"
 
 
 @pytest.mark.parametrize("name", sorted(MODULES))
