@@ -9,6 +9,7 @@
 from __future__ import annotations
 
 from collections.abc import Collection, Iterable, Mapping, Sequence
+from types import MappingProxyType
 from typing import Any, Literal
 
 from bpe_spark import _compiled
@@ -169,6 +170,11 @@ class Tokenizer:
     def merge_ids(self) -> list[tuple[int, int, int]]:
         """Merges in rank order as ``(left_id, right_id, new_id)``."""
         return list(self._merge_ids)
+
+    @property
+    def ordinary_vocab(self) -> Mapping[int, bytes | str]:
+        """Every id but the special tokens', with its token (a read-only view, no copy)."""
+        return MappingProxyType(self._vocab)
 
     @property
     def vocab(self) -> dict[int, bytes | str]:

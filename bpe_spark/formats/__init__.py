@@ -45,7 +45,7 @@ from bpe_spark.formats.gpt2 import read_gpt2
 from bpe_spark.formats.hf_json_read import read_tokenizer_json
 from bpe_spark.formats.registry import EXPORT_FORMATS, MODEL_META_FILE, export_spec
 from bpe_spark.formats.tiktoken_file import read_tiktoken
-from bpe_spark.patterns import PRESETS
+from bpe_spark.patterns import PRESETS, pattern_source
 
 __all__ = [
     "EXPORT_FORMATS",
@@ -196,7 +196,7 @@ def describe(tok, *, first_merges: int = 10) -> dict:
         "merge_rule": tok.merge_rule,
         "special_tokens": dict(tok.special_tokens),
         "pattern": tok.pattern if tok.pattern in PRESETS else "custom",
-        "pattern_regex": PRESETS.get(tok.pattern, tok.pattern),
+        "pattern_regex": pattern_source(tok.pattern),
         "lowercase": tok.lowercase,
         "normalization": tok.normalization,
     }

@@ -36,7 +36,7 @@ MERGES_HEADER = "#version: 0.2"
 def display_vocab(tok) -> dict[str, int]:
     """Printable token -> id of a byte-scheme tokenizer's vocabulary (specials left out); of ids
     with equal bytes, the lowest."""
-    vocab = tok.to_dict()["vocab"]
+    vocab = tok.ordinary_vocab
     entries: dict[str, int] = {}
     for token_id in sorted(vocab):
         entries.setdefault(bytes_to_display(vocab[token_id]), token_id)
@@ -45,11 +45,7 @@ def display_vocab(tok) -> dict[str, int]:
 
 def display_merges(tok) -> list[str]:
     """The merges of a byte-scheme tokenizer as ``"left right"`` in printable form, in rank order."""
-    vocab = tok.to_dict()["vocab"]
-    return [
-        f"{bytes_to_display(vocab[left])} {bytes_to_display(vocab[right])}"
-        for left, right, _ in tok.merge_ids
-    ]
+    return [f"{bytes_to_display(left)} {bytes_to_display(right)}" for left, right in tok.merges]
 
 
 def write_gpt2(tok, directory) -> None:

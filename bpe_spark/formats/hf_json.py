@@ -19,7 +19,7 @@ from typing import Any
 from bpe_spark.errors import ConfigError
 from bpe_spark.formats.gpt2 import display_merges, display_vocab
 from bpe_spark.formats.hf_regex import COVERING_PRESETS, onig_pattern
-from bpe_spark.patterns import PRESETS
+from bpe_spark.patterns import pattern_source
 
 
 def _normalizer(tok) -> dict | None:
@@ -45,7 +45,7 @@ def _byte_level(*, use_regex: bool) -> dict:
 def _pre_tokenizer(tok) -> dict:
     if tok.pattern == "gpt2":
         return _byte_level(use_regex=True)  # ByteLevel's own regex is the GPT-2 pattern
-    source = onig_pattern(PRESETS.get(tok.pattern, tok.pattern))
+    source = onig_pattern(pattern_source(tok.pattern))
     covering = tok.pattern in COVERING_PRESETS
     split = {
         "type": "Split",

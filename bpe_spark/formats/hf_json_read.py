@@ -21,7 +21,7 @@ import regex
 from bpe_spark.errors import ConfigError
 from bpe_spark.formats.fields import Fields, is_id, require_all_bytes, show
 from bpe_spark.formats.files import read_json_file
-from bpe_spark.formats.hf_regex import COVERING_PRESETS, preset_name, python_pattern
+from bpe_spark.formats.hf_regex import COVERING_PRESETS, onig_preset_name, python_pattern
 from bpe_spark.patterns import PRESETS
 from bpe_spark.symbols import bytes_to_display, bytes_to_unicode, display_to_bytes
 
@@ -280,8 +280,8 @@ def _read_pre_tokenizer(fields: Fields, pre: Any) -> str:
             f"{field}[0].pattern",
             f'{show(pattern)}: expected {{"Regex": ...}} or {{"String": ...}}',
         )
-    name = preset_name(source)
-    source = PRESETS[name] if name in PRESETS else python_pattern(source)
+    name = onig_preset_name(source)
+    source = PRESETS[name] if name is not None else python_pattern(source)
     try:
         regex.compile(source)
     except regex.error as exc:
@@ -291,7 +291,7 @@ def _read_pre_tokenizer(fields: Fields, pre: Any) -> str:
     behavior = split.get("behavior")
     invert = split.get("invert", False)
     if behavior == "Removed" and invert:
-        return name if name in PRESETS else source  # keeps exactly the matches: our findall
+        return name or source  # keeps exactly the matches: our findall
     if behavior == "Isolated" and not invert:
         if name in COVERING_PRESETS:
             return name

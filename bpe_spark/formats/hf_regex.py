@@ -10,7 +10,7 @@ from collections.abc import Iterator
 
 import regex
 
-from bpe_spark.patterns import PRESETS
+from bpe_spark.patterns import PRESETS, preset_name
 
 # Presets whose regex matches every character of any text: Split "Isolated" (which keeps the text
 # between matches too) then gives exactly our pretokens. Other patterns drop unmatched text, which
@@ -126,10 +126,13 @@ def python_pattern(source: str) -> str:
     return _rewrite_interval_plus(source, to="repeat")
 
 
-def preset_name(source: str) -> str:
-    """The preset whose regex ``source`` is (as we write it, or in its Oniguruma form), else
-    ``source`` itself."""
+def onig_preset_name(source: str) -> str | None:
+    """The preset whose regex ``source`` is, as we write it or in its Oniguruma form; None for
+    any other regex (:func:`bpe_spark.patterns.preset_name`, which knows our form only)."""
+    name = preset_name(source)
+    if name is not None:
+        return name
     for name, preset in PRESETS.items():
-        if source in (preset, onig_pattern(preset)):
+        if source == onig_pattern(preset):
             return name
-    return source
+    return None

@@ -35,7 +35,7 @@ from bpe_spark.errors import BpeSparkError, ConfigError, ModelFormatError
 from bpe_spark.formats.fields import Fields, is_integer
 from bpe_spark.formats.files import atomic_directory, read_json_file
 from bpe_spark.formats.registry import EXPORTS, MODEL_META_FILE, export_spec
-from bpe_spark.patterns import PRESETS
+from bpe_spark.patterns import PRESETS, pattern_source
 from bpe_spark.symbols import utf8_bytes
 
 FORMAT_VERSION = 1
@@ -65,7 +65,7 @@ def token_kinds(tok) -> dict[int, str]:
     longer token); otherwise ``byte`` (byte scheme) or ``char`` (char scheme alphabet)."""
     made = {new_id for _, _, new_id in tok.merge_ids}
     kinds = {}
-    for token_id, value in tok.to_dict()["vocab"].items():
+    for token_id, value in tok.ordinary_vocab.items():
         if token_id in made:
             kinds[token_id] = "merge"
         elif tok.scheme == "byte":
@@ -89,7 +89,7 @@ def _merge_counts(tok) -> list[int] | None:
 
 
 def merges_table(tok) -> pa.Table:
-    vocab = tok.to_dict()["vocab"]
+    vocab = tok.ordinary_vocab
     merge_ids = tok.merge_ids
     counts = _merge_counts(tok)
     left_bytes = [utf8_bytes(vocab[left]) for left, _, _ in merge_ids]
@@ -111,7 +111,7 @@ def merges_table(tok) -> pa.Table:
 
 def vocab_table(tok) -> pa.Table:
     kinds = token_kinds(tok)
-    vocab = tok.to_dict()["vocab"]
+    vocab = tok.ordinary_vocab
     by_id: dict[int, bytes] = {token_id: utf8_bytes(value) for token_id, value in vocab.items()}
     for token, token_id in tok.special_tokens.items():
         by_id[token_id] = token.encode("utf-8")
@@ -164,7 +164,7 @@ def model_metadata(tok, exports: Iterable[str] = ()) -> dict[str, Any]:
         "tie_break": tok.config.tie_break if tok.config is not None else None,
         "pattern": {
             "name": tok.pattern if tok.pattern in PRESETS else None,
-            "regex": PRESETS.get(tok.pattern, tok.pattern),
+            "regex": pattern_source(tok.pattern),
         },
         "lowercase": tok.lowercase,
         "normalization": tok.normalization,

@@ -70,7 +70,7 @@ def write_tiktoken(tok, path) -> None:
     as in OpenAI's files)."""
     if tok.scheme != "byte":
         raise ConfigError(".tiktoken files hold byte tokens; this tokenizer is char scheme")
-    vocab = tok.to_dict()["vocab"]
+    vocab = tok.ordinary_vocab
     seen: dict[bytes, int] = {}
     lines = []
     for token_id in sorted(vocab):
