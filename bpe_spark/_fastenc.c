@@ -26,6 +26,14 @@ static uint8_t *char_class = NULL; /* one byte per code point, set once from Pyt
 
 enum { PATTERN_NONE = 0, PATTERN_GPT2 = 1, PATTERN_CL100K = 2 };
 
+/* The pattern a preset name selects; -1 (with ValueError set) for a name we do not compile. */
+static int pattern_from_name(const char *name) {
+    if (strcmp(name, "gpt2") == 0) return PATTERN_GPT2;
+    if (strcmp(name, "cl100k") == 0) return PATTERN_CL100K;
+    PyErr_Format(PyExc_ValueError, "no compiled pretokenizer for pattern '%s'", name);
+    return -1;
+}
+
 /* --- UTF-8 and character classes ---------------------------------------------------------- */
 
 /* Decode the code point at s[i] (i < n); returns its byte length. The bytes are valid UTF-8 (from
@@ -535,12 +543,8 @@ static int Encoder_init(Encoder *e, PyObject *args, PyObject *kwds) {
     } else {
         const char *name = PyUnicode_AsUTF8(pattern);
         if (name == NULL) return -1;
-        if (strcmp(name, "gpt2") == 0) e->pattern = PATTERN_GPT2;
-        else if (strcmp(name, "cl100k") == 0) e->pattern = PATTERN_CL100K;
-        else {
-            PyErr_Format(PyExc_ValueError, "no compiled pretokenizer for pattern %R", pattern);
-            return -1;
-        }
+        e->pattern = pattern_from_name(name);
+        if (e->pattern < 0) return -1;
     }
     if (byte_ids != Py_None) {
         PyObject *seq = PySequence_Fast(byte_ids, "byte_ids must be a sequence of 256 ids");
@@ -754,12 +758,8 @@ static int PretokenCounter_init(PretokenCounter *c, PyObject *args, PyObject *kw
     static char *kwlist[] = {"pattern", NULL};
     const char *name;
     if (!PyArg_ParseTupleAndKeywords(args, kwds, "s", kwlist, &name)) return -1;
-    if (strcmp(name, "gpt2") == 0) c->pattern = PATTERN_GPT2;
-    else if (strcmp(name, "cl100k") == 0) c->pattern = PATTERN_CL100K;
-    else {
-        PyErr_Format(PyExc_ValueError, "no compiled pretokenizer for pattern %s", name);
-        return -1;
-    }
+    c->pattern = pattern_from_name(name);
+    if (c->pattern < 0) return -1;
     c->counts.entry_size = sizeof(CountEntry);
     c->counts.min_slots = (size_t)1 << 14;
     return check_classes();
@@ -943,8 +943,8 @@ static PyObject *pretoken_ends(PyObject *Py_UNUSED(module), PyObject *args) {
     const char *name, *data;
     Py_ssize_t length;
     if (!PyArg_ParseTuple(args, "sy#", &name, &data, &length)) return NULL;
-    int pattern = strcmp(name, "gpt2") == 0 ? PATTERN_GPT2 : (strcmp(name, "cl100k") == 0 ? PATTERN_CL100K : -1);
-    if (pattern < 0) return PyErr_Format(PyExc_ValueError, "no compiled pretokenizer for pattern %s", name);
+    int pattern = pattern_from_name(name);
+    if (pattern < 0) return NULL;
     if (check_classes() < 0) return NULL;
     uint8_t *copy = bpe_malloc(length ? (size_t)length : 1);
     if (copy == NULL) return NULL;
