@@ -20,6 +20,8 @@ from bpe_spark.errors import ConfigError, OutputExistsError
 from bpe_spark.symbols import SymbolTable, utf8_bytes
 from bpe_spark.trainer import Merge
 
+META_FILE = "training.json"
+COUNTS_FILE = "counts.parquet"
 MERGES_FILE = "merges.parquet"  # the model directory's name for the same columns
 
 
@@ -63,7 +65,7 @@ class Checkpoint:
 
     def start(self, cfg: TrainerConfig, *, resume: bool) -> dict | None:
         """Check the directory; returns the recorded statistics when resuming a run."""
-        if not self.exists("training.json"):
+        if not self.exists(META_FILE):
             if self.exists(MERGES_FILE):
                 raise OutputExistsError(f"{self.path} holds merges but no training.json; use an empty directory")
             return None
@@ -72,7 +74,7 @@ class Checkpoint:
                 f"checkpoint directory {self.path} holds an earlier training run; pass --resume "
                 "(resume=True) to continue it, or choose an empty directory"
             )
-        recorded = self.read_json("training.json")
+        recorded = self.read_json(META_FILE)
         if recorded.get("config") != cfg.to_dict():
             raise ConfigError(
                 f"checkpoint {self.path} was made with another config ({recorded.get('config')}); "
@@ -80,8 +82,18 @@ class Checkpoint:
             )
         return recorded.get("stats") or {}
 
+    def load_counts(self):
+        """The pretoken counts a resumed run saved, or None when the run trained from counts."""
+        return self.spark.read.parquet(self.child(COUNTS_FILE)) if self.exists(COUNTS_FILE) else None
+
+    def save_counts(self, counts):
+        """Write the counts here and return them read back (later jobs read the files, not the
+        counting job again)."""
+        counts.write.mode("overwrite").parquet(self.child(COUNTS_FILE))
+        return self.spark.read.parquet(self.child(COUNTS_FILE))
+
     def record(self, cfg: TrainerConfig, stats: dict) -> None:
-        self.write_json("training.json", {"config": cfg.to_dict(), "stats": stats})
+        self.write_json(META_FILE, {"config": cfg.to_dict(), "stats": stats})
 
     def load_merges(self, table: SymbolTable) -> tuple[list[Merge], list[int]]:
         """Replay the recorded merges into ``table``; returns them and the merges of each round."""

@@ -206,6 +206,11 @@ def apply_round_batch(batch: pa.RecordBatch, merges, ranks, keys: np.ndarray) ->
 
 
 # --- the driver -------------------------------------------------------------------------------
+def _triples(merges: list[Merge]) -> list[tuple[int, int, int]]:
+    """Merges as the ``(left, right, new_id)`` triples the executors and ``apply_merges`` take."""
+    return [(m.left, m.right, m.new_id) for m in merges]
+
+
 class RoundTrainer:
     """The state of a Spark training run: one symbol table, the merges so far, the rounds (a run
     on the driver is one round of them)."""
@@ -247,7 +252,7 @@ class RoundTrainer:
         return new_tokens > 0 and (merges is None or merges > 0)
 
     def prior_merges(self) -> list[tuple[int, int, int]]:
-        return [(m.left, m.right, m.new_id) for m in self.merges]
+        return _triples(self.merges)
 
     def start(self, table: SymbolTable, *, resume: bool) -> None:
         """Take the initial ``table`` (checked against ``vocab_size``) and, when resuming, replay
@@ -366,7 +371,7 @@ class RoundTrainer:
                 if done or not merges:
                     break
                 phase = time.perf_counter()
-                applied = apply_round(words, [(m.left, m.right, m.new_id) for m in merges])
+                applied = apply_round(words, _triples(merges))
                 previous, words = words, applied.localCheckpoint(eager=True)
                 previous.unpersist()
                 self.clock("rounds_spark_seconds", phase)

@@ -109,16 +109,15 @@ def train(
     timings = {"count_seconds": 0.0}
     checkpoint = Checkpoint(spark, checkpoint_dir) if checkpoint_dir else None
     recorded = checkpoint.start(cfg, resume=resume) if checkpoint else None
-    if checkpoint is not None and recorded is not None and checkpoint.exists("counts.parquet"):
-        counts = spark.read.parquet(checkpoint.child("counts.parquet"))
+    counts = checkpoint.load_counts() if recorded is not None else None
+    if counts is not None:
         corpus = {k: recorded.get(k) for k in ("documents", "bytes")}
     else:
         phase = time.perf_counter()
         observation = Observation("bpe_spark_corpus")
         counts = count_pretokens(df, cfg, text_col=text_col, engine=engine, observation=observation)
         if checkpoint is not None:
-            counts.write.mode("overwrite").parquet(checkpoint.child("counts.parquet"))
-            counts = spark.read.parquet(checkpoint.child("counts.parquet"))
+            counts = checkpoint.save_counts(counts)
         else:
             counts = counts.persist(StorageLevel.MEMORY_AND_DISK)
         corpus = None  # read from the observation once the first job has run
@@ -284,19 +283,15 @@ def _driver_words(trainer: RoundTrainer, collected: Handoff, resume: bool) -> Ha
     if cfg.scheme == "byte":
         trainer.start(initial_table(cfg, ()), resume=resume)
         words, counts = _byte_words(collected.take())
-        if trainer.merges:
-            prior = trainer.prior_merges()
-            ranks = pair_rank_index(prior)
-            words = [apply_merges(list(word), prior, ranks) for word in words]
     else:
+        # the collected table goes as soon as its two columns are Python lists
         pretokens, counts = _pretokens_and_counts(collected.take())
         trainer.start(initial_table(cfg, pretokens), resume=resume)
+        words = [word_symbols(pretoken, trainer.table, cfg) for pretoken in pretokens]
+    if trainer.merges:
         prior = trainer.prior_merges()
         ranks = pair_rank_index(prior)
-        words = []
-        for pretoken in pretokens:
-            word = word_symbols(pretoken, trainer.table, cfg)
-            words.append(apply_merges(word, prior, ranks) if prior else word)
+        words = [apply_merges(list(word), prior, ranks) for word in words]
     return Handoff.words(words, counts)
 
 
