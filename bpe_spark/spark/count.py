@@ -64,10 +64,6 @@ def choose_engine(cfg: TrainerConfig, engine: str = "auto") -> str:
     return "python"
 
 
-def _text_column(df: DataFrame, text_col: str) -> None:
-    check_columns(df, {text_col: STRING}, source="the DataFrame", hint="pass text_col=")
-
-
 def count_pretokens(
     df: DataFrame,
     cfg: TrainerConfig,
@@ -86,7 +82,7 @@ def count_pretokens(
     >>> count_pretokens(spark.createDataFrame([("a a",)], "text string"), cfg).collect()  # doctest: +SKIP
     [Row(pretoken='a', count=1), Row(pretoken=' a', count=1)]
     """
-    _text_column(df, text_col)
+    check_columns(df, {text_col: STRING}, source="the DataFrame", hint="pass text_col=")
     source = textsplits.source_of(df)
     if source is not None and engine in ("auto", "python") and df.columns == [text_col]:
         return _count_text_files(df.sparkSession, source, cfg, observation)

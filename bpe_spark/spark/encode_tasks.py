@@ -68,8 +68,9 @@ class ModelBroadcast:
 
     def __init__(self, spark, tok: Tokenizer, options: dict[str, Any]):
         self.options = dict(options)
-        self.key = (model_fingerprint(tok), *sorted(self.options.items()))
-        self.broadcast = spark.sparkContext.broadcast(tok.to_dict())
+        data = tok.to_dict()  # one copy of the model, fingerprinted and broadcast
+        self.key = (model_fingerprint(data), *sorted(self.options.items()))
+        self.broadcast = spark.sparkContext.broadcast(data)
 
     def encoder(self) -> BatchEncoder:
         """The process's encoder for this model and options: built once, then cached."""

@@ -26,7 +26,7 @@ from pyspark.sql.types import StringType, StructField, StructType
 
 from bpe_spark.errors import ConfigError, InputError
 from bpe_spark.spark import textsplits
-from bpe_spark.spark.columns import check_columns
+from bpe_spark.spark.columns import STRING, check_columns
 from bpe_spark.spark.options import DOCUMENT_UNITS, INPUT_FORMATS
 
 _JSON_SAMPLE_LINES = 200
@@ -109,12 +109,8 @@ def read_documents(
         return textsplits.tag(docs, frame.inputFiles())
     if input_format == "parquet":
         frame = _load(lambda p: reader.parquet(*p), paths)
-        _check_columns(frame.columns, [text_col, *keep_columns], paths)
-        if not isinstance(frame.schema[text_col].dataType, StringType):
-            raise InputError(
-                f"column {text_col!r} of {', '.join(paths)} is {frame.schema[text_col].dataType.simpleString()}, "
-                "not a string; name the text column with --text-column"
-            )
+        check_columns(frame, {text_col: STRING, **dict.fromkeys(keep_columns)}, source=", ".join(paths),
+                      hint=_TEXT_HINT)
         return frame.select(text_col, *keep_columns)
     # JSON Lines: look at the first lines for the columns, then read with an explicit schema,
     # so that Spark does not scan the whole input to infer one.
@@ -128,7 +124,8 @@ def read_documents(
         if isinstance(record, dict):
             seen.update(dict.fromkeys(record))
     if sample:
-        _check_columns(list(seen), [text_col, *keep_columns], paths, sampled=True)
+        check_columns(list(seen), dict.fromkeys([text_col, *keep_columns]), hint=_TEXT_HINT,
+                      source=f"the first {_JSON_SAMPLE_LINES} records of {', '.join(paths)}")
     fields = [StructField(text_col, StringType())] + [StructField(c, StringType()) for c in keep_columns]
     if keep_columns:
         inferred = spark.read.json(spark.sparkContext.parallelize([r.value for r in sample])).schema
@@ -139,10 +136,7 @@ def read_documents(
     return frame.select(text_col, *keep_columns)
 
 
-def _check_columns(columns: Sequence[str], wanted: Sequence[str], paths: list[str], sampled: bool = False) -> None:
-    where = f"the first {_JSON_SAMPLE_LINES} records of " if sampled else ""
-    check_columns(columns, dict.fromkeys(wanted), source=where + ", ".join(paths),
-                  hint="name the text column with --text-column (text_col=)")
+_TEXT_HINT = "name the text column with --text-column (text_col=)"
 
 
 def read_counts(
@@ -155,7 +149,8 @@ def read_counts(
     """Pretoken counts (Parquet with a string and an integer column) as ``(pretoken, count)``."""
     paths = _as_list(paths)
     frame = _load(lambda p: spark.read.option("recursiveFileLookup", "true").parquet(*p), paths)
-    _check_columns(frame.columns, [pretoken_col, count_col], paths)
+    check_columns(frame.columns, dict.fromkeys([pretoken_col, count_col]), source=", ".join(paths),
+                  hint="name the columns with pretoken_col= and count_col=")
     return frame.select(
         F.col(pretoken_col).cast("string").alias("pretoken"), F.col(count_col).cast("long").alias("count")
     )

@@ -51,7 +51,7 @@ class Output:
         return self.fs.get_file_info(self.path).type != pafs.FileType.NotFound
 
     def check_absent(self, overwrite: bool) -> None:
-        if self.exists() and not overwrite:
+        if not overwrite and self.exists():
             raise OutputExistsError(f"{self.uri} already exists; pass overwrite=True (--overwrite) to replace it")
 
     def sibling(self, tag: str) -> str:
@@ -66,9 +66,10 @@ class Output:
 
     def publish(self, staging: str, overwrite: bool) -> None:
         """Move the finished ``staging`` directory to the output path (replacing it if asked)."""
-        self.check_absent(overwrite)
         old = None
-        if self.exists():
+        if self.exists():  # one look at the output path (a round trip on S3 / HDFS)
+            if not overwrite:
+                raise OutputExistsError(f"{self.uri} already exists; pass overwrite=True (--overwrite) to replace it")
             old = self.sibling("old")
             self.fs.move(self.path, old)
         self.fs.move(staging, self.path)
