@@ -113,7 +113,7 @@ class BatchEncoder:
         self.eos_id = eos_id
         self._matcher = SpecialTokenMatcher(allowed)
         self._normalize = tok.pretokenizer.normalize
-        self._findall = tok.pretokenizer.regex.findall
+        self._findall = tok.pretokenizer.findall
         self._plain = not (tok.pretokenizer.lowercase or tok.pretokenizer.normalization)
         self.compiled = bool(getattr(tok, "compiled_encoding", False))
         self._special_ids = np.array(list(tok.special_tokens.values()), dtype=np.int32)

@@ -17,7 +17,7 @@ from itertools import islice
 import regex
 
 from bpe_spark import _compiled
-from bpe_spark.patterns import compile_pattern
+from bpe_spark.patterns import compile_pattern, pretoken_finder
 
 
 def normalize(text: str, normalization: str | None, lowercase: bool) -> str:
@@ -96,6 +96,9 @@ class Pretokenizer:
         self.lowercase = lowercase
         self.normalization = normalization
         self.regex = compile_pattern(pattern)
+        # subtle: match through findall, never self.regex directly: custom patterns run under a
+        # time limit and count the characters they drop (bpe_spark.patterns.pretoken_finder)
+        self.findall = pretoken_finder(pattern, self.regex)
         self.specials = SpecialTokenMatcher(special_tokens)
 
     @classmethod
@@ -110,9 +113,14 @@ class Pretokenizer:
     def normalize(self, text: str) -> str:
         return normalize(text, self.normalization, self.lowercase)
 
+    @property
+    def dropped_characters(self) -> int:
+        """Characters a custom pattern left unmatched so far (0 for the presets)."""
+        return getattr(self.findall, "dropped_characters", 0)
+
     def split_ordinary(self, text: str) -> list[str]:
         """Pretokens of text that holds no special token (normalization already applied)."""
-        return self.regex.findall(text)
+        return self.findall(text)
 
     def pretokens(self, text: str) -> list[str]:
         """All pretokens of a document, special tokens removed (they are boundaries).
@@ -120,7 +128,7 @@ class Pretokenizer:
         Special tokens are found in the raw text, before normalization, so that lowercasing
         or NFKC never hides or forges one; each segment between them is then normalized.
         """
-        findall = self.regex.findall
+        findall = self.findall
         if not self.specials:
             return findall(self.normalize(text))
         out: list[str] = []
