@@ -112,8 +112,8 @@ def test_options_resolve_once_to_plain_sorted_values(tok):
     with pytest.raises(ConfigError, match="not special tokens"):
         batch_options(tok, allowed_special={"<|nope|>"})
     with pytest.raises(ConfigError, match=r"eos '<\|nope\|>' is neither a special token of the model"):
-        resolve_token(tok, "<|nope|>", "eos")
-    with pytest.raises(ConfigError, match="bos id 100000 is not in the vocabulary"):
-        resolve_token(tok, 100_000, "bos")
-    with pytest.raises(ConfigError, match="must be a token or a token id"):
-        resolve_token(tok, True, "eos")
+        resolve_token(tok, "eos", text="<|nope|>")
+    with pytest.raises(ConfigError, match="bos_id 100000 is not a token id of the model"):
+        resolve_token(tok, "bos", token_id=100_000)
+    with pytest.raises(ConfigError, match="eos takes token text"):
+        resolve_token(tok, "eos", text=True)

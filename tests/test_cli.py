@@ -73,7 +73,8 @@ def test_bad_options_fail_before_spark(tmp_path, capsys):
     assert main(["count", "--input", "x.jsonl", "--input-format", "jsonl", "--document", "file",
                  "--out", str(tmp_path / "c")]) == 2
     assert "--document file applies to --input-format text only" in capsys.readouterr().err
-    assert main(["count", "--input", "x.txt", "--out", str(tmp_path / "c"), "--set", "nokey"]) == 2
+    (tmp_path / "x.txt").write_text("a\n")  # an input that exists: the input check comes first
+    assert main(["count", "--input", str(tmp_path / "x.txt"), "--out", str(tmp_path / "c"), "--set", "nokey"]) == 2
     assert "--set expects KEY=VALUE" in capsys.readouterr().err
     assert main(["count", "--input", "x.txt", "--out", str(tmp_path / "c"), "--pattern", "("]) == 2
     assert "bpe-spark count: error:" in capsys.readouterr().err

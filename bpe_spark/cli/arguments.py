@@ -15,7 +15,7 @@ import dataclasses
 from collections.abc import Mapping, Sequence
 
 from bpe_spark.config import NORMALIZATIONS, TrainerConfig
-from bpe_spark.errors import ConfigError
+from bpe_spark.errors import ConfigError, InputError
 from bpe_spark.patterns import PRESETS
 from bpe_spark.spark.options import DOCUMENT_UNITS, ENGINES, INPUT_FORMATS
 
@@ -82,6 +82,56 @@ def check_document_options(input_format: str, document: str) -> None:
     """Before Spark starts: --document file needs text input."""
     if input_format != "text" and document != "line":
         raise ConfigError("--document file applies to --input-format text only")
+
+
+def check_input_paths(paths: Sequence[str], option: str = "--input") -> None:
+    """Before Spark starts: every local input (a file, a directory, a glob; ``file:`` URIs too)
+    names at least one file that Spark would read (a directory: one not hidden by a ``.`` or ``_``
+    name, at any depth). Other URIs (``hdfs://``, ``s3a://``) and Hadoop brace globs are left to
+    Spark's reader, which names a missing one."""
+    import glob
+    import os
+
+    for given in paths:
+        path = given
+        if path.startswith("file://"):
+            path = path[len("file://"):]
+        elif path.startswith("file:"):
+            path = path[len("file:"):]
+        elif "://" in path or "{" in path:
+            continue
+        if any(ch in path for ch in "*?["):
+            if not any(_holds_input(match) for match in glob.glob(path)):
+                raise InputError(f"{option} {given}: the glob matches no input file; check the path")
+        elif not os.path.exists(path):
+            raise InputError(f"{option} {given}: no such file or directory; check the path")
+        elif not _holds_input(path):
+            raise InputError(f"{option} {given}: the directory holds no input file (hidden . and _ files are not read)")
+
+
+def _holds_input(path: str) -> bool:
+    import os
+
+    if os.path.isfile(path):
+        return True
+    for _root, dirs, files in os.walk(path):
+        dirs[:] = [d for d in dirs if not d.startswith((".", "_"))]
+        if any(not name.startswith((".", "_")) for name in files):
+            return True
+    return False
+
+
+def check_special_tokens_match(tokens, input_format: str, document: str, option: str) -> None:
+    """Before Spark starts: when documents are lines of text, a special token that holds a line
+    break before its last character can never match, so it is an error."""
+    if input_format != "text" or document != "line":
+        return
+    for token in tokens:
+        if "\n" in token[:-1]:
+            raise ConfigError(
+                f"{option} {token!r} holds a line break, but each line is a document (--document line), "
+                "so it can never match; use --document file, or a token without a line break"
+            )
 
 
 def spark_properties(pairs: Sequence[str]) -> dict[str, str]:

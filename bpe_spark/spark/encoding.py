@@ -62,8 +62,10 @@ def encode(
     output_col: str = "input_ids",
     n_tokens_col: str = "n_tokens",
     doc_id_col: str = "doc_id",
-    eos: int | str | None = None,
-    bos: int | str | None = None,
+    eos: str | None = None,
+    bos: str | None = None,
+    eos_id: int | None = None,
+    bos_id: int | None = None,
     allowed_special: Literal["all"] | Collection[str] = frozenset(),
     disallowed_special: Literal["all"] | Collection[str] = (),
 ) -> DataFrame:
@@ -74,8 +76,9 @@ def encode(
     disallowed_special=())``), ``allowed_special="all"`` as the special tokens. A text holding a
     ``disallowed_special`` token fails the task that meets it, with
     :class:`~bpe_spark.errors.DisallowedSpecialTokenError` (inside Spark's error, since the
-    result is lazy). ``eos`` / ``bos`` (a special token, a vocabulary token or an id) are
-    appended / prepended to every non-null document.
+    result is lazy). ``eos`` / ``bos`` (token text: a special token or one token of the
+    vocabulary) or ``eos_id`` / ``bos_id`` (an id) are appended / prepended to every non-null
+    document; numeric text is refused (see :func:`bpe_spark.batch_encoder.resolve_token`).
 
     Without ``id_cols`` the output carries ``doc_id``, the position in input order (see the
     module docstring; computing it costs one extra JVM-only pass over the input). Null text gives
@@ -86,7 +89,7 @@ def encode(
     ['doc_id', 'input_ids', 'n_tokens']
     """
     options = batch_options(tok, allowed_special=allowed_special, disallowed_special=disallowed_special,
-                            bos=bos, eos=eos)
+                            bos=bos, eos=eos, bos_id=bos_id, eos_id=eos_id)
     id_cols = list(id_cols or [])
     position_col = None if id_cols else doc_id_col
     added = [c for c in (position_col, output_col, n_tokens_col) if c is not None]
