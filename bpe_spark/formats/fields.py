@@ -1,9 +1,20 @@
-"""Checking what a model file holds: the one field validator of the format readers, and the one
-check that a byte-level vocabulary has all 256 single bytes (a leaf: it imports only the errors
-and the symbols).
+"""Checking what a model file holds: the one field validator of the format readers, the limits
+every reader enforces, and the one check that a byte-level vocabulary has all 256 single bytes
+(a leaf: it imports only the errors, the symbols and the pattern limits).
 
 Every error is a :class:`ModelFormatError` that names the file and the field path (for example
 ``model.merges[3]``) and shows the value found in JSON spelling, as it stands in the file.
+
+Model files are untrusted: reading one never runs code from it (JSON, Parquet and text only, no
+pickle), and every reader bounds what it takes (DESIGN 5, "Untrusted files"):
+
+- a file of at most ``MAX_FILE_BYTES`` (1 GiB), checked before it is read;
+- at most ``MAX_TOKENS`` (2**24 = 16,777,216) vocabulary entries, and as many merges and
+  special tokens;
+- token ids from 0 to ``MAX_TOKEN_ID`` (2**31 - 1: ids are int32 in every output);
+- tokens (ordinary or special) of at most ``MAX_TOKEN_BYTES`` (4096) UTF-8 bytes;
+- a custom pretokenization regex of at most ``MAX_PATTERN_CHARS`` (10,000) characters, which
+  encoding then matches under a time limit (:mod:`bpe_spark.patterns`).
 
 >>> fields = Fields("tokenizer.json")
 >>> fields.get({"model": {"vocab": []}}["model"], "vocab", dict, within="model")
@@ -20,7 +31,14 @@ from pathlib import Path
 from typing import Any
 
 from bpe_spark.errors import ModelFormatError
+from bpe_spark.patterns import MAX_PATTERN_CHARS
 from bpe_spark.symbols import missing_bytes
+
+MAX_FILE_BYTES = 2**30
+MAX_TOKENS = 2**24
+MAX_TOKEN_ID = 2**31 - 1
+MAX_TOKEN_BYTES = 4096
+ID_RANGE = f"an integer from 0 to {MAX_TOKEN_ID}"
 
 _JSON_KINDS = {
     dict: "an object",
@@ -57,8 +75,46 @@ def is_integer(value: Any) -> bool:
 
 
 def is_id(value: Any) -> bool:
-    """A token id: an integer >= 0."""
-    return is_integer(value) and value >= 0
+    """A token id: an integer from 0 to ``MAX_TOKEN_ID``."""
+    return is_integer(value) and 0 <= value <= MAX_TOKEN_ID
+
+
+def check_file_size(path) -> None:
+    """Refuse a file larger than ``MAX_FILE_BYTES`` before reading it (a missing file passes:
+    its reader names it)."""
+    try:
+        size = Path(path).stat().st_size
+    except OSError:
+        return
+    if size > MAX_FILE_BYTES:
+        raise ModelFormatError(
+            f"{path}: {size:,} bytes; bpe-spark reads model files of at most {MAX_FILE_BYTES:,} bytes"
+        )
+
+
+def check_count(count: int, where: str, what: str) -> None:
+    """Refuse more than ``MAX_TOKENS`` entries (``what``: "vocabulary entries", "merges"...)."""
+    if count > MAX_TOKENS:
+        raise ModelFormatError(f"{where}: {count:,} {what}; at most {MAX_TOKENS:,} are allowed")
+
+
+def check_token(token: bytes | str, where: str) -> None:
+    """Refuse a token of more than ``MAX_TOKEN_BYTES`` UTF-8 bytes."""
+    size = len(token.encode("utf-8") if isinstance(token, str) else token)
+    if size > MAX_TOKEN_BYTES:
+        shown = token[:20]
+        raise ModelFormatError(
+            f"{where}: the token {shown!r}... has {size:,} bytes; tokens of at most "
+            f"{MAX_TOKEN_BYTES} bytes are allowed"
+        )
+
+
+def check_pattern(pattern: str, where: str) -> None:
+    """Refuse a regex of more than ``MAX_PATTERN_CHARS`` characters."""
+    if len(pattern) > MAX_PATTERN_CHARS:
+        raise ModelFormatError(
+            f"{where}: the regex has {len(pattern):,} characters; at most {MAX_PATTERN_CHARS:,} are allowed"
+        )
 
 
 class Fields:
@@ -67,9 +123,13 @@ class Fields:
     def __init__(self, path):
         self.path = Path(path)
 
+    def where(self, field: str) -> str:
+        """``path: field 'field'``: the place the ``check_*`` functions name."""
+        return f"{self.path}: field '{field}'"
+
     def error(self, field: str, message: str) -> ModelFormatError:
         """``path: field 'field': message``."""
-        return ModelFormatError(f"{self.path}: field '{field}': {message}")
+        return ModelFormatError(f"{self.where(field)}: {message}")
 
     def bad(self, field: str, value: Any, expected: str) -> ModelFormatError:
         """``path: field 'field' is <value>; expected <expected>``."""

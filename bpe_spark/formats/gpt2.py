@@ -26,7 +26,15 @@ from pathlib import Path
 from typing import Any
 
 from bpe_spark.errors import ConfigError, ModelFormatError
-from bpe_spark.formats.fields import Fields, is_id, require_all_bytes
+from bpe_spark.formats.fields import (
+    ID_RANGE,
+    Fields,
+    check_count,
+    check_file_size,
+    check_token,
+    is_id,
+    require_all_bytes,
+)
 from bpe_spark.formats.files import read_json_file
 from bpe_spark.symbols import bytes_to_display, display_to_bytes
 
@@ -75,10 +83,11 @@ def _read_vocab(path: Path) -> dict[str, int]:
     if not isinstance(data, dict):
         raise ModelFormatError(f"{path}: expected a JSON object mapping tokens to ids")
     fields = Fields(path)
+    check_count(len(data), str(path), "vocabulary entries")
     seen: dict[int, str] = {}
     for key, token_id in data.items():
         if not is_id(token_id):
-            raise fields.error(key, f"id {token_id!r} is not an integer >= 0")
+            raise fields.error(key, f"id {token_id!r} is not {ID_RANGE}")
         if token_id in seen:
             raise fields.error(key, f"id {token_id} is also the id of {seen[token_id]!r}")
         if not key:
@@ -122,14 +131,17 @@ def read_gpt2(
     raw_vocab = _read_vocab(vocab_path)
     values: dict[int, bytes] = {}
     unprintable: dict[int, str] = {}
+    fields = Fields(vocab_path)
     for key, token_id in raw_vocab.items():
         try:
             values[token_id] = display_to_bytes(key)
         except KeyError:
             unprintable[token_id] = key  # only a special token may hold such characters
+        check_token(values.get(token_id, key), fields.where(key[:20]))
     merges: list[tuple[int, int]] = []
     made: set[int] = set()
     token_to_id = {value: token_id for token_id, value in sorted(values.items(), reverse=True)}
+    check_file_size(merges_path)
     try:
         lines = merges_path.read_text(encoding="utf-8").split("\n")
     except FileNotFoundError:
@@ -138,6 +150,7 @@ def read_gpt2(
         ) from None
     except UnicodeDecodeError as exc:
         raise ModelFormatError(f"{merges_path}: not UTF-8 ({exc})") from None
+    check_count(len(lines) - 1, str(merges_path), "lines (merges)")
     for line_no, line in enumerate(lines, start=1):
         line = line.rstrip("\r")
         if not line or (line_no == 1 and line.startswith("#version")):
@@ -178,7 +191,7 @@ def read_gpt2(
             chosen.add(by_text[token])
         if unprintable.keys() - chosen:
             token_id = min(unprintable.keys() - chosen)
-            raise Fields(vocab_path).error(
+            raise fields.error(
                 unprintable[token_id],
                 "not in GPT-2's printable byte form; only a special token may be (list it in "
                 "special_tokens)",

@@ -19,7 +19,16 @@ from typing import Any
 import regex
 
 from bpe_spark.errors import ConfigError
-from bpe_spark.formats.fields import Fields, is_id, require_all_bytes, show
+from bpe_spark.formats.fields import (
+    ID_RANGE,
+    Fields,
+    check_count,
+    check_pattern,
+    check_token,
+    is_id,
+    require_all_bytes,
+    show,
+)
 from bpe_spark.formats.files import read_json_file
 from bpe_spark.formats.hf_regex import COVERING_PRESETS, onig_preset_name, python_pattern
 from bpe_spark.patterns import PRESETS
@@ -68,6 +77,7 @@ def from_hf_dict(data: Any, path="tokenizer.json") -> dict[str, Any]:
     if model.get("byte_fallback"):
         raise fields.error("model.byte_fallback", "byte fallback is not supported (set false)")
     pattern = _read_pre_tokenizer(fields, data.get("pre_tokenizer"))
+    check_pattern(pattern, fields.where("pre_tokenizer") + " (as translated for Python's regex)")
     normalization, lowercase = _read_normalizer(fields, data.get("normalizer"))
     decoder = data.get("decoder")
     if decoder is not None and (
@@ -85,6 +95,7 @@ def from_hf_dict(data: Any, path="tokenizer.json") -> dict[str, Any]:
         )
 
     raw_vocab = fields.get(model, "vocab", dict, within="model")
+    check_count(len(raw_vocab), fields.where("model.vocab"), "entries")
     specials = _read_added_tokens(
         fields, data.get("added_tokens", []), normalizer=data.get("normalizer")
     )
@@ -92,7 +103,7 @@ def from_hf_dict(data: Any, path="tokenizer.json") -> dict[str, Any]:
     vocab: dict[int, bytes] = {}
     for key, token_id in raw_vocab.items():
         if not is_id(token_id):
-            raise fields.error(f"model.vocab[{key!r}]", f"id {token_id!r} is not an integer >= 0")
+            raise fields.error(f"model.vocab[{key!r}]", f"id {token_id!r} is not {ID_RANGE}")
         if token_id in special_ids:
             continue  # the special token itself (tokenizers lists specials in the vocab too)
         try:
@@ -105,6 +116,7 @@ def from_hf_dict(data: Any, path="tokenizer.json") -> dict[str, Any]:
             ) from None
         if not value:
             raise fields.error("model.vocab", "holds the empty string")
+        check_token(value, fields.where(f"model.vocab[{key[:20]!r}]"))
         if token_id in vocab:
             raise fields.error(f"model.vocab[{key!r}]", f"id {token_id} is used twice")
         vocab[token_id] = value
@@ -112,7 +124,9 @@ def from_hf_dict(data: Any, path="tokenizer.json") -> dict[str, Any]:
     for token_id in sorted(vocab):
         token_to_id.setdefault(vocab[token_id], token_id)
     merges = []
-    for rank, entry in enumerate(fields.get(model, "merges", list, within="model")):
+    merge_entries = fields.get(model, "merges", list, within="model")
+    check_count(len(merge_entries), fields.where("model.merges"), "merges")
+    for rank, entry in enumerate(merge_entries):
         field = f"model.merges[{rank}]"
         if isinstance(entry, str):
             parts = entry.split(" ")
@@ -168,12 +182,16 @@ def _read_added_tokens(fields: Fields, added: Any, *, normalizer: Any) -> dict[s
     if not isinstance(added, list):
         raise fields.error("added_tokens", f"{show(added)} is not a list")
     specials: dict[str, int] = {}
+    check_count(len(added), fields.where("added_tokens"), "added tokens")
     for i, entry in enumerate(added):
         field = f"added_tokens[{i}]"
         if not isinstance(entry, dict):
             raise fields.error(field, "is not an object")
         content = fields.get(entry, "content", str, within=field)
         token_id = fields.get(entry, "id", int, within=field)
+        if not is_id(token_id):
+            raise fields.bad(f"{field}.id", token_id, ID_RANGE)
+        check_token(content, fields.where(f"{field}.content"))
         if not entry.get("special", False):
             raise fields.error(
                 f"{field}.special",
@@ -280,6 +298,7 @@ def _read_pre_tokenizer(fields: Fields, pre: Any) -> str:
             f"{field}[0].pattern",
             f'{show(pattern)}: expected {{"Regex": ...}} or {{"String": ...}}',
         )
+    check_pattern(source, fields.where(f"{field}[0].pattern"))
     name = onig_preset_name(source)
     source = PRESETS[name] if name is not None else python_pattern(source)
     try:

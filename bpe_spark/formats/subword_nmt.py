@@ -26,6 +26,7 @@ from typing import Any
 
 from bpe_spark.config import END_OF_WORD_MARKER
 from bpe_spark.errors import ConfigError, ModelFormatError
+from bpe_spark.formats.fields import check_count, check_file_size, check_token
 from bpe_spark.words import bpe_merge, initial_symbols
 
 CODES_VERSION_PREFIX = "#version:"
@@ -107,6 +108,7 @@ def read_codes(
     path = Path(path)
     if max_merges is not None and (not isinstance(max_merges, int) or max_merges < 0):
         raise ConfigError(f"max_merges must be None or an integer >= 0, got {max_merges!r}")
+    check_file_size(path)
     try:
         text = path.read_text(encoding="utf-8-sig")
     except UnicodeDecodeError as exc:
@@ -123,6 +125,7 @@ def read_codes(
     end_of_word = _VERSION_END_OF_WORD[version]
     if max_merges is not None:
         lines = lines[:max_merges]
+    check_count(len(lines), str(path), "merges")
 
     pairs: list[tuple[str, str, int]] = []
     for offset, line in enumerate(lines):
@@ -132,6 +135,8 @@ def read_codes(
             raise ModelFormatError(
                 f"{path}, line {line_no}: expected two subword units separated by one space, got {line!r}"
             )
+        for part in parts:
+            check_token(part, f"{path}, line {line_no}")
         pairs.append((parts[0], parts[1], line_no))
 
     alphabet = sorted(
@@ -154,6 +159,7 @@ def read_codes(
                     "a single character nor made by an earlier merge"
                 )
         merged = left + right
+        check_token(merged, f"{path}, line {line_no}")
         if merged not in ids:
             ids[merged] = len(values)
             values.append(merged)

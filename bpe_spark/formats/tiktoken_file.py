@@ -30,7 +30,14 @@ from pathlib import Path
 from typing import Any
 
 from bpe_spark.errors import ConfigError, ModelFormatError
-from bpe_spark.formats.fields import require_all_bytes
+from bpe_spark.formats.fields import (
+    ID_RANGE,
+    MAX_TOKEN_ID,
+    check_count,
+    check_file_size,
+    check_token,
+    require_all_bytes,
+)
 from bpe_spark.words import bpe_merge
 
 _GPT2_SPECIALS = {"<|endoftext|>": 50256}
@@ -88,13 +95,16 @@ def write_tiktoken(tok, path) -> None:
 def parse_ranks(path) -> tuple[dict[int, bytes], str]:
     """``{rank: token bytes}`` of a ``.tiktoken`` file, and the SHA-256 of its content."""
     path = Path(path)
+    check_file_size(path)
     try:
         raw = path.read_bytes()
     except FileNotFoundError:
         raise ModelFormatError(f"{path}: no such file") from None
     ranks: dict[int, bytes] = {}
     seen: dict[bytes, int] = {}
-    for line_no, line in enumerate(raw.split(b"\n"), start=1):
+    lines = raw.split(b"\n")
+    check_count(len(lines) - 1, str(path), "lines (tokens)")
+    for line_no, line in enumerate(lines, start=1):
         line = line.rstrip(b"\r")
         if not line:
             continue
@@ -109,13 +119,14 @@ def parse_ranks(path) -> tuple[dict[int, bytes], str]:
             raise ModelFormatError(
                 f"{path}: line {line_no}: {parts[0][:60]!r} is not base64"
             ) from None
-        if not parts[1].isdigit():
+        if not parts[1].isdigit() or len(parts[1]) > 10 or int(parts[1]) > MAX_TOKEN_ID:
             raise ModelFormatError(
-                f"{path}: line {line_no}: rank {parts[1][:20]!r} is not an integer >= 0"
+                f"{path}: line {line_no}: rank {parts[1][:20]!r} is not {ID_RANGE}"
             )
         rank = int(parts[1])
         if not token:
             raise ModelFormatError(f"{path}: line {line_no}: the empty token")
+        check_token(token, f"{path}: line {line_no}")
         if rank in ranks:
             raise ModelFormatError(f"{path}: line {line_no}: rank {rank} is given twice")
         if token in seen:
