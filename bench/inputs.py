@@ -106,3 +106,24 @@ def trained_model(text_path: Path, vocab_size: int) -> tuple[Path, Path]:
         tok.save(model, overwrite=True)
         export_model(tok, "tokenizer.json", hf_json)
     return model, hf_json
+
+
+def one_line_text(megabytes: int = 100) -> Path:
+    """One document of ``megabytes`` MB without a newline: every shared corpus with its newlines
+    (and carriage returns) replaced by spaces, repeated to size and cut at a character boundary."""
+    target = megabytes * 1_000_000
+
+    def build(path: Path) -> None:
+        text = b"".join(_read_corpus(name) for name in ALL_CORPORA).replace(b"\r", b" ").replace(b"\n", b" ")
+        written = 0
+        with open(path, "wb") as fh:
+            while written < target:
+                part = text[: target - written]
+                while part and (part[-1] & 0xC0) == 0x80 or part and part[-1] >= 0xC0:
+                    part = part[:-1]  # never end inside a UTF-8 sequence
+                fh.write(part)
+                written += len(part)
+                if len(part) < len(text):
+                    break
+
+    return _write_once(CACHE / f"one_line.{megabytes}mb.txt", build)

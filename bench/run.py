@@ -9,6 +9,7 @@ training, ids for encoding) fails, whatever its speed.
     python -m bench.run                 # all cases, 3 repeats (tens of minutes)
     python -m bench.run --quick         # each case once, on 4-40 MB inputs
     python -m bench.run --cases T3,T4   # a selection
+    python -m bench.run --cases R1,R2   # the scale of one document (bench/scale.py)
 
 Results: bench-results/bench-<time>.json and .md, and bench-results/latest.{json,md}.
 """
@@ -34,7 +35,7 @@ ROOT = inputs.ROOT
 RESULTS = ROOT / "bench-results"
 CS336_REFERENCE_SECONDS = 0.38
 SPARK_CORES = 2
-ALL_CASES = ("T1", "T2", "T3", "T4", "T5", "T6", "T7")
+ALL_CASES = ("T1", "T2", "T3", "T4", "T5", "T6", "T7", "R1", "R2")
 
 
 # --- running one measured process ----------------------------------------------------------------
@@ -529,15 +530,23 @@ def case_t7(ctx: Context) -> None:
                 samples={"peer": [s.wall_seconds for s in spm]}))
 
 
+def _scale_case(name: str):
+    def run(ctx: Context) -> None:  # bench.scale builds on this module: imported when run
+        from bench import scale
+
+        getattr(scale, f"case_{name.lower()}")(ctx)
+    return run
+
+
 CASE_FUNCTIONS = {"T1": case_t1, "T2": case_t2, "T3": case_t3, "T4": case_t4, "T5": case_t5,
-                  "T6": case_t6, "T7": case_t7}
+                  "T6": case_t6, "T7": case_t7, "R1": _scale_case("R1"), "R2": _scale_case("R2")}
 
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m bench.run", description=__doc__,
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--cases", default=",".join(ALL_CASES),
-                        help="comma-separated cases to run (default: all of T1..T7)")
+                        help="comma-separated cases to run (default: all of T1..T7, R1, R2)")
     parser.add_argument("--quick", action="store_true", help="each case once, on smaller inputs (4-40 MB)")
     parser.add_argument("--repeat", type=int, default=None, help="runs per side (default 3; 1 with --quick)")
     args = parser.parse_args(argv)

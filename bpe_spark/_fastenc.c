@@ -197,6 +197,34 @@ static inline size_t next_pretoken(int pattern, const uint8_t *s, size_t n, size
     return pattern == PATTERN_GPT2 ? gpt2_next(s, n, i) : cl100k_next(s, n, i);
 }
 
+/* --- streaming one long text in pieces ------------------------------------------------------ */
+
+/* A text too long to hold whole (a 100 MB line) is split, counted or encoded in pieces: each call
+ * gets the unfinished tail of the last piece followed by the next piece, and handles only the
+ * pretokens that no text appended later can change; the rest is the tail for the next call.
+ *
+ * subtle: why STREAM_MARGIN bytes suffice (gpt2 and cl100k, as next_pretoken scans them). A
+ * piece always ends at a character boundary (it is the UTF-8 of a str). The pretoken found at i
+ * depends on the bytes from i up to the first code point that ends its run (read whole, since it
+ * lies inside the buffer), on at most two code points after i (the contractions, cl100k's
+ * optional prefix) and on whether a run reaches the end of the buffer (`\s+(?!\S)`, `\s++$`,
+ * runs cut by the end). Each of those either makes the pretoken end at n, or within 8 bytes
+ * (two code points) of what it read; so a pretoken that ends at least STREAM_MARGIN bytes before
+ * n was read from bytes that the whole text has too, and is the whole text's pretoken.
+ * tests/test_long_documents.py checks it against the whole text at every cut. */
+#define STREAM_MARGIN 16
+
+/* The end of the pretoken at i if the stream may take it now; 0 if it must wait for more text. */
+static inline size_t stream_next(int pattern, const uint8_t *s, size_t n, size_t i, int final) {
+    size_t end = next_pretoken(pattern, s, n, i);
+    return (final || end + STREAM_MARGIN <= n) ? end : 0;
+}
+
+/* The unfinished tail s[i:n) as a str (what the caller prepends to the next piece). */
+static PyObject *stream_tail(const uint8_t *s, size_t n, size_t i) {
+    return PyUnicode_DecodeUTF8((const char *)s + i, (Py_ssize_t)(n - i), "surrogatepass");
+}
+
 /* --- the encoder ---------------------------------------------------------------------------- */
 
 /* A cached pretoken: its ids are id_arena[ids_offset:ids_offset + ids_length]. */
@@ -713,6 +741,33 @@ fail:
     return NULL;
 }
 
+/* encode_piece(text, final, out) -> tail: encode the pretokens of text that no following text can
+ * change (all of them when final), appending their int32 ids to the bytearray out; returns the
+ * rest of text, to be prepended to the next piece. Raises for lone surrogates, as encode() does. */
+static PyObject *Encoder_encode_piece(Encoder *e, PyObject *args) {
+    PyObject *text, *out;
+    int final;
+    if (!PyArg_ParseTuple(args, "UpY", &text, &final, &out)) return NULL;
+    if (check_pattern(e) < 0) return NULL;
+    Py_ssize_t length;
+    const char *utf8 = PyUnicode_AsUTF8AndSize(text, &length);
+    if (utf8 == NULL) return NULL;
+    const uint8_t *s = (const uint8_t *)utf8;
+    size_t n = (size_t)length, i = 0, end;
+    while (i < n && (end = stream_next(e->pattern, s, n, i, final)) != 0) {
+        size_t count;
+        const int32_t *ids = pretoken_ids(e, s + i, end - i, &count);
+        if (ids == NULL) return NULL;
+        Py_ssize_t used = PyByteArray_GET_SIZE(out), add = (Py_ssize_t)(count * sizeof(int32_t));
+        if (add > PY_SSIZE_T_MAX - used) return PyErr_NoMemory();
+        /* bytearray grows by a fraction of its size, so appending stays linear */
+        if (PyByteArray_Resize(out, used + add) < 0) return NULL;
+        memcpy(PyByteArray_AS_STRING(out) + used, ids, (size_t)add);
+        i = end;
+    }
+    return stream_tail(s, n, i);
+}
+
 static PyObject *Encoder_cache_size(Encoder *e, PyObject *Py_UNUSED(ignored)) {
     return PyLong_FromSize_t(e->cache.n_entries);
 }
@@ -723,6 +778,8 @@ static PyMethodDef Encoder_methods[] = {
     {"encode", (PyCFunction)Encoder_encode, METH_O, "The ids of a (normalized) text, special tokens ignored."},
     {"encode_many", (PyCFunction)Encoder_encode_many, METH_O,
      "encode_many(texts) -> (int32 ids as bytes, int64 lengths as bytes)."},
+    {"encode_piece", (PyCFunction)Encoder_encode_piece, METH_VARARGS,
+     "encode_piece(text, final, out: bytearray) -> tail: one piece of a long text (see STREAM_MARGIN)."},
     {"cache_size", (PyCFunction)Encoder_cache_size, METH_NOARGS, "The number of cached pretokens."},
     {NULL, NULL, 0, NULL},
 };
@@ -841,6 +898,30 @@ static PyObject *PretokenCounter_add(PretokenCounter *c, PyObject *texts_obj) {
     Py_RETURN_NONE;
 }
 
+/* add_piece(text, final) -> tail: count the pretokens of text that no following text can change
+ * (all of them when final); returns the rest of text, to be prepended to the next piece. */
+static PyObject *PretokenCounter_add_piece(PretokenCounter *c, PyObject *args) {
+    PyObject *text;
+    int final;
+    if (!PyArg_ParseTuple(args, "Up", &text, &final)) return NULL;
+    if (check_counter(c) < 0) return NULL;
+    PyObject *holder;
+    size_t n, i = 0, end;
+    const uint8_t *s = text_bytes(text, &n, &holder);
+    if (s == NULL) return NULL;
+    while (i < n && (end = stream_next(c->pattern, s, n, i, final)) != 0) {
+        if (count_pretoken(c, s + i, end - i) < 0) {
+            c->broken = i > 0;
+            Py_XDECREF(holder);
+            return NULL;
+        }
+        i = end;
+    }
+    PyObject *tail = stream_tail(s, n, i);
+    Py_XDECREF(holder);
+    return tail;
+}
+
 /* items() -> (pretokens: list[str], counts: list[int]), in first-seen order. */
 static PyObject *PretokenCounter_items(PretokenCounter *c, PyObject *Py_UNUSED(ignored)) {
     if (check_counter(c) < 0) return NULL;
@@ -880,6 +961,8 @@ static Py_ssize_t PretokenCounter_len(PretokenCounter *c) {
 
 static PyMethodDef PretokenCounter_methods[] = {
     {"add", (PyCFunction)PretokenCounter_add, METH_O, "add(texts): count the pretokens of each text."},
+    {"add_piece", (PyCFunction)PretokenCounter_add_piece, METH_VARARGS,
+     "add_piece(text, final) -> tail: one piece of a long text (see STREAM_MARGIN)."},
     {"items", (PyCFunction)PretokenCounter_items, METH_NOARGS,
      "items() -> (pretokens, counts): the distinct pretokens and their counts, first seen first."},
     {"clear", (PyCFunction)PretokenCounter_clear, METH_NOARGS, "Forget every count."},
@@ -980,7 +1063,7 @@ PyMODINIT_FUNC PyInit__fastenc(void) {
     PyObject *m = PyModule_Create(&fastenc_module);
     if (m == NULL) return NULL;
     /* bpe_spark/_compiled.py checks this: a stale build (older source) is not used */
-    if (PyModule_AddIntConstant(m, "API_VERSION", 2) < 0) {
+    if (PyModule_AddIntConstant(m, "API_VERSION", 3) < 0) {
         Py_DECREF(m);
         return NULL;
     }

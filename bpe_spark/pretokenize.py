@@ -17,6 +17,7 @@ from itertools import islice
 import regex
 
 from bpe_spark import _compiled
+from bpe_spark.long_documents import LongDocument, count_pieces
 from bpe_spark.patterns import compile_pattern, pretoken_finder
 
 
@@ -169,7 +170,14 @@ class Tally:
         self._counts: Counter = Counter()
 
     def add(self, texts: list[str]) -> None:
+        """Count the pretokens of ``texts``; a batch may also be one
+        :class:`~bpe_spark.long_documents.LongDocument`, counted piece by piece when compiled."""
         p = self.pretokenizer
+        if len(texts) == 1 and isinstance(texts[0], LongDocument):
+            if self._compiled is not None and self._plain:
+                count_pieces(self._compiled, texts[0].pieces())
+                return
+            texts = [texts[0].text()]
         if self._compiled is None:
             for text in texts:
                 if text:

@@ -1,0 +1,72 @@
+"""The scale of one document (issue 12, item 8): cases R1 and R2 of ``make bench``.
+
+- R1: ``bpe-spark train`` and ``bpe-spark encode`` on one 100 MB document without a newline (20 MB
+  with ``--quick``; :func:`bench.inputs.one_line_text`): the peak memory of the driver, the JVM
+  and the largest Python worker (each process's ``VmHWM``, :mod:`bench.procmon`), as a multiple
+  of the document's size. Target: at most 4x per process. The same commands on a 1 MB slice give
+  each process's fixed cost (an idle JVM, an interpreter with pyarrow), shown in the notes.
+- R2: encode time of pathological pretokens (one character repeated, spaces, digits, random
+  non-space text) at 0.25, 0.5 and 1 MB, compiled and pure Python (:func:`bench.workers.pathological_encode`);
+  the figure is the growth ratio time(1 MB) / time(0.5 MB): 2 for linear time.
+"""
+
+from __future__ import annotations
+
+from bench import inputs
+from bench.run import SPARK_CORES, Context, Row, Sample, run_cli, run_worker
+
+MAX_MULTIPLE = 4.0
+MAX_GROWTH = 2.5  # linear is 2.0; n log n on 1 MB is about 2.1; the rest is timer noise
+PROCESSES = (("root", "driver (Python)"), ("jvm", "JVM"), ("worker_max", "largest Python worker"))
+
+
+def _commands(ctx: Context, document) -> dict[str, list[str]]:
+    name = document.stem
+    model = ctx.scratch / f"R1-{name}-model"
+    spark = ["--master", f"local[{SPARK_CORES}]", "--overwrite"]
+    return {
+        "train": ["train", "--input", str(document), "--vocab-size", "1000", "--out", str(model), *spark],
+        "encode": ["encode", "--model", str(model), "--input", str(document), "--out",
+                   str(ctx.scratch / f"R1-{name}-ids"), *spark],
+    }
+
+
+def case_r1(ctx: Context) -> None:
+    megabytes = 20 if ctx.quick else 100
+    document = inputs.one_line_text(megabytes)
+    size = document.stat().st_size
+    small = inputs.one_line_text(1)
+    for command in ("train", "encode"):  # encode uses the model train wrote
+        base = run_cli(_commands(ctx, small)[command])
+        runs = [run_cli(_commands(ctx, document)[command]) for _ in range(max(1, ctx.repeat - 1))]
+        sample = max(runs, key=lambda s: s.peak_mb["worker_max"])
+        for key, label in PROCESSES:
+            multiple = _multiple(sample, key, size)
+            ctx.add(Row("R1", f"{command} one {megabytes} MB document: {label} peak / document", multiple, None,
+                        "", "x", target=f"<= {MAX_MULTIPLE:g}", passed=multiple <= MAX_MULTIPLE,
+                        note=f"{command} {label}: {sample.peak_mb[key]:,.0f} MiB on the {megabytes} MB document, "
+                             f"{base.peak_mb[key]:,.0f} MiB on a 1 MB one (its fixed cost); "
+                             f"{sample.wall_seconds:.0f} s wall",
+                        samples={"peak_mib": [s.peak_mb[key] for s in runs], "fixed_mib": base.peak_mb[key]}))
+
+
+def _multiple(sample: Sample, key: str, size: int) -> float:
+    return sample.peak_mb[key] * (1 << 20) / size
+
+
+KINDS = (("one_char", "1 MB of one character"), ("spaces", "1 MB of spaces"), ("digits", "1 MB of digits"),
+         ("random", "1 MB of random non-space text"))
+
+
+def case_r2(ctx: Context) -> None:
+    model, _ = inputs.trained_model(inputs.en_books_text(ctx.quick), 8000 if ctx.quick else 32000)
+    for engine, env, repeat in (("compiled", {}, 3), ("pure Python", {"BPE_SPARK_ENCODER": "python"}, 1)):
+        result = run_worker("pathological_encode", {"model": str(model), "repeat": repeat}, threads=1, env=env).result
+        for kind, label in KINDS:
+            seconds = result["seconds"][kind]  # {size: best time}
+            growth = seconds["1.0"] / seconds["0.5"]
+            ctx.add(Row("R2", f"encode growth, {label} ({engine}): t(1 MB) / t(0.5 MB)", growth, None, "", "",
+                        target=f"<= {MAX_GROWTH:g}", passed=growth <= MAX_GROWTH,
+                        note=f"{label}, {engine}: " + ", ".join(f"{mb} MB {t * 1000:.0f} ms" for mb, t in seconds.items())
+                             + f"; engine in use: {result['engine']}",
+                        samples=seconds))
