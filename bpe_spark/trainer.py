@@ -446,8 +446,12 @@ def train(texts: Iterable[str] | str, cfg: TrainerConfig, **kwargs):
     if isinstance(texts, str):
         texts = [texts]
     started = time.perf_counter()
-    counts = count_pretokens(texts, cfg)
+    pretokenizer = Pretokenizer.from_config(cfg)
+    counts = pretokenizer.count(texts)
     count_seconds = time.perf_counter() - started
     tok = train_from_counts(counts, cfg, **kwargs)
-    tok.metadata.setdefault("stats", {})["count_seconds"] = round(count_seconds, 6)
+    stats = tok.metadata.setdefault("stats", {})
+    stats["count_seconds"] = round(count_seconds, 6)
+    if pretokenizer.dropped_characters:  # only a custom pattern leaves text unmatched
+        stats["dropped_characters"] = pretokenizer.dropped_characters
     return tok

@@ -92,16 +92,8 @@ def test_the_limit_grows_with_the_text_and_applies_to_custom_patterns_only():
             assert type(pretoken_finder(pattern)).__name__ == "builtin_function_or_method"
             assert type(Pretokenizer(pattern).findall).__name__ == "builtin_function_or_method"
     assert callable(pretoken_finder(r"\S+|\s+")) and hasattr(pretoken_finder(r"\S+|\s+"), "dropped_characters")
-
-
-def test_custom_patterns_are_refused_on_the_jvm_engine_which_has_no_time_limit():
-    pytest.importorskip("pyspark")
-    from bpe_spark.spark.count import choose_engine
-
-    with pytest.raises(ConfigError, match="Java's regex, which has no time limit"):
-        choose_engine(TrainerConfig(pattern=r"\S+|\s+"), "jvm")
-    assert choose_engine(TrainerConfig(pattern=r"\S+|\s+")) == "python"
-    assert choose_engine(TrainerConfig(pattern="gpt2"), "jvm") == "jvm"
+    # Java's regex (engine="jvm") has no time limit: tests/spark/test_clear_options_cli.py shows
+    # custom patterns refused there
 
 
 def test_an_overlong_regex_is_refused():
@@ -139,3 +131,11 @@ def test_a_custom_pattern_that_leaves_text_counts_it_and_warns_once():
     assert tok.pretokenizer.dropped_characters == 4
     assert tok.pretokenizer.findall.dropped_texts == 2
     assert Pretokenizer(r"\S+|\s+").dropped_characters == 0
+
+
+def test_training_reports_the_dropped_characters_in_its_statistics():
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", DroppedTextWarning)
+        tok = train(["ab, ab!", "cd"], TrainerConfig(vocab_size=258, pattern="[a-z]+"))
+    assert tok.metadata["stats"]["dropped_characters"] == 3
+    assert "dropped_characters" not in train(["ab, ab!"], TrainerConfig(vocab_size=258)).metadata["stats"]
