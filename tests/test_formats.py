@@ -55,6 +55,7 @@ def test_byte_model_round_trip(tmp_path, byte_tok):
     out = tmp_path / "model"
     byte_tok.save(out)
     assert sorted(p.name for p in out.iterdir()) == [
+        "_BPE_SPARK",
         "bpe_spark.json",
         "merges.parquet",
         "tokenizer.json",
@@ -161,6 +162,7 @@ def test_save_with_exports(tmp_path, byte_tok):
     byte_tok.save(out, exports=("gpt2", "tiktoken"))
     names = sorted(p.name for p in out.iterdir())
     assert names == [
+        "_BPE_SPARK",
         "bpe_spark.json",
         "merges.parquet",
         "merges.txt",
