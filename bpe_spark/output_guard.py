@@ -340,8 +340,8 @@ def check_writable(out, *, option: str = "output") -> None:
 def check_replaceable(out: str, kind: str, *, overwrite: bool, files: Files = LOCAL,
                       file_format: str | None = None, option: str = "output", shown=None) -> None:
     """An existing ``out`` is an error unless ``overwrite``, and then it must be an earlier
-    output of ``kind`` (a directory with its marker) or, for a single-file export
-    (``file_format``), a file that reads as that format."""
+    output of ``kind`` (a directory with its marker), an empty directory, or, for a single-file
+    export (``file_format``), a file that reads as that format."""
     found = files.kind(str(out))
     shown = out if shown is None else shown
     if found is None:
@@ -357,7 +357,7 @@ def check_replaceable(out: str, kind: str, *, overwrite: bool, files: Files = LO
             f"{option} {shown} exists and is not a {file_format} file; --overwrite replaces only an "
             "earlier export of the same format: remove it yourself or choose another path"
         )
-    if kind_of(str(out), files) != kind:
+    if kind_of(str(out), files) != kind and not (found == "dir" and not files.list_dir(str(out))):
         raise OutputRefusedError(
             f"{option} {shown} exists and is not an earlier bpe-spark {kind} output (no {MARKER_FILE} "
             f"marker of kind {kind!r}); --overwrite replaces only those: remove it yourself or choose another path"

@@ -18,7 +18,7 @@ from bpe_spark.tokenizer import Tokenizer
 
 pytestmark = pytest.mark.spark
 
-MODEL_FILES = {"bpe_spark.json", "merges.parquet", "vocab.parquet", "tokenizer.json"}
+MODEL_FILES = {"_BPE_SPARK", "bpe_spark.json", "merges.parquet", "vocab.parquet", "tokenizer.json"}
 
 
 @pytest.fixture(scope="module")
@@ -121,5 +121,10 @@ def test_cli_bad_inputs_fail_clearly_and_leave_no_output(spark, corpus_file, tmp
     assert main(["train", "--input", str(path), "--vocab-size", "300", "--out", str(out)]) == 2
     assert "--overwrite" in capsys.readouterr().err
     assert (out / "keep.txt").read_text(encoding="utf-8") == "precious"
+    # --overwrite replaces only an earlier model (or an empty directory), never other files
+    assert main(["train", "--input", str(path), "--vocab-size", "300", "--out", str(out), "--overwrite"]) == 2
+    assert "is not an earlier bpe-spark model output" in capsys.readouterr().err
+    assert (out / "keep.txt").read_text(encoding="utf-8") == "precious"
+    (out / "keep.txt").unlink()
     assert main(["train", "--input", str(path), "--vocab-size", "300", "--out", str(out), "--overwrite"]) == 0
     assert {p.name for p in out.iterdir()} == MODEL_FILES
