@@ -8,18 +8,20 @@ Custom patterns are untrusted (a model file may carry any regex, and ``(?:a|a)+$
 for seconds on 20 characters): they are matched under a time limit of ``MATCH_SECONDS +
 MATCH_SECONDS_PER_CHAR * len(text)`` (1 s plus 10 microseconds a character: any pattern that
 matches at 100,000 characters a second or faster never meets it), and a text that exceeds it
-raises :class:`PatternTimeoutError` naming the text. Custom patterns also count the characters
-they leave unmatched (pretokenization drops them) and warn once. The presets are matched
-without either: their worst case is linear, and gpt2 / cl100k / o200k match every character
-(``words`` and ``whitespace`` drop whitespace only, by design).
+raises :class:`PatternTimeoutError` naming the text. Custom patterns also count the
+characters other than whitespace (the regex's ``\\s``) that they leave unmatched, which
+pretokenization drops, and warn once. Whitespace between pretokens may go, as in the ``words``
+and ``whitespace`` presets and subword-nmt, where a word boundary stands for it. The presets
+are matched without either: their worst case is linear, gpt2 / cl100k / o200k match every
+character, and ``words`` / ``whitespace`` drop whitespace only (tests/test_pattern_safety.py).
 
 >>> compile_pattern("words").findall("a, b")
 ['a', ',', 'b']
 >>> compiled_preset(PRESETS["gpt2"]), compiled_preset("words")
 ('gpt2', None)
 >>> finder = pretoken_finder("[a-z]+")
->>> finder("ab, c"), finder.dropped_characters
-(['ab', 'c'], 2)
+>>> finder("ab c"), finder.dropped_characters
+(['ab', 'c'], 0)
 """
 
 from __future__ import annotations
@@ -121,6 +123,9 @@ def match_time_limit(length: int) -> float:
     return MATCH_SECONDS + MATCH_SECONDS_PER_CHAR * length
 
 
+_SPACE = regex.compile(r"\s+")
+
+
 class DroppedTextWarning(UserWarning):
     """A custom pretokenization pattern left characters of a text unmatched."""
 
@@ -144,13 +149,15 @@ class _BoundedFinder:
                 f"{len(text)} characters starting {text[:40]!r}; the pattern backtracks too much: "
                 "simplify it or use a preset (gpt2, cl100k, o200k, words, whitespace)"
             ) from None
-        dropped = len(text) - sum(map(len, pieces))
+        kept = sum(map(len, pieces))
+        # subtle: only when something is left out, count what was not whitespace
+        dropped = 0 if kept == len(text) else len(_SPACE.sub("", text)) - len(_SPACE.sub("", "".join(pieces)))
         if dropped:
             if not self.dropped_characters:
                 warnings.warn(
                     f"pretokenization pattern {self.pattern[:60]!r} leaves {dropped} characters "
-                    f"of a text starting {text[:40]!r} unmatched; they are dropped (this warning "
-                    "is given once; add an alternative such as '|\\s+|.' to keep all text)",
+                    f"(not whitespace) of a text starting {text[:40]!r} unmatched; they are dropped "
+                    "(this warning is given once; add an alternative such as '|.' to keep all text)",
                     DroppedTextWarning, stacklevel=2,
                 )
             self.dropped_characters += dropped
@@ -161,7 +168,8 @@ class _BoundedFinder:
 def pretoken_finder(pattern: str, compiled: regex.Pattern | None = None) -> Callable[[str], list[str]]:
     """The function that splits text into pretokens: a preset's plain ``findall``, or for a
     custom pattern ``findall`` under the time limit, with ``dropped_characters`` and
-    ``dropped_texts`` counting the characters it left unmatched (see the module docstring)."""
+    ``dropped_texts`` counting the characters (other than whitespace) it left unmatched and the
+    texts that lost some (see the module docstring)."""
     compiled = compile_pattern(pattern) if compiled is None else compiled
     if preset_name(pattern) is not None:
         return compiled.findall

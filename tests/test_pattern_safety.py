@@ -124,18 +124,25 @@ def test_a_custom_pattern_that_leaves_text_counts_it_and_warns_once():
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
         assert tok.decode(tok.encode("ab, ab!")) == "abab"
-        tok.encode("ab ab")
+        tok.encode("ab ab")  # only whitespace left out: not counted
+        tok.encode("x;y")
         BatchEncoder(tok).encode_texts(["ab"])  # covered: nothing more
     assert [w.category for w in caught] == [DroppedTextWarning]
-    assert "leaves 3 characters of a text starting 'ab, ab!' unmatched" in str(caught[0].message)
-    assert tok.pretokenizer.dropped_characters == 4
+    assert "leaves 2 characters (not whitespace) of a text starting 'ab, ab!' unmatched" in str(caught[0].message)
+    assert tok.pretokenizer.dropped_characters == 3
     assert tok.pretokenizer.findall.dropped_texts == 2
     assert Pretokenizer(r"\S+|\s+").dropped_characters == 0
+    # a word splitter that drops only whitespace, like the whitespace preset and subword-nmt
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        words = Pretokenizer(r"[^ \r\n]+")
+        assert words.pretokens("a b\n\tc  \n") == ["a", "b", "\tc"]
+        assert words.dropped_characters == 0
 
 
 def test_training_reports_the_dropped_characters_in_its_statistics():
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", DroppedTextWarning)
         tok = train(["ab, ab!", "cd"], TrainerConfig(vocab_size=258, pattern="[a-z]+"))
-    assert tok.metadata["stats"]["dropped_characters"] == 3
+    assert tok.metadata["stats"]["dropped_characters"] == 2
     assert "dropped_characters" not in train(["ab, ab!"], TrainerConfig(vocab_size=258)).metadata["stats"]
