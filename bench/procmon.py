@@ -77,6 +77,7 @@ class MonitoredRun:
     stderr: str
     peak_mb: dict[str, float] = field(default_factory=dict)  # root / jvm / workers / total
     processes: dict[int, tuple[str, float]] = field(default_factory=dict)  # pid -> (comm, peak MB)
+    pid: int = 0  # the root process
 
 
 def monitored(
@@ -140,6 +141,7 @@ def monitored(
             "total": max(total_peak, root_kb) / 1024,
         },
         processes={pid: (name, kb / 1024) for pid, (name, kb) in peaks.items()},
+        pid=proc.pid,
     )
 
 

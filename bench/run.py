@@ -137,7 +137,9 @@ def run_cli(argv: list[str], event_dir: Path | None = None) -> Sample:
     # keep the CLI's own breakdown ("time: count ..., merge ...") for the notes
     phases = [line for line in run.stdout.splitlines() if line.startswith("time:")]
     timeline = spark_timeline(event_dir) if event_dir is not None else ""
-    return Sample(run.wall_seconds, run.peak_mb, {"phases": phases[-1] if phases else "", "spark": timeline})
+    workers = sorted((mb for pid, (name, mb) in run.processes.items() if pid != run.pid and name != "java"), reverse=True)
+    return Sample(run.wall_seconds, run.peak_mb, {"phases": phases[-1] if phases else "", "spark": timeline,
+                                                  "worker_peaks_mb": workers[:4]})
 
 
 def alternate(repeat: int, ours, peer) -> tuple[list, list]:

@@ -949,6 +949,44 @@ fail:
     return NULL;
 }
 
+/* buffers() -> (offsets, data, counts): the items as the buffers of an Arrow string array (int32
+ * offsets, UTF-8 data) and an int64 array, first seen first: no Python object per pretoken. */
+static PyObject *PretokenCounter_buffers(PretokenCounter *c, PyObject *Py_UNUSED(ignored)) {
+    if (check_counter(c) < 0) return NULL;
+    size_t n = c->counts.n_entries, total = 0;
+    for (size_t x = 0; x < n; x++) total += ((const CountEntry *)bytes_entry(&c->counts, x))->key.key_length;
+    if (total > INT32_MAX) {
+        PyErr_SetString(PyExc_OverflowError, "the pretokens hold more than 2 GiB; flush the counter sooner");
+        return NULL;
+    }
+    PyObject *offsets = PyBytes_FromStringAndSize(NULL, (Py_ssize_t)((n + 1) * sizeof(int32_t)));
+    PyObject *data = PyBytes_FromStringAndSize(NULL, (Py_ssize_t)total);
+    PyObject *counts = PyBytes_FromStringAndSize(NULL, (Py_ssize_t)(n * sizeof(int64_t)));
+    if (offsets == NULL || data == NULL || counts == NULL) {
+        Py_XDECREF(offsets);
+        Py_XDECREF(data);
+        Py_XDECREF(counts);
+        return NULL;
+    }
+    int32_t *offset_of = (int32_t *)PyBytes_AS_STRING(offsets);
+    int64_t *count_of = (int64_t *)PyBytes_AS_STRING(counts);
+    char *out = PyBytes_AS_STRING(data);
+    size_t at = 0;
+    for (size_t x = 0; x < n; x++) {
+        const CountEntry *entry = (const CountEntry *)bytes_entry(&c->counts, x);
+        offset_of[x] = (int32_t)at;
+        memcpy(out + at, c->counts.arena + entry->key.key_offset, entry->key.key_length);
+        at += entry->key.key_length;
+        count_of[x] = entry->count;
+    }
+    offset_of[n] = (int32_t)at;
+    PyObject *result = PyTuple_Pack(3, offsets, data, counts);
+    Py_DECREF(offsets);
+    Py_DECREF(data);
+    Py_DECREF(counts);
+    return result;
+}
+
 static PyObject *PretokenCounter_clear(PretokenCounter *c, PyObject *Py_UNUSED(ignored)) {
     bytes_clear(&c->counts);
     c->broken = 0;
@@ -965,6 +1003,8 @@ static PyMethodDef PretokenCounter_methods[] = {
      "add_piece(text, final) -> tail: one piece of a long text (see STREAM_MARGIN)."},
     {"items", (PyCFunction)PretokenCounter_items, METH_NOARGS,
      "items() -> (pretokens, counts): the distinct pretokens and their counts, first seen first."},
+    {"buffers", (PyCFunction)PretokenCounter_buffers, METH_NOARGS,
+     "buffers() -> (int32 offsets, UTF-8 data, int64 counts): the items as Arrow buffers."},
     {"clear", (PyCFunction)PretokenCounter_clear, METH_NOARGS, "Forget every count."},
     {NULL, NULL, 0, NULL},
 };

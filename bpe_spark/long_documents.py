@@ -16,7 +16,7 @@ pretokens and ids equal those of the whole text. Other pretokenizers get the who
 
 >>> doc = LongDocument(bytearray("añb\\n".encode()), piece_bytes=2)
 >>> list(doc.pieces()), doc.text(), len(doc)
-(['a', 'ñ', 'b\\n'], 'añb\\n', 5)
+(['a', 'ñb', '\\n'], 'añb\\n', 5)
 """
 
 from __future__ import annotations
@@ -32,32 +32,67 @@ LONG_DOCUMENT_BYTES = 16 << 20  # lines longer than this are read as a LongDocum
 
 
 class LongDocument:
-    """One document as its UTF-8 (or not quite UTF-8) bytes; ``tally`` (a
-    :class:`~bpe_spark.text.InputTally`), when given, counts the text rule's replacements the
-    first time the pieces are read."""
+    """One document as its UTF-8 (or not quite UTF-8) bytes: held (``data``), or a byte range
+    of a local file read again when the pieces are read (:meth:`in_file`), ``newline_added``
+    when the file's last line lacked its ``\\n``. ``tally`` (a
+    :class:`~bpe_spark.text.InputTally`), when set, counts the text rule's replacements the first
+    time the pieces are read."""
 
-    __slots__ = ("data", "piece_bytes", "tally")
+    __slots__ = ("_range", "data", "piece_bytes", "tally")
 
-    def __init__(self, data: bytes | bytearray, tally=None, piece_bytes: int = PIECE_BYTES):
+    def __init__(self, data: bytes | bytearray = b"", tally=None, piece_bytes: int = PIECE_BYTES):
         self.data = data
         self.tally = tally
         self.piece_bytes = piece_bytes
+        self._range: tuple[str, int, int, bool] | None = None
+
+    @classmethod
+    def in_file(cls, path: str, start: int, end: int, *, newline_added: bool = False) -> LongDocument:
+        """The document of bytes ``start:end`` of the file at ``path`` (plus a ``\\n``)."""
+        document = cls()
+        document._range = (path, start, end, newline_added)
+        return document
 
     def __len__(self) -> int:
-        return len(self.data)
+        if self._range is None:
+            return len(self.data)
+        _, start, end, newline_added = self._range
+        return end - start + newline_added
+
+    def _blocks(self) -> Iterator[bytes]:
+        if self._range is None:
+            view = memoryview(self.data)
+            for start in range(0, len(view), self.piece_bytes):
+                yield bytes(view[start : start + self.piece_bytes])
+            view.release()
+            return
+        path, position, end, newline_added = self._range
+        with open(path, "rb") as fh:
+            fh.seek(position)
+            while position < end:
+                block = fh.read(min(self.piece_bytes, end - position))
+                if not block:
+                    raise OSError(f"{path} is shorter than when it was read ({position} < {end} bytes)")
+                position += len(block)
+                yield block
+        if newline_added:
+            yield b"\n"
 
     def pieces(self) -> Iterator[str]:
         """The document's text in pieces of about ``piece_bytes`` bytes, in order."""
-        view = memoryview(self.data)
-        n, start, replaced = len(view), 0, 0
-        while start < n:
-            end = min(n, start + self.piece_bytes)
-            end = _character_boundary(view, start, end)
-            text, count = decode_counted(bytes(view[start:end]))
+        carry, replaced = b"", 0
+        for block in self._blocks():
+            data = carry + block
+            cut = _safe_cut(data)
+            carry = data[cut:]
+            if cut:
+                text, count = decode_counted(data[:cut])
+                replaced += count
+                yield text
+        if carry:
+            text, count = decode_counted(carry)
             replaced += count
             yield text
-            start = end
-        view.release()
         if self.tally is not None:
             self.tally.count(replaced)
             self.tally = None  # counted once
@@ -67,20 +102,16 @@ class LongDocument:
         return "".join(self.pieces())
 
 
-def _character_boundary(view: memoryview, start: int, end: int) -> int:
-    """A cut at or near ``end`` (after ``start``) that splits no UTF-8 sequence, valid or not:
-    just before a byte that is not a continuation byte (0x80-0xBF), or after three continuation
-    bytes in a row (no sequence start is that close)."""
-    n = len(view)
-    if end >= n:
-        return n
-    for cut in range(end, max(start, end - 3), -1):
-        if view[cut] & 0xC0 != 0x80:
-            return cut
-    for cut in range(end + 1, min(n, end + 3)):
-        if view[cut] & 0xC0 != 0x80:
-            return cut
-    return min(n, end + 3)
+def _safe_cut(data: bytes) -> int:
+    """The end of the longest prefix of ``data`` that no byte after ``data`` can join to a
+    UTF-8 sequence, valid or not: before the last lead byte among the last four bytes (its
+    sequence may go on), else all of it (an ASCII byte ends any sequence; four continuation
+    bytes end one too)."""
+    n = len(data)
+    for cut in range(n - 1, max(-1, n - 5), -1):
+        if data[cut] & 0xC0 != 0x80:
+            return n if data[cut] < 0x80 else cut
+    return n
 
 
 def count_pieces(counter, pieces: Iterator[str]) -> None:

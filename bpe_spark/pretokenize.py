@@ -195,6 +195,23 @@ class Tally:
             return self._compiled.items()
         return list(self._counts), list(self._counts.values())
 
+    def arrow_items(self):
+        """``(pretokens, counts)`` as Arrow arrays (string, int64): from the compiled counter's
+        buffers, with no Python object per pretoken."""
+        import pyarrow as pa
+
+        if self._compiled is not None:
+            offsets, data, counts = self._compiled.buffers()
+            n = len(counts) // 8
+            pretokens = pa.Array.from_buffers(pa.string(), n, [None, pa.py_buffer(offsets), pa.py_buffer(data)])
+            try:
+                pretokens.validate(full=True)
+                return pretokens, pa.Array.from_buffers(pa.int64(), n, [None, pa.py_buffer(counts)])
+            except pa.ArrowInvalid:  # a lone surrogate's bytes: items() gives it as Python does
+                pass
+        pretokens, counts = self.items()
+        return pa.array(pretokens, pa.string()), pa.array(counts, pa.int64())
+
     def clear(self) -> None:
         if self._compiled is not None:
             self._compiled.clear()

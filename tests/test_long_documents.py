@@ -5,6 +5,7 @@ on one very long pretoken gives the naive BPE's ids (the memory and time figures
 
 from __future__ import annotations
 
+import gzip
 import itertools
 import random
 from collections import Counter
@@ -67,17 +68,22 @@ def en_tokenizer():
 
 
 @pytest.mark.parametrize("seed", range(20))
-def test_long_document_pieces_decode_as_the_whole_bytes(seed):
+def test_long_document_pieces_decode_as_the_whole_bytes(seed, tmp_path):
     rng = random.Random(seed)
     alphabet = [b"a", b" ", "é".encode(), "中".encode(), "😀".encode(), b"\xef\xbf\xbd", b"\xff", b"\x80",
                 b"\xe2\x82", b"\xf0\x9f\x98", b"\xed\xa0\x80", b"\xc0\xaf"]
     data = b"".join(rng.choice(alphabet) for _ in range(300)) + b"\n"
     expected, replaced = decode_counted(data)
+    path = tmp_path / "doc.bin"
+    path.write_bytes(b"head" + data[:-1] + b"tail")
     for size in (1, 2, 3, 4, 5, 11, 64):
-        tally = InputTally()
-        doc = LongDocument(bytearray(data), tally, piece_bytes=size)
-        assert "".join(doc.pieces()) == expected
-        assert (tally.replaced, tally.affected) == (replaced, 1 if replaced else 0)
+        in_file = LongDocument.in_file(str(path), 4, len(data) + 3, newline_added=True)
+        in_file.piece_bytes = size
+        for doc in (LongDocument(bytearray(data), piece_bytes=size), in_file):
+            doc.tally = tally = InputTally()
+            assert "".join(doc.pieces()) == expected
+            assert (tally.replaced, tally.affected) == (replaced, 1 if replaced else 0)
+            assert len(doc) == len(data)
 
 
 @pytest.mark.usefixtures("fastenc")
@@ -101,6 +107,11 @@ def test_a_long_line_is_read_as_one_long_document(tmp_path, monkeypatch):
                         assert len(lines) == 1 and len(line) > 1000
         assert got == whole, cuts
         assert sizes == size + 1
+    gz = tmp_path / "doc.txt.gz"
+    gz.write_bytes(gzip.compress(data))
+    got = [line.text() if isinstance(line, LongDocument) else line
+           for lines in iter_lines(Split(str(gz), 0, -1)) for line in lines]
+    assert got == whole
 
 
 @pytest.mark.usefixtures("fastenc")
@@ -168,3 +179,12 @@ def test_batch_encoder_encodes_a_long_document_like_its_text(en_tokenizer):
         assert encoder.compiled
         got = [array.tolist() for array in encoder.encode_long(doc)]
         assert got == [array.tolist() for array in encoder.encode_texts([text])]
+
+
+@pytest.mark.usefixtures("fastenc")
+def test_tally_arrow_items_equal_its_items():
+    for pattern in ("gpt2", "words"):  # the compiled counter's buffers, and the Counter
+        tally = Pretokenizer(pattern).tally()
+        tally.add([_fuzz_text(5, 500), "a b a"])
+        pretokens, counts = tally.arrow_items()
+        assert (pretokens.to_pylist(), counts.to_pylist()) == tuple(map(list, tally.items()))
