@@ -18,6 +18,7 @@ from bpe_spark.errors import ConfigError, DisallowedSpecialTokenError, UnknownCh
 from bpe_spark.patterns import compiled_preset
 from bpe_spark.pretokenize import Pretokenizer, SpecialTokenMatcher
 from bpe_spark.symbols import missing_bytes
+from bpe_spark.text import clean
 from bpe_spark.words import bpe_merge, initial_symbols
 
 MERGE_RULES = ("pairs", "ranks")
@@ -293,6 +294,7 @@ class Tokenizer:
         >>> train(["ab ab"], TrainerConfig(vocab_size=257)).encode_ordinary("ab")
         [256]
         """
+        text = clean(text)  # lone surrogates become U+FFFD (bpe_spark.text)
         fast = self._fast if self._fast_ready else self._fast_encoder()
         if self._fast_split:
             return fast.encode(self._pretokenizer.normalize(text))
@@ -365,7 +367,8 @@ class Tokenizer:
 
         Text that holds a disallowed special token raises (by default every special token is
         disallowed): pass ``allowed_special={...}`` to encode it as the special token, or
-        ``disallowed_special=()`` to encode it as ordinary text.
+        ``disallowed_special=()`` to encode it as ordinary text. A lone surrogate encodes as
+        U+FFFD (the text rule of :mod:`bpe_spark.text`).
 
         >>> from bpe_spark import TrainerConfig, train
         >>> tok = train(["a b"], TrainerConfig(vocab_size=258, special_tokens=("<|eot|>",)))
@@ -374,6 +377,7 @@ class Tokenizer:
         """
         if not self.special_tokens:
             return self.encode_ordinary(text)
+        text = clean(text)
         allowed, disallowed = self.special_policy(allowed_special, disallowed_special)
         self.check_disallowed(text, disallowed)
         if not allowed:
