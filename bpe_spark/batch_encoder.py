@@ -21,6 +21,7 @@ from typing import Any, Literal
 import numpy as np
 
 from bpe_spark.errors import ConfigError
+from bpe_spark.long_documents import LongDocument, encode_pieces
 from bpe_spark.pretokenize import SpecialTokenMatcher
 from bpe_spark.tokenizer import Tokenizer
 
@@ -239,6 +240,15 @@ class BatchEncoder:
         flat = list(itertools.chain.from_iterable(pieces))
         slots = self.slots_of(flat)
         return self.assemble(self._ids, self._starts[slots], self._lengths[slots], counts, nulls)
+
+    def encode_long(self, document: LongDocument) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """:meth:`encode_texts` of one :class:`~bpe_spark.long_documents.LongDocument`: by the
+        compiled encoder piece by piece when it can (no special-token policy to apply, no
+        normalization), so the text is never one ``str``; else as its whole text."""
+        if self.compiled and self._plain and not self.allow_special and not self.disallowed:
+            values = encode_pieces(self.tok._fast_encoder(), document.pieces())
+            return self.frame(values, np.array([len(values)]), np.zeros(1, dtype=bool))
+        return self.encode_texts([document.text()])
 
     def _encode_compiled(self, texts: Sequence[str | None]):
         nulls = np.fromiter((text is None for text in texts), dtype=bool, count=len(texts))
