@@ -61,14 +61,36 @@ def corpus_lines(name: str, max_bytes: int | None = None) -> list[str]:
     return corpus_text(name, max_bytes).splitlines(keepends=True)
 
 
+# what an encode manifest says about the run rather than the data: its time, and what the reader
+# could count (Spark's reader reports no skipped files or records: null, where the task reader says 0)
+MANIFEST_RUN_FIELDS = ("seconds", "created", "skipped_files", "skipped_records")
+
+
+def encode_output_bytes(directory: Path) -> dict[str, bytes]:
+    """Every file of an encode output by its relative path; the manifest without
+    :data:`MANIFEST_RUN_FIELDS`. Two outputs of the same data compare equal."""
+    import json
+
+    files = {}
+    for path in sorted(Path(directory).rglob("*")):
+        if path.is_file():
+            data = path.read_bytes()
+            if path.name == "_manifest.json":
+                manifest = {k: v for k, v in json.loads(data).items() if k not in MANIFEST_RUN_FIELDS}
+                data = json.dumps(manifest, sort_keys=True).encode()
+            files[str(path.relative_to(directory))] = data
+    return files
+
+
 @pytest.fixture(scope="session")
 def spark():
-    """The one session-scoped local[2] SparkSession of the suite."""
+    """The one session-scoped local[2] SparkSession of the suite: two cores, each task tried
+    twice (``local[2,2]``), so that an injected task failure is retried (tests/spark/test_faults.py)."""
     from bpe_spark.spark.session import build_session
 
     session = build_session(
         "bpe-spark-tests",
-        master="local[2]",
+        master="local[2,2]",
         overrides={
             "spark.ui.enabled": "false",
             "spark.sql.shuffle.partitions": "4",

@@ -45,6 +45,7 @@ from pyspark.sql import functions as F
 
 from bpe_spark.config import TrainerConfig
 from bpe_spark.round_plan import broadcast_cut, choose_threshold
+from bpe_spark.spark.faults import fail_once
 from bpe_spark.symbols import SymbolTable
 from bpe_spark.trainer import (
     Merge,
@@ -164,6 +165,7 @@ def apply_round(words: DataFrame, merges: list[tuple[int, int, int]]) -> DataFra
     """The executors apply one round's merges; words left with one symbol drop out."""
 
     def apply(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+        fail_once("round")  # the test hook (faults.py): off unless a test asks
         ranks = pair_rank_index(merges)
         keys = np.unique(np.array([(left << _PAIR_SHIFT) | right for left, right, _ in merges], dtype=np.int64))
         for batch in batches:

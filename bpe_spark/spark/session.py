@@ -5,6 +5,7 @@ class archive of :mod:`jvm_cache`, C1-only compilation for a JVM that only coord
 from __future__ import annotations
 
 import os
+import re
 import sys
 from collections.abc import Mapping
 from pathlib import Path
@@ -24,6 +25,8 @@ DEFAULTS = {
 
 
 QUICK_JIT = "-XX:TieredStopAtLevel=1"
+LOCAL_TASK_FAILURES = 4  # spark.task.maxFailures' default: a local task is tried 4 times, as on a cluster
+_LOCAL_MASTER = re.compile(r"^local(?:\[\s*(\d+|\*)\s*\])?$")
 
 
 def read_conf_file(path: str | os.PathLike) -> dict[str, str]:
@@ -58,7 +61,8 @@ def build_session(
     """Build (or get) the SparkSession: defaults < ``conf_file`` < ``overrides``.
 
     The master is ``master``, else ``spark.master`` from the properties, else ``$SPARK_MASTER``,
-    else whatever spark-submit set, else ``local[*]``.
+    else whatever spark-submit set, else ``local[*]``. A local master that names no task
+    failures gets them (:func:`with_task_retries`): a failed task is retried, as on a cluster.
 
     ``light_jvm``: the caller's Python tasks do the heavy work and the JVM only coordinates (local
     text files, which the tasks read themselves: see ``textsplits``). A local JVM started here then
@@ -77,9 +81,10 @@ def build_session(
     builder = SparkSession.builder.appName(app_name)
     chosen = master or props.pop("spark.master", None) or os.environ.get("SPARK_MASTER")
     if chosen:
+        chosen = with_task_retries(chosen, props.get("spark.task.maxFailures"))
         builder = builder.master(chosen)
     elif "spark.master" not in os.environ.get("PYSPARK_SUBMIT_ARGS", "") and not _launched_by_spark_submit():
-        builder = builder.master("local[*]")
+        builder = builder.master(with_task_retries("local[*]", props.get("spark.task.maxFailures")))
     resolved = chosen or ("local[*]" if not _launched_by_spark_submit() else "")
     if resolved.startswith("local") and "spark.sql.shuffle.partitions" not in props:
         # subtle: Spark's default of 200 shuffle partitions costs seconds of task overhead per
@@ -94,6 +99,24 @@ def build_session(
     for key, value in props.items():
         builder = builder.config(key, value)
     return builder.getOrCreate()
+
+
+def with_task_retries(master: str, max_failures: str | None = None) -> str:
+    """A ``local`` / ``local[N]`` / ``local[*]`` master as ``local[N,F]``: Spark's local mode
+    tries each task once (``spark.task.maxFailures`` applies to clusters only), so one lost task
+    fails the job. ``F`` is ``max_failures`` (the user's ``spark.task.maxFailures``), else
+    :data:`LOCAL_TASK_FAILURES`. Other masters, and ``local[N,F]``, are kept.
+
+    >>> with_task_retries("local[2]"), with_task_retries("local"), with_task_retries("local[*]", "2")
+    ('local[2,4]', 'local[1,4]', 'local[*,2]')
+    >>> with_task_retries("local[2,1]"), with_task_retries("yarn")
+    ('local[2,1]', 'yarn')
+    """
+    match = _LOCAL_MASTER.match(master.strip())
+    if match is None:
+        return master
+    failures = str(max_failures).strip() if max_failures else str(LOCAL_TASK_FAILURES)
+    return f"local[{match[1] or 1},{failures}]"
 
 
 def launch_java_options(existing: str | None, *, light: bool) -> str | None:
