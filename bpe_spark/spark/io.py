@@ -11,6 +11,17 @@ documents ``"a\\r\\n"`` and ``"b\\n"``, as ``tokenizers`` trains on a file. Know
 file whose last line has no final newline still gets one on that line (Spark's reader cannot
 tell the two apart without reading each file twice); the shared corpora and files written by
 most tools end with a newline.
+
+Text and bad input. The text column holds the bytes as read (Spark's reader does not decode
+them); every consumer (counting, encoding) turns them into text by the rule of
+:mod:`bpe_spark.text`. A corrupt or truncated compressed file stops the job with a
+:class:`~bpe_spark.errors.BadInputError` naming it (``on_bad_input="error"``, the default), or
+is skipped (``"skip"``, or ``spark.sql.files.ignoreCorruptFiles=true``): the documents read
+before the damage are kept, as Spark's ``ignoreCorruptFiles`` does; files the Python tasks read
+count in the statistics' ``skipped_files`` (Spark's reader skips without telling: ``None``).
+JSON Lines are parsed by the Python tasks from the raw lines (:mod:`bpe_spark.spark.jsonl`):
+bad records are named by file and line, or skipped and counted. What a reader counted reaches
+the consumers' statistics through :func:`with_reader_stats`.
 """
 
 from __future__ import annotations
@@ -20,14 +31,15 @@ from collections.abc import Sequence
 from urllib.parse import urlparse
 
 from pyspark.errors import AnalysisException
-from pyspark.sql import DataFrame, SparkSession
+from pyspark.sql import DataFrame, Observation, SparkSession
 from pyspark.sql import functions as F
-from pyspark.sql.types import StringType, StructField, StructType
+from pyspark.sql.types import StringType, StructField
 
 from bpe_spark.errors import ConfigError, InputError
-from bpe_spark.spark import textsplits
+from bpe_spark.spark import jsonl, textsplits
 from bpe_spark.spark.columns import STRING, check_columns
 from bpe_spark.spark.options import DOCUMENT_UNITS, INPUT_FORMATS
+from bpe_spark.text import check_bad_input_policy
 
 _JSON_SAMPLE_LINES = 200
 
@@ -77,12 +89,14 @@ def read_documents(
     text_col: str = "text",
     document: str = "line",
     keep_columns: Sequence[str] = (),
+    on_bad_input: str = "error",
 ) -> DataFrame:
     """Documents as a DataFrame whose column ``text_col`` holds each document's text.
 
     ``input_format``: ``text`` (``document="line"`` or ``"file"``), ``jsonl`` or ``parquet``;
     for the last two ``text_col`` names the input's column (default ``text``) and
-    ``keep_columns`` names other columns to keep beside it (ids, say).
+    ``keep_columns`` names other columns to keep beside it (ids, say). ``on_bad_input``:
+    ``"error"`` (a corrupt file stops the job, named) or ``"skip"`` (see the module docstring).
 
     >>> docs = read_documents(spark, "data/sample/tiny_shakespeare.txt.gz")  # doctest: +SKIP
     >>> docs.first().text                                                     # doctest: +SKIP
@@ -95,25 +109,28 @@ def read_documents(
         raise ConfigError(f"document must be one of {DOCUMENT_UNITS}, got {document!r}")
     if document == "file" and input_format != "text":
         raise ConfigError("document='file' applies to text input only (jsonl/parquet hold one per row)")
+    on_bad_input = file_policy(spark, on_bad_input)
     reader = spark.read.option("recursiveFileLookup", "true")
+    if on_bad_input == "skip":
+        reader = reader.option("ignoreCorruptFiles", "true")
     if input_format == "text":
         if keep_columns:
             raise ConfigError("text input has no columns to keep; keep_columns is for jsonl/parquet")
         if document == "file":
             frame = _load(lambda p: reader.text(p, wholetext=True), paths)
-            return frame.select(F.col("value").alias(text_col))
+            return _tag_reader(frame.select(F.col("value").alias(text_col)), {"skipped_records": 0})
         frame = _load(lambda p: reader.text(p, lineSep="\n"), paths)
         # subtle: the reader drops the "\n"; tokenizers trains on lines that keep it.
         docs = frame.select(F.concat(F.col("value"), F.lit("\n")).alias(text_col))
         # local files: counting may read them in its Python tasks directly (textsplits)
-        return textsplits.tag(docs, frame.inputFiles())
+        return _tag_reader(textsplits.tag(docs, frame.inputFiles(), on_bad_input), {"skipped_records": 0})
     if input_format == "parquet":
         frame = _load(lambda p: reader.parquet(*p), paths)
         check_columns(frame, {text_col: STRING, **dict.fromkeys(keep_columns)}, source=", ".join(paths),
                       hint=_TEXT_HINT)
-        return frame.select(text_col, *keep_columns)
-    # JSON Lines: look at the first lines for the columns, then read with an explicit schema,
-    # so that Spark does not scan the whole input to infer one.
+        return _tag_reader(frame.select(text_col, *keep_columns), {"skipped_records": 0})
+    # JSON Lines: look at the first lines for the columns, then parse every line in the Python
+    # tasks (bpe_spark.spark.jsonl), so that Spark does not scan the whole input to infer a schema.
     sample = _load(lambda p: reader.text(p), paths).limit(_JSON_SAMPLE_LINES).collect()
     seen: dict[str, None] = {}
     for row in sample:
@@ -126,17 +143,48 @@ def read_documents(
     if sample:
         check_columns(list(seen), dict.fromkeys([text_col, *keep_columns]), hint=_TEXT_HINT,
                       source=f"the first {_JSON_SAMPLE_LINES} records of {', '.join(paths)}")
-    fields = [StructField(text_col, StringType())] + [StructField(c, StringType()) for c in keep_columns]
+    keep_fields = [StructField(c, StringType()) for c in keep_columns]
     if keep_columns:
         inferred = spark.read.json(spark.sparkContext.parallelize([r.value for r in sample])).schema
-        fields = [StructField(text_col, StringType())] + [
-            inferred[c] if c in inferred.fieldNames() else StructField(c, StringType()) for c in keep_columns
-        ]
-    frame = _load(lambda p: reader.schema(StructType(fields)).json(p), paths)
-    return frame.select(text_col, *keep_columns)
+        keep_fields = [inferred[c] if c in inferred.fieldNames() else StructField(c, StringType())
+                       for c in keep_columns]
+    lines = _load(lambda p: reader.text(p, lineSep="\n"), paths)
+    docs, observation = jsonl.read_jsonl(lines, text_col, keep_fields, on_bad_input)
+    return _tag_reader(docs, observation)
 
 
 _TEXT_HINT = "name the text column with --text-column (text_col=)"
+_READER = "_bpe_spark_reader_stats"
+
+
+def _tag_reader(df: DataFrame, counts: dict | Observation) -> DataFrame:
+    """Mark ``df`` with what its reader counts (a dict, or the observation that will hold it);
+    any transformation of ``df`` drops the mark."""
+    setattr(df, _READER, counts)
+    return df
+
+
+def with_reader_stats(df: DataFrame | None, stats: dict) -> dict:
+    """``stats`` (a consumer's corpus statistics, after its job ran) with what ``df``'s reader
+    counted: ``skipped_records`` (None when ``df`` was not made by ``read_documents``), and the
+    JSON Lines reader's text-rule replacements added to the consumer's."""
+    found = getattr(df, _READER, None) if df is not None else None
+    reader = dict(found.get) if isinstance(found, Observation) else dict(found or {})
+    stats = dict(stats)
+    stats["skipped_records"] = reader.get("skipped_records")
+    for key in ("replaced_sequences", "affected_documents"):
+        if key in reader:
+            stats[key] = (stats.get(key) or 0) + int(reader[key])
+    return stats
+
+
+def file_policy(spark: SparkSession, on_bad_input: str) -> str:
+    """What to do with a corrupt file: ``on_bad_input``, or ``"skip"`` when the session sets
+    ``spark.sql.files.ignoreCorruptFiles=true``."""
+    check_bad_input_policy(on_bad_input)
+    if spark.conf.get("spark.sql.files.ignoreCorruptFiles", "false").strip().lower() == "true":
+        return "skip"
+    return on_bad_input
 
 
 def read_counts(

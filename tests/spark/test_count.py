@@ -104,7 +104,10 @@ def test_observation_gives_documents_and_bytes(spark, tmp_path):
     docs = ["ab cd\n", "", None, "é\n"]
     df = spark.createDataFrame([(d,) for d in docs], "text string")
     stats = write_pretoken_counts(df, TrainerConfig(), str(tmp_path / "counts"))
-    assert stats == {"documents": 2, "bytes": 6 + 3, "pretokens": 5, "distinct_pretokens": 4}
+    # a DataFrame not made by read_documents: its reader's skips are unknown (None)
+    assert stats == {"documents": 2, "bytes": 6 + 3, "pretokens": 5, "distinct_pretokens": 4, "null_documents": 1,
+                     "replaced_sequences": 0, "affected_documents": 0, "skipped_files": None,
+                     "skipped_records": None}
     assert as_dict(read_counts(spark, str(tmp_path / "counts"))) == {"ab": 1, " cd": 1, "\n": 2, "é": 1}
     with pytest.raises(OutputExistsError):
         write_pretoken_counts(df, TrainerConfig(), str(tmp_path / "counts"))
@@ -152,7 +155,7 @@ def test_one_document_per_file(spark, tmp_path):
 
 
 def test_jsonl_and_parquet_columns(spark, tmp_path):
-    records = [{"id": 1, "body": "first doc"}, {"id": 2, "body": "second\ndoc"}, {"id": 3}]
+    records = [{"id": 1, "body": "first doc"}, {"id": 2, "body": "second\ndoc"}, {"id": 3, "body": None}]
     (tmp_path / "d.jsonl").write_text("\n".join(json.dumps(r) for r in records) + "\n", encoding="utf-8")
     docs = read_documents(spark, str(tmp_path / "d.jsonl"), input_format="jsonl", text_col="body")
     assert docs.columns == ["body"]

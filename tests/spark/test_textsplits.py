@@ -89,7 +89,9 @@ def test_direct_statistics_and_custom_patterns(spark, tmp_path):
     docs = read_documents(spark, str(tmp_path / "a.txt"))
     cfg = TrainerConfig(pattern="words", lowercase=True)
     stats = write_pretoken_counts(docs, cfg, str(tmp_path / "counts"))
-    assert stats == {"documents": 3, "bytes": 6 + 1 + 5, "pretokens": 3, "distinct_pretokens": 3}
+    assert stats == {"documents": 3, "bytes": 6 + 1 + 5, "pretokens": 3, "distinct_pretokens": 3,
+                     "null_documents": 0, "replaced_sequences": 0, "affected_documents": 0, "skipped_files": 0,
+                     "skipped_records": 0}
     assert as_dict(count_pretokens(docs, cfg)) == {"ab": 1, "cd": 1, "éé": 1}
 
 
