@@ -38,3 +38,26 @@ class ColumnError(InputError, KeyError):
 
     def __str__(self) -> str:  # KeyError would repr() the message
         return str(self.args[0]) if self.args else ""
+
+
+class BadInputError(InputError):
+    """A corrupt input file or a malformed record; the message names the file and the line or row."""
+
+
+class PatternTimeoutError(BpeSparkError, TimeoutError):
+    """A custom pretokenization pattern took longer than its time limit on a text."""
+
+
+class OutputRefusedError(BpeSparkError, ValueError):
+    """An output path bpe-spark will not write: it is, holds or lies inside an input, the model
+    or the checkpoint; it cannot be written; or ``overwrite`` would replace something that is not
+    an earlier bpe-spark output of the same kind."""
+
+
+class CheckpointError(ConfigError):
+    """A checkpoint directory cannot be used as asked: ``resume`` names no checkpoint, or one
+    made from another input or config; the message says what differs."""
+
+
+class CheckpointLockedError(CheckpointError):
+    """Another run holds the lock of the checkpoint directory; the message names it."""

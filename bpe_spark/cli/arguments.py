@@ -18,12 +18,14 @@ from bpe_spark.config import NORMALIZATIONS, TrainerConfig
 from bpe_spark.errors import ConfigError, InputError
 from bpe_spark.patterns import PRESETS
 from bpe_spark.spark.options import DOCUMENT_UNITS, ENGINES, INPUT_FORMATS
+from bpe_spark.text import BAD_INPUT_POLICIES
 
 CONFIG_DEFAULTS = {field.name: field.default for field in dataclasses.fields(TrainerConfig)}
 # the TrainerConfig fields a command sets (the </w> marker's text is no command-line choice)
 CONFIG_OPTIONS = tuple(name for name in CONFIG_DEFAULTS if name != "end_of_word_marker")
 TEXT_COLUMN = "text"
-DOCUMENT_DEFAULTS = {"input_format": INPUT_FORMATS[0], "text_column": TEXT_COLUMN, "document": DOCUMENT_UNITS[0]}
+DOCUMENT_DEFAULTS = {"input_format": INPUT_FORMATS[0], "text_column": TEXT_COLUMN, "document": DOCUMENT_UNITS[0],
+                     "on_bad_input": BAD_INPUT_POLICIES[0]}
 PRETOKENIZER_DEFAULTS = {
     "pattern": CONFIG_DEFAULTS["pattern"],
     "lowercase": CONFIG_DEFAULTS["lowercase"],
@@ -34,7 +36,7 @@ PRETOKENIZER_DEFAULTS = {
 
 
 def add_document_options(parser: argparse.ArgumentParser) -> None:
-    """--input-format, --text-column, --document, without defaults (``None``: not given); a
+    """--input-format, --text-column, --document, --on-bad-input, without defaults (``None``: not given); a
     command applies :data:`DOCUMENT_DEFAULTS` with ``parser.set_defaults``, or merges them in."""
     group = parser.add_argument_group("documents")
     group.add_argument("--input-format", choices=INPUT_FORMATS,
@@ -43,6 +45,26 @@ def add_document_options(parser: argparse.ArgumentParser) -> None:
                        help=f"jsonl/parquet column holding the text (default: {TEXT_COLUMN})")
     group.add_argument("--document", choices=DOCUMENT_UNITS,
                        help="text input: one document per line (default) or per file")
+    group.add_argument("--on-bad-input", choices=BAD_INPUT_POLICIES,
+                       help="a corrupt compressed file or a bad JSON Lines record (not JSON, no text field, "
+                            "a non-string text): error (default: stop, naming file and line) or skip and count it")
+
+
+def input_report(stats: Mapping) -> str | None:
+    """The summary line of what reading the input replaced, skipped or found empty (None: nothing).
+
+    >>> input_report({"replaced_sequences": 6, "affected_documents": 3, "skipped_records": 2, "skipped_files": None})
+    'input: 6 invalid UTF-8 / lone-surrogate sequences replaced by U+FFFD in 3 documents, 2 bad records skipped'
+    """
+    parts = []
+    if stats.get("replaced_sequences"):
+        parts.append(f"{stats['replaced_sequences']:,} invalid UTF-8 / lone-surrogate sequences replaced by U+FFFD "
+                     f"in {stats['affected_documents']:,} documents")
+    for key, what in (("null_documents", "null documents (no text) left out"),
+                      ("skipped_records", "bad records skipped"), ("skipped_files", "corrupt files skipped")):
+        if stats.get(key):
+            parts.append(f"{stats[key]:,} {what}")
+    return "input: " + ", ".join(parts) if parts else None
 
 
 def add_pretokenizer_options(parser: argparse.ArgumentParser) -> None:

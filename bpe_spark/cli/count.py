@@ -14,6 +14,9 @@ from bpe_spark.cli.arguments import (
     add_pretokenizer_options,
     add_spark_options,
     check_document_options,
+    check_input_paths,
+    check_special_tokens_match,
+    input_report,
     start_spark,
 )
 
@@ -48,10 +51,14 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 def run(args: argparse.Namespace) -> int:
     from bpe_spark.config import TrainerConfig
+    from bpe_spark.output_guard import check_output
 
     cfg = TrainerConfig(pattern=args.pattern, lowercase=args.lowercase, normalization=args.normalization,
                         special_tokens=tuple(args.special_tokens))
     check_document_options(args.input_format, args.document)
+    check_input_paths(args.input)
+    check_output(args.out, "counts", overwrite=args.overwrite, option="--out", protected={"input": args.input})
+    check_special_tokens_match(cfg.special_tokens, args.input_format, args.document, "--special-token")
     # local text is read and counted by the Python tasks unless the JVM's regex counts
     light_input = (args.input, args.input_format, args.document) if args.engine != "jvm" else None
     spark = start_spark(args, NAME, light_input=light_input)
@@ -59,9 +66,11 @@ def run(args: argparse.Namespace) -> int:
     from bpe_spark.spark.count import write_pretoken_counts
 
     docs = read_documents(spark, args.input, input_format=args.input_format, text_col=args.text_column,
-                          document=args.document)
+                          document=args.document, on_bad_input=args.on_bad_input)
     stats = write_pretoken_counts(docs, cfg, args.out, text_col=args.text_column, engine=args.engine,
                                   overwrite=args.overwrite)
     print(f"wrote {stats['distinct_pretokens']:,} distinct pretokens ({stats['pretokens']:,} in all, from "
           f"{stats['documents']:,} documents) to {args.out}")
+    if report := input_report(stats):
+        print(report)
     return 0

@@ -13,6 +13,9 @@ from bpe_spark.cli.arguments import (
     add_overwrite,
     add_spark_options,
     check_document_options,
+    check_input_paths,
+    check_special_tokens_match,
+    input_report,
     start_spark,
 )
 from bpe_spark.errors import ConfigError
@@ -50,8 +53,13 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--id-column", action="append", default=[], metavar="C",
                         help="jsonl/parquet column to carry to the output as a document id, repeatable "
                              "(default: a doc_id, the position in input order)")
-    parser.add_argument("--eos", metavar="T", help="append this token to every document (a special token such as '<|endoftext|>')")
-    parser.add_argument("--bos", metavar="T", help="prepend this token to every document")
+    for name, verb in (("eos", "append"), ("bos", "prepend")):
+        group = parser.add_mutually_exclusive_group()
+        group.add_argument(f"--{name}", metavar="T",
+                           help=f"{verb} this token to every document, given by its text: a special token "
+                                "such as '<|endoftext|>', or one token of the vocabulary (numeric text is "
+                                f"refused: use --{name}-id)")
+        group.add_argument(f"--{name}-id", type=int, metavar="N", help=f"{verb} the token of id N to every document")
     parser.add_argument("--allow-special", action="store_true",
                         help="encode special-token text in the data as the special token (default: as ordinary text)")
     parser.add_argument("--dtype", choices=TOKEN_DTYPES, default=TOKEN_DTYPES[0],
@@ -65,6 +73,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 def run(args: argparse.Namespace) -> int:
     import time
 
+    from bpe_spark.batch_encoder import resolve_token
+    from bpe_spark.output_guard import check_output
     from bpe_spark.shards import token_dtype
     from bpe_spark.tokenizer import Tokenizer
 
@@ -75,6 +85,14 @@ def run(args: argparse.Namespace) -> int:
     elif args.dtype != "auto":
         raise ConfigError("--dtype applies to --output-format bin (Parquet stores int32)")
     check_document_options(args.input_format, args.document)
+    check_input_paths(args.input)
+    check_output(args.out, "encoded", overwrite=args.overwrite, option="--out",
+                 protected={"input": args.input, "model": [args.model]})
+    if args.allow_special:
+        check_special_tokens_match(tok.special_tokens, args.input_format, args.document,
+                                   "--allow-special: the model's special token")
+    ends = {name: resolve_token(tok, f"--{name}", text=getattr(args, name), token_id=getattr(args, f"{name}_id"))
+            for name in ("eos", "bos")}
     # whole files are big documents: fewer per Arrow batch keeps the Python workers' memory small
     properties = {"spark.sql.execution.arrow.maxRecordsPerBatch": "64"} if args.document == "file" else {}
     # local text (which has no id columns) is read by the Python tasks: the JVM only coordinates
@@ -84,11 +102,11 @@ def run(args: argparse.Namespace) -> int:
 
     docs = read_documents(
         spark, args.input, input_format=args.input_format, text_col=args.text_column,
-        document=args.document, keep_columns=args.id_column,
+        document=args.document, keep_columns=args.id_column, on_bad_input=args.on_bad_input,
     )
     manifest = encode_dataset(
         docs, tok, args.out, output_format=args.output_format, text_col=args.text_column,
-        id_cols=args.id_column, eos=args.eos, bos=args.bos,
+        id_cols=args.id_column, eos_id=ends["eos"], bos_id=ends["bos"],
         allowed_special="all" if args.allow_special else (), dtype=args.dtype,
         shard_tokens=args.shard_tokens, overwrite=args.overwrite,
         source={"model": str(args.model), "input": list(args.input), "input_format": args.input_format,
@@ -101,5 +119,7 @@ def run(args: argparse.Namespace) -> int:
         f"{'shard' if args.output_format == 'bin' else 'Parquet file'}(s) at {args.out} "
         f"({time.time() - started:.1f} s)"
     )
+    if report := input_report(manifest):
+        print(report)
     return 0
 

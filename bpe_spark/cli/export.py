@@ -33,7 +33,10 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 def run(args: argparse.Namespace) -> int:
     from bpe_spark.formats import export_model
+    from bpe_spark.output_guard import check_placement, check_writable
 
+    check_placement(args.out, {"model": [args.model]}, option="--out")  # the rest: export_model's atomic write
+    check_writable(args.out, option="--out")
     tok = load_model(args.model, args.pattern)
     for path in export_model(tok, args.export_format, args.out, overwrite=args.overwrite):
         print(path)

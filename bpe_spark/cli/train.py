@@ -18,6 +18,9 @@ from bpe_spark.cli.arguments import (
     add_pretokenizer_options,
     add_spark_options,
     check_document_options,
+    check_input_paths,
+    check_special_tokens_match,
+    input_report,
     start_spark,
 )
 from bpe_spark.config import END_OF_WORD, SCHEMES, TIE_BREAKS, TrainerConfig
@@ -129,7 +132,7 @@ def run(args: argparse.Namespace) -> int:
     import time
     from pathlib import Path
 
-    from bpe_spark.errors import OutputExistsError
+    from bpe_spark.output_guard import check_checkpoint, check_output
 
     options = train_options(args)
     if not options["out"]:
@@ -144,10 +147,16 @@ def run(args: argparse.Namespace) -> int:
         raise ConfigError("--resume continues the run kept in --checkpoint-dir DIR; give that directory")
     if options["input"]:
         check_document_options(options["input_format"], options["document"])
+    check_input_paths(options["input"] or options["counts"], "--input" if options["input"] else "--counts")
     out = Path(options["out"])
-    if out.exists() and not options["overwrite"]:
-        raise OutputExistsError(f"output {out} already exists; pass --overwrite to replace it, or choose another --out")
+    inputs, checkpoint_dir = options["input"] or options["counts"], options["checkpoint_dir"]
+    check_output(out, "model", overwrite=bool(options["overwrite"]), option="--out",
+                 protected={"input": inputs, "checkpoint": [checkpoint_dir]})
+    if checkpoint_dir:
+        check_checkpoint(checkpoint_dir, protected={"input": inputs, "model output": [out]}, option="--checkpoint-dir")
     cfg = trainer_config(options)
+    if options["input"]:
+        check_special_tokens_match(cfg.special_tokens, options["input_format"], options["document"], "--special-token")
 
     # Local text is read by the Python tasks, and the JVM only coordinates; not when a driver
     # budget is given: that asks for rounds, whose pair counts are JVM work.
@@ -172,13 +181,16 @@ def run(args: argparse.Namespace) -> int:
     }
     if options["input"]:
         docs = read_documents(spark, options["input"], input_format=options["input_format"],
-                              text_col=options["text_column"], document=options["document"])
-        tok = spark_train(docs, cfg, text_col=options["text_column"], engine=options["engine"], **common)
+                              text_col=options["text_column"], document=options["document"],
+                              on_bad_input=options["on_bad_input"])
+        tok = spark_train(docs, cfg, text_col=options["text_column"], engine=options["engine"], **common,
+                          read_options={key: options[key] for key in ("input_format", "document", "on_bad_input")})
     else:
         tok = spark_train_from_counts(read_counts(spark, options["counts"]), cfg, **common)
     started = time.perf_counter()
     tok.metadata["source"] = {
-        key: options[key] for key in ("input", "counts", "input_format", "text_column", "document", "engine")
+        key: options[key]
+        for key in ("input", "counts", "input_format", "text_column", "document", "on_bad_input", "engine")
     }
     tok.save(out, overwrite=bool(options["overwrite"]))
     tok.metadata["timings"]["save_seconds"] = round(time.perf_counter() - started, 3)
@@ -202,6 +214,8 @@ def summary(tok, out, sample: str | None) -> str:
     if stats.get("documents") is not None:
         corpus.insert(0, f"{stats['documents']:,} documents, {stats['bytes']:,} bytes")
     lines.append("corpus: " + ", ".join(corpus))
+    if report := input_report(stats):
+        lines.append(report)
     per_round = [r["merges"] for r in rounds]
     shown = ", ".join(str(n) for n in per_round[:12]) + (", ..." if len(per_round) > 12 else "")
     lines.append(f"rounds: {len(rounds)} ({stats['mode']}, driver budget {stats['driver_budget']:,} pretokens); "

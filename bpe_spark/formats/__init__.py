@@ -40,6 +40,7 @@ from pathlib import Path
 from typing import Any
 
 from bpe_spark.errors import ConfigError, ModelFormatError
+from bpe_spark.formats.fields import check_file_size
 from bpe_spark.formats.files import atomic_directory, atomic_file
 from bpe_spark.formats.gpt2 import read_gpt2
 from bpe_spark.formats.hf_json_read import read_tokenizer_json
@@ -88,11 +89,12 @@ def detect_format(path) -> str:
     if head.startswith(b"{"):
         if path.name == "vocab.json":
             return "gpt2"
+        check_file_size(path)
         # A tokenizer.json has a "model" object; a GPT-2 vocab.json maps tokens to ids.
         try:
             with open(path, encoding="utf-8") as fh:
                 top = json.load(fh)
-        except (ValueError, UnicodeDecodeError):
+        except (ValueError, UnicodeDecodeError, RecursionError):
             return "tokenizer.json"  # its reader reports the line and column of the damage
         return (
             "tokenizer.json"
@@ -167,16 +169,19 @@ def export_model(tok, fmt: str, out, *, overwrite: bool = False) -> list[Path]:
     - ``gpt2``: ``out`` is a directory that receives ``vocab.json`` and ``merges.txt``;
     - ``tiktoken``: ``out`` is the ``.tiktoken`` file (rank = token id);
     - ``subword-nmt``: ``out`` is the codes file.
+
+    ``overwrite`` replaces an earlier export only: a directory with the ``_BPE_SPARK`` marker of
+    kind ``export``, or a file that reads as ``fmt`` (:mod:`bpe_spark.output_guard`).
     """
     out = Path(out)
     spec = export_spec(fmt)
     if spec.directory:
-        with atomic_directory(out, overwrite=overwrite) as staged:
+        with atomic_directory(out, kind="export", overwrite=overwrite, format=fmt) as staged:
             spec.write(tok, staged)
         return [out / name for name in spec.files]
     if spec.suffix is not None and (out.is_dir() or out.suffix != spec.suffix):
         out = out / spec.files[0]
-    with atomic_file(out, overwrite=overwrite) as staged:
+    with atomic_file(out, file_format=fmt, overwrite=overwrite) as staged:
         spec.write(tok, staged)
     return [out]
 

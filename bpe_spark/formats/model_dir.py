@@ -13,7 +13,7 @@ definition of the merges table, which the Spark checkpoint writes too.
 >>> out = pathlib.Path(tempfile.mkdtemp()) / "m"
 >>> save_model(tok, out)
 >>> sorted(p.name for p in out.iterdir())
-['bpe_spark.json', 'merges.parquet', 'tokenizer.json', 'vocab.parquet']
+['_BPE_SPARK', 'bpe_spark.json', 'merges.parquet', 'tokenizer.json', 'vocab.parquet']
 >>> Tokenizer(**read_model(out)).to_dict() == tok.to_dict()
 True
 """
@@ -32,7 +32,16 @@ import pyarrow.parquet as pq
 from bpe_spark._version import __version__
 from bpe_spark.config import TrainerConfig
 from bpe_spark.errors import BpeSparkError, ConfigError, ModelFormatError
-from bpe_spark.formats.fields import Fields, is_integer
+from bpe_spark.formats.fields import (
+    ID_RANGE,
+    Fields,
+    check_count,
+    check_file_size,
+    check_pattern,
+    check_token,
+    is_id,
+    is_integer,
+)
 from bpe_spark.formats.files import atomic_directory, read_json_file
 from bpe_spark.formats.registry import EXPORTS, MODEL_META_FILE, export_spec
 from bpe_spark.patterns import PRESETS, pattern_source
@@ -194,7 +203,8 @@ def save_model(tok, directory, *, overwrite: bool = False, exports: Iterable[str
     """Write the model directory atomically (DESIGN section 3).
 
     Everything is written to a temporary sibling directory that is renamed into place once
-    complete; an existing ``directory`` is an error unless ``overwrite``. ``exports`` adds other
+    complete, with the ``_BPE_SPARK`` marker of kind ``model``; an existing ``directory`` is an
+    error unless ``overwrite``, and then must be an earlier model. ``exports`` adds other
     formats inside it: ``gpt2`` (vocab.json + merges.txt), ``tiktoken`` (model.tiktoken),
     ``subword-nmt`` (codes.bpe).
     """
@@ -205,7 +215,7 @@ def save_model(tok, directory, *, overwrite: bool = False, exports: Iterable[str
     meta = model_metadata(tok, exports)  # validates metadata before anything is written
     # A byte-scheme model always holds tokenizer.json (DESIGN section 3).
     written = dict.fromkeys((("tokenizer.json",) if tok.scheme == "byte" else ()) + exports)
-    with atomic_directory(directory, overwrite=overwrite) as staged:
+    with atomic_directory(directory, kind="model", overwrite=overwrite) as staged:
         pq.write_table(merges_table(tok), staged / MERGES_FILE)
         pq.write_table(vocab_table(tok), staged / VOCAB_FILE)
         for fmt in written:
@@ -221,10 +231,12 @@ def _read_table(path: Path, schema: pa.Schema) -> pa.Table:
         raise ModelFormatError(
             f"{path}: missing; a model directory needs {MERGES_FILE}, {VOCAB_FILE} and {MODEL_META_FILE}"
         )
+    check_file_size(path)
     try:
         table = pq.read_table(path)
     except (pa.ArrowException, OSError) as exc:
         raise ModelFormatError(f"{path}: not a readable Parquet file ({exc})") from None
+    check_count(table.num_rows, str(path), "rows")
     for field in schema:
         if field.name not in table.column_names:
             raise ModelFormatError(
@@ -266,18 +278,23 @@ def _read_pattern(fields: Fields, meta: dict) -> str:
         raise fields.error("pattern.regex", f"differs from the {name!r} preset it names")
     if name is None and not isinstance(regex_source, str):
         raise fields.error("pattern", "needs a 'name' or a 'regex'")
+    if name is None:
+        check_pattern(regex_source, fields.where("pattern.regex"))
     return name if name is not None else regex_source
 
 
 def _read_specials(fields: Fields, meta: dict) -> dict[str, int]:
     special_tokens: dict[str, int] = {}
-    for i, entry in enumerate(fields.get(meta, "special_tokens", list)):
+    entries = fields.get(meta, "special_tokens", list)
+    check_count(len(entries), fields.where("special_tokens"), "special tokens")
+    for i, entry in enumerate(entries):
         if not (
             isinstance(entry, dict)
             and isinstance(entry.get("token"), str)
-            and is_integer(entry.get("id"))
+            and is_id(entry.get("id"))
         ):
-            raise fields.bad(f"special_tokens[{i}]", entry, '{"token": a string, "id": an integer}')
+            raise fields.bad(f"special_tokens[{i}]", entry, f'{{"token": a string, "id": {ID_RANGE}}}')
+        check_token(entry["token"], fields.where(f"special_tokens[{i}].token"))
         special_tokens[entry["token"]] = entry["id"]
     return special_tokens
 
@@ -362,6 +379,7 @@ def _read_vocab(path: Path, scheme: str) -> tuple[dict[int, bytes | str], dict[s
             raise ModelFormatError(f"{where}: field 'kind' is {kind!r}; expected one of {KINDS}")
         if not token_bytes:
             raise ModelFormatError(f"{where}: field 'token_bytes' is empty")
+        check_token(token_bytes, f"{where}: field 'token_bytes'")
         if kind == "special" or scheme == "char":
             try:
                 text = token_bytes.decode("utf-8")

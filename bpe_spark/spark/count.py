@@ -22,7 +22,7 @@ from __future__ import annotations
 from collections.abc import Iterator
 
 import pyarrow as pa
-from pyspark.sql import DataFrame, Observation
+from pyspark.sql import Column, DataFrame, Observation
 from pyspark.sql import functions as F
 from pyspark.sql.types import LongType, StringType, StructField, StructType
 
@@ -31,13 +31,23 @@ from bpe_spark.errors import ConfigError
 from bpe_spark.pretokenize import Pretokenizer
 from bpe_spark.spark import textsplits
 from bpe_spark.spark.columns import STRING, check_columns
+from bpe_spark.spark.encode_tasks import executor_errors
+from bpe_spark.spark.faults import fail_once
+from bpe_spark.spark.guard import SparkOutput, input_paths
+from bpe_spark.spark.io import with_reader_stats
 from bpe_spark.spark.jregex import VERIFIED_PRESETS, java_pattern, special_tokens_regex
 from bpe_spark.spark.options import ENGINES
+from bpe_spark.text import InputTally
 
 # StructTypes, not DDL strings: a DDL string costs a JVM round trip to parse
 COUNTS_SCHEMA = StructType([StructField("pretoken", StringType()), StructField("count", LongType())])
 # what the Python tasks emit: counts, and (text files read by the tasks) a row of split totals
-_PARTIAL_SCHEMA = StructType([*COUNTS_SCHEMA.fields, StructField("documents", LongType()), StructField("bytes", LongType())])
+_TOTALS = ("documents", "bytes", "replaced_sequences", "affected_documents", "skipped_files")
+_PARTIAL_SCHEMA = StructType([*COUNTS_SCHEMA.fields, *(StructField(name, LongType()) for name in _TOTALS)])
+_REPLACEMENT = "\ufffd"
+# the corpus statistics every count reports (count_pretokens' observation)
+CORPUS_STATS = ("documents", "bytes", "null_documents", "replaced_sequences", "affected_documents", "skipped_files",
+                "skipped_records")  # the last: the reader's (io.with_reader_stats)
 # A partition's tally is flushed downstream when it holds this many distinct pretokens.
 _FLUSH_DISTINCT = 1_000_000
 
@@ -53,6 +63,13 @@ def choose_engine(cfg: TrainerConfig, engine: str = "auto") -> str:
     if engine not in ENGINES:
         raise ConfigError(f"engine must be one of {ENGINES}, got {engine!r}")
     if engine != "auto":
+        if engine == "jvm" and cfg.pattern not in VERIFIED_PRESETS:
+            # subtle: Java's regex has no time limit, and a custom pattern is untrusted (see
+            # bpe_spark.patterns): only the Python engine matches it under one
+            raise ConfigError(
+                "engine='jvm' matches with Java's regex, which has no time limit; a custom "
+                "pattern runs on engine='python' (or 'auto')"
+            )
         if engine == "jvm" and (cfg.lowercase or cfg.normalization):
             raise ConfigError(
                 "engine='jvm' cannot normalize exactly as the core does (lowercase / NFC / NFKC); "
@@ -75,9 +92,13 @@ def count_pretokens(
     """The ``(pretoken string, count long)`` table of the documents in ``df[text_col]``.
 
     Special tokens split documents and are never counted; the table has one row per distinct
-    pretoken, in no particular order. Lazy: nothing runs until the result is used.
+    pretoken, in no particular order. Lazy: nothing runs until the result is used. Text is
+    taken by the rule of :mod:`bpe_spark.text` (invalid UTF-8 becomes U+FFFD).
     ``observation`` (a ``pyspark.sql.Observation``), when given, collects ``documents`` (non-empty
-    texts) and ``bytes`` (their UTF-8 size) during the same job, at no extra pass.
+    texts), ``bytes`` (their size as read), ``null_documents`` (null texts),
+    ``replaced_sequences`` and ``affected_documents`` (the text rule's work) and
+    ``skipped_files`` (corrupt files skipped by ``read_documents(on_bad_input="skip")``, when
+    the tasks read them) during the same job, at no extra pass.
 
     >>> count_pretokens(spark.createDataFrame([("a a",)], "text string"), cfg).collect()  # doctest: +SKIP
     [Row(pretoken='a', count=1), Row(pretoken=' a', count=1)]
@@ -87,17 +108,41 @@ def count_pretokens(
     if source is not None and engine in ("auto", "python") and df.columns == [text_col]:
         return _count_text_files(df.sparkSession, source, cfg, observation)
     chosen = choose_engine(cfg, engine)
-    text = F.col(text_col)
-    docs = df.select(text.alias("text")).where(text.isNotNull() & (F.length(text) > 0))
+    raw = F.col(text_col)
+    docs = df.select(raw.alias("raw"))
     if observation is not None:
-        docs = docs.observe(
-            observation,
-            F.count(F.lit(1)).alias("documents"),
-            F.coalesce(F.sum(F.octet_length("text")), F.lit(0)).alias("bytes"),
-        )
+        docs = docs.observe(observation, *text_metrics("raw"))
+    docs = docs.where(F.length("raw") > 0).select(valid_text("raw").alias("text"))
     if chosen == "jvm":
         return _count_jvm(docs, cfg)
     return _count_python(docs, cfg)
+
+
+def valid_text(raw: str) -> Column:
+    """Spark's reader text (raw bytes in a string) by the rule of :mod:`bpe_spark.text`:
+    ``make_valid_utf8`` replaces exactly as ``bytes.decode("utf-8", "replace")`` does (tests
+    check it on crafted and random bytes)."""
+    return F.make_valid_utf8(raw)
+
+
+def text_metrics(raw: str) -> list[Column]:
+    """The observed totals of the documents in column ``raw`` (see :func:`count_pretokens`)."""
+    text = F.col(raw)
+    present = text.isNotNull() & (F.length(text) > 0)
+
+    def replacements(column: Column) -> Column:  # U+FFFD is 3 bytes in UTF-8
+        return (F.octet_length(column) - F.octet_length(F.replace(column, F.lit(_REPLACEMENT), F.lit("")))) / 3
+
+    invalid = present & ~F.is_valid_utf8(text)
+    return [
+        F.count(F.when(present, 1)).alias("documents"),
+        F.coalesce(F.sum(F.when(present, F.octet_length(text))), F.lit(0)).alias("bytes"),
+        F.count(F.when(text.isNull(), 1)).alias("null_documents"),
+        F.coalesce(F.sum(F.when(invalid, replacements(valid_text(raw)) - replacements(text))), F.lit(0))
+        .cast("long").alias("replaced_sequences"),
+        F.count(F.when(invalid, 1)).alias("affected_documents"),
+        F.lit(None).cast("long").alias("skipped_files"),  # Spark's reader skips files without telling
+    ]
 
 
 def _count_jvm(docs: DataFrame, cfg: TrainerConfig) -> DataFrame:
@@ -131,30 +176,33 @@ def _count_python(docs: DataFrame, cfg: TrainerConfig) -> DataFrame:
 
 def _count_text_files(spark, source: textsplits.TextSource, cfg: TrainerConfig, observation) -> DataFrame:
     """Count local text files read by the Python tasks (see :mod:`textsplits`): no JVM string
-    per line, no Arrow hand-off of the text. Each split also reports its documents and bytes in
-    one extra row (null pretoken), which feeds ``observation`` and is dropped."""
+    per line, no Arrow hand-off of the text. Each split also reports its totals in one extra
+    row (null pretoken), which feeds ``observation`` and is dropped."""
     splits = textsplits.plan_splits(source, spark.sparkContext.defaultParallelism)
     settings = cfg.to_dict()
+    on_bad_input = source.on_bad_input
 
     def count_splits(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
         tally = Pretokenizer.from_config(TrainerConfig.from_dict(settings)).tally()
         for batch in batches:
             for index in batch.column(0).to_pylist():
                 documents = size = 0
-                for lines, nbytes in textsplits.iter_lines(splits[index], with_bytes=True):
+                read = InputTally()
+                for lines, nbytes in textsplits.iter_lines(splits[index], with_bytes=True, tally=read,
+                                                           on_bad_input=on_bad_input):
                     tally.add(lines)
                     documents += len(lines)
                     size += nbytes
                     if len(tally) >= _FLUSH_DISTINCT:
                         yield _tally_batch(tally)
-                yield _tally_batch(tally, documents, size)
+                yield _tally_batch(tally, (documents, size, read.replaced, read.affected, read.skipped_files))
 
     partial = spark.range(0, len(splits), 1, numPartitions=max(1, len(splits))).mapInArrow(count_splits, _PARTIAL_SCHEMA)
     if observation is not None:
         partial = partial.observe(
             observation,
-            F.coalesce(F.sum("documents"), F.lit(0)).alias("documents"),
-            F.coalesce(F.sum("bytes"), F.lit(0)).alias("bytes"),
+            *(F.coalesce(F.sum(name), F.lit(0)).alias(name) for name in _TOTALS),
+            F.lit(0).cast("long").alias("null_documents"),
         )
     return _sum_counts(partial)
 
@@ -164,22 +212,19 @@ def _sum_counts(partial: DataFrame) -> DataFrame:
     return partial.where(F.col("pretoken").isNotNull()).groupBy("pretoken").agg(F.sum("count").alias("count"))
 
 
-def _tally_batch(tally, documents: int | None = None, size: int | None = None) -> pa.RecordBatch:
-    """The tally's counts (then cleared), plus a row of split totals when they are given."""
-    pretokens, counts = tally.items()
+def _tally_batch(tally, totals: tuple[int, ...] | None = None) -> pa.RecordBatch:
+    """The tally's counts (then cleared), plus a row of split totals (:data:`_TOTALS`) when
+    they are given."""
+    fail_once("count")  # the test hook (faults.py): off unless a test asks
+    pretokens, counts = tally.arrow_items()  # Arrow buffers: no Python object per pretoken
     tally.clear()
-    docs_column = [None] * len(pretokens)
-    bytes_column = [None] * len(pretokens)
-    if documents is not None:
-        pretokens.append(None)
-        counts.append(None)
-        docs_column.append(documents)
-        bytes_column.append(size)
-    return pa.RecordBatch.from_arrays(
-        [pa.array(pretokens, pa.string()), pa.array(counts, pa.int64()),
-         pa.array(docs_column, pa.int64()), pa.array(bytes_column, pa.int64())],
-        names=_PARTIAL_SCHEMA.names,
-    )
+    n = len(pretokens)
+    columns = [pa.nulls(n, pa.int64()) for _ in _TOTALS]
+    if totals is not None:
+        pretokens = pa.concat_arrays([pretokens, pa.nulls(1, pa.string())])
+        counts = pa.concat_arrays([counts, pa.nulls(1, pa.int64())])
+        columns = [pa.concat_arrays([column, pa.array([value], pa.int64())]) for column, value in zip(columns, totals)]
+    return pa.RecordBatch.from_arrays([pretokens, counts, *columns], names=_PARTIAL_SCHEMA.names)
 
 
 def write_pretoken_counts(
@@ -193,28 +238,35 @@ def write_pretoken_counts(
 ) -> dict:
     """Count the pretokens of ``df[text_col]`` and write them as Parquet ``(pretoken, count)``.
 
-    Returns the corpus statistics (``documents``, ``bytes``, ``pretokens``,
-    ``distinct_pretokens``). An empty corpus raises before anything is written.
+    Returns the corpus statistics (:data:`CORPUS_STATS`, ``pretokens``, ``distinct_pretokens``).
+    An empty corpus raises before anything is written. ``path`` is checked before any work and
+    written atomically, with the ``_BPE_SPARK`` marker of kind ``counts`` (``overwrite``
+    replaces only earlier counts: :mod:`bpe_spark.output_guard`).
     """
     from pyspark import StorageLevel
 
-    from bpe_spark.errors import EmptyCorpusError, OutputExistsError
-
+    output = SparkOutput(df.sparkSession, path, "counts")
+    output.prepare(overwrite, {"input": input_paths(df)})  # before any work (bpe_spark.output_guard)
     observation = Observation("bpe_spark_count")
     counts = count_pretokens(df, cfg, text_col=text_col, engine=engine, observation=observation)
     counts = counts.persist(StorageLevel.MEMORY_AND_DISK)
     try:
-        summary = counts.agg(F.count(F.lit(1)).alias("distinct"), F.sum("count").alias("total")).first()
-        if not summary["distinct"]:
-            raise EmptyCorpusError("the corpus has no pretoken to count (empty input, or only special tokens)")
-        try:
-            counts.write.mode("overwrite" if overwrite else "errorifexists").parquet(path)
-        except Exception as exc:  # Spark's AnalysisException for an existing path
-            if "already exists" in str(exc).lower():
-                raise OutputExistsError(f"output {path} already exists; pass --overwrite to replace it") from None
-            raise
-        stats = dict(observation.get)
-        stats.update(pretokens=int(summary["total"]), distinct_pretokens=int(summary["distinct"]))
-        return stats
+        with executor_errors():
+            return _write_counts(df, counts, observation, output, overwrite)
     finally:
         counts.unpersist()
+        output.discard()
+
+
+def _write_counts(df: DataFrame, counts: DataFrame, observation: Observation, output: SparkOutput,
+                  overwrite: bool) -> dict:
+    from bpe_spark.errors import EmptyCorpusError
+
+    summary = counts.agg(F.count(F.lit(1)).alias("distinct"), F.sum("count").alias("total")).first()
+    if not summary["distinct"]:
+        raise EmptyCorpusError("the corpus has no pretoken to count (empty input, or only special tokens)")
+    counts.write.parquet(output.staging)  # a staging sibling, marked and moved into place when whole
+    output.publish(overwrite)
+    stats = with_reader_stats(df, dict(observation.get))
+    stats.update(pretokens=int(summary["total"]), distinct_pretokens=int(summary["distinct"]))
+    return stats

@@ -13,8 +13,9 @@ Two Spark jobs, no shuffle, no cache, no second pass over the text:
    shards (:func:`~bpe_spark.spark.output.plan_shards`), and an I/O-only job writes each shard
    from slices of the pieces (:func:`~bpe_spark.spark.output.write_shards`).
 
-Everything goes to a hidden staging sibling of the output, and is moved into place with
-``_manifest.json`` only when both jobs succeed.
+Everything goes to a hidden staging sibling of the output (named for its owner, so the next run
+removes those of dead runs), and is moved into place with ``_manifest.json`` and the
+``_BPE_SPARK`` marker only when both jobs succeed.
 """
 
 from __future__ import annotations
@@ -25,6 +26,7 @@ import json
 import time
 import uuid
 from collections.abc import Collection, Sequence
+from dataclasses import dataclass
 from typing import Any, Literal
 
 import numpy as np
@@ -35,6 +37,7 @@ from pyspark.sql import functions as F
 
 from bpe_spark.batch_encoder import batch_options
 from bpe_spark.errors import ConfigError
+from bpe_spark.long_documents import LongDocument
 from bpe_spark.shards import (
     MANIFEST_FORMAT,
     MANIFEST_NAME,
@@ -51,11 +54,16 @@ from bpe_spark.spark.encode_tasks import (
     check_input,
     encoded_slices,
     executor_error,
+    id_columns,
     segment_columns,
+    segment_key,
     segment_runs,
 )
+from bpe_spark.spark.guard import input_paths
+from bpe_spark.spark.io import with_reader_stats
 from bpe_spark.spark.options import DEFAULT_SHARD_TOKENS, OUTPUT_FORMATS
 from bpe_spark.spark.output import PIECE_SCHEMA, Output, PieceWriter, plan_shards, write_shards
+from bpe_spark.text import InputTally
 from bpe_spark.tokenizer import Tokenizer
 
 
@@ -67,8 +75,10 @@ def encode_dataset(
     output_format: str = "parquet",
     text_col: str = "text",
     id_cols: Sequence[str] | None = None,
-    eos: int | str | None = None,
-    bos: int | str | None = None,
+    eos: str | None = None,
+    bos: str | None = None,
+    eos_id: int | None = None,
+    bos_id: int | None = None,
     allowed_special: Literal["all"] | Collection[str] = frozenset(),
     disallowed_special: Literal["all"] | Collection[str] = (),
     dtype: str = "auto",
@@ -77,6 +87,10 @@ def encode_dataset(
     source: dict[str, Any] | None = None,
 ) -> dict[str, Any]:
     """Encode ``df[text_col]`` and write it to ``out``: Parquet parts or binary shards + manifest.
+
+    Text is taken by the rule of :mod:`bpe_spark.text` (invalid UTF-8 becomes U+FFFD); the
+    manifest counts its ``replaced_sequences`` and ``affected_documents``, and the corrupt
+    files skipped (``read_documents(on_bad_input="skip")``) among local text files.
 
     Ids and options as :func:`bpe_spark.spark.encode` (special-token text is ordinary text
     unless ``allowed_special`` names it). Documents are written in ``doc_id`` order (input
@@ -89,6 +103,10 @@ def encode_dataset(
 
     ``out`` is a local (or shared) path or a URI pyarrow can write (``s3://``, ``hdfs://``):
     executors write the files directly, so on a cluster it must be a filesystem they all reach.
+    Before any work, ``out`` is refused (:class:`~bpe_spark.errors.OutputRefusedError`) when it
+    is, holds or lies inside a file ``df`` reads or ``source``'s ``input`` or ``model``, cannot
+    be written, or exists and is not an earlier encoded dataset (``overwrite`` replaces only
+    those: :mod:`bpe_spark.output_guard`).
     """
     started = time.time()
     if output_format not in OUTPUT_FORMATS:
@@ -96,7 +114,7 @@ def encode_dataset(
     if isinstance(shard_tokens, bool) or not isinstance(shard_tokens, int) or shard_tokens < 1:
         raise ConfigError(f"shard_tokens must be a positive integer, got {shard_tokens!r}")
     options = batch_options(tok, allowed_special=allowed_special, disallowed_special=disallowed_special,
-                            bos=bos, eos=eos)
+                            bos=bos, eos=eos, bos_id=bos_id, eos_id=eos_id)
     id_cols = list(id_cols or [])
     if output_format == "bin":
         numpy_dtype = token_dtype(tok.max_token_id, dtype)
@@ -107,14 +125,15 @@ def encode_dataset(
         numpy_dtype = np.dtype("int32")
     check_input(df, text_col, id_cols, ["input_ids", "n_tokens"] if id_cols else ["doc_id", "input_ids", "n_tokens"])
     output = Output(out)
-    output.check_absent(overwrite)
+    output.prepare(overwrite, {"input": input_paths(df, source), "model": [(source or {}).get("model")]})
 
     staging = output.sibling("staging")
     pieces_dir = f"{staging}/_pieces"
     fs = output.fs
     try:
         fs.create_dir(pieces_dir, recursive=True)
-        pieces = _encode_to_pieces(df, tok, options, text_col=text_col, id_cols=id_cols, fs=fs, pieces_dir=pieces_dir)
+        pieces, skipped_files = _encode_to_pieces(df, tok, options, text_col=text_col, id_cols=id_cols, fs=fs,
+                                                  pieces_dir=pieces_dir)
         plan = plan_shards(pieces, shard_tokens, fs, pieces_dir, "shard" if output_format == "bin" else "part")
         written = write_shards(df.sparkSession, plan, fs=fs, staging=staging, pieces_dir=pieces_dir,
                                output_format=output_format, dtype=numpy_dtype, id_cols=id_cols)
@@ -122,6 +141,11 @@ def encode_dataset(
         manifest = _manifest(
             pieces, plan, written, tok, options, output_format=output_format, dtype=numpy_dtype,
             text_col=text_col, id_cols=id_cols, shard_tokens=shard_tokens, source=source, started=started,
+            read_stats=with_reader_stats(df, {
+                "replaced_sequences": sum(piece["replaced"] for piece in pieces),
+                "affected_documents": sum(piece["affected"] for piece in pieces),
+                "skipped_files": skipped_files,
+            }),
         )
         with fs.open_output_stream(f"{staging}/{MANIFEST_NAME}") as fh:
             fh.write((json.dumps(manifest, indent=2, sort_keys=False) + "\n").encode("utf-8"))
@@ -138,7 +162,7 @@ def encode_dataset(
 
 
 def _manifest(pieces, plan, written, tok, options, *, output_format, dtype, text_col, id_cols, shard_tokens,
-              source, started) -> dict[str, Any]:
+              source, started, read_stats: dict[str, Any]) -> dict[str, Any]:
     """The manifest (:mod:`bpe_spark.shards`' ``_manifest.json``), checking that the shards
     written are the shards planned and hold every token encoded."""
     shards = []
@@ -163,6 +187,7 @@ def _manifest(pieces, plan, written, tok, options, *, output_format, dtype, text
         "output_format": output_format,
         "documents": documents,
         "null_documents": sum(piece["nulls"] for piece in pieces),
+        **read_stats,
         "tokens": tokens,
         "bytes": text_bytes,
         "bytes_per_token": round(text_bytes / tokens, 6) if tokens else None,
@@ -190,8 +215,10 @@ def _manifest(pieces, plan, written, tok, options, *, output_format, dtype, text
     }
 
 
-def _encode_to_pieces(df, tok, options, *, text_col, id_cols, fs, pieces_dir) -> list[dict]:
-    """Run the encoding job: one Arrow piece per input segment; the pieces in document order."""
+def _encode_to_pieces(df, tok, options, *, text_col, id_cols, fs, pieces_dir) -> tuple[list[dict], int | None]:
+    """Run the encoding job: one Arrow piece per input segment; the pieces in document order,
+    and the corrupt files skipped (None when Spark's reader read the files: it skips without
+    telling)."""
     source = textsplits.source_of(df)
     splits = None
     if source is not None and not id_cols and df.columns == [text_col]:
@@ -204,22 +231,28 @@ def _encode_to_pieces(df, tok, options, *, text_col, id_cols, fs, pieces_dir) ->
     model = ModelBroadcast(df.sparkSession, tok, options)
     tag = uuid.uuid4().hex[:8]
 
+    on_bad_input = source.on_bad_input if source is not None else "error"
+
     def run(batches):
+        read = InputTally()
         if splits is not None:
-            batches = _split_batches(batches, splits)
+            batches = _split_batches(batches, splits, read, on_bad_input)
         return _encode_pieces(batches, model=model, keep_names=list(id_cols), fs=fs, pieces_dir=pieces_dir,
-                              attempt_tag=tag)
+                              attempt_tag=tag, read=read)
 
     try:
-        rows = frame.mapInArrow(run, PIECE_SCHEMA).collect()
+        rows = [row.asDict() for row in frame.mapInArrow(run, PIECE_SCHEMA).collect()]
     finally:
         model.unpersist()
-    return sorted((row.asDict() for row in rows), key=lambda p: (p["file"], p["block"], p["part"], p["seq"]))
+    pieces = sorted((row for row in rows if row["piece"]), key=lambda p: (p["file"], p["block"], p["part"], p["seq"]))
+    skipped = sum(row["skipped_files"] for row in rows) if splits is not None else None
+    return pieces, skipped
 
 
-def _encode_pieces(batches, *, model: ModelBroadcast, keep_names: list[str], fs, pieces_dir, attempt_tag):
+def _encode_pieces(batches, *, model: ModelBroadcast, keep_names: list[str], fs, pieces_dir, attempt_tag,
+                   read: InputTally):
     """Task body: encode the task's rows into one piece per input segment (its documents in
-    input order); yield the pieces' keys and totals."""
+    input order); yield the pieces' keys and totals (and the files ``read`` skipped)."""
     from pyspark import TaskContext
 
     context = TaskContext.get()
@@ -228,30 +261,54 @@ def _encode_pieces(batches, *, model: ModelBroadcast, keep_names: list[str], fs,
     text_index = len(keep_names)
     pieces = PieceWriter(fs, pieces_dir, partition, f"{attempt_tag}-{context.attemptNumber()}")
     for batch in batches:
+        if isinstance(batch, _LongRow):
+            segment = segment_key(batch.file, batch.block, partition)
+            if pieces.key != segment:
+                pieces.start(segment)
+            input_ids, n_tokens = id_columns(*encoder.encode_long(batch.document))
+            pieces.write(pa.RecordBatch.from_arrays([input_ids, n_tokens], ["input_ids", "n_tokens"]),
+                         tokens=len(input_ids.values), text_bytes=len(batch.document), nulls=0,
+                         replaced=read.replaced, affected=read.affected)
+            read.replaced = read.affected = 0
+            continue
         if batch.num_rows == 0:
             continue
         for lo, hi, segment in segment_runs(batch, partition):
             if pieces.key != segment:
                 pieces.start(segment)
             run = batch.slice(lo, hi - lo)
-            for _, part, input_ids, n_tokens, byte_lengths in encoded_slices(encoder, run, text_index):
+            for _, part, input_ids, n_tokens, byte_lengths in encoded_slices(encoder, run, text_index, read):
                 columns = [part.column(i) for i in range(text_index)] + [input_ids, n_tokens]
                 pieces.write(pa.RecordBatch.from_arrays(columns, [*keep_names, "input_ids", "n_tokens"]),
                              tokens=int(pc.sum(n_tokens).as_py() or 0), text_bytes=int(byte_lengths.sum()),
-                             nulls=input_ids.null_count)
-    yield from pieces.report()
+                             nulls=input_ids.null_count, replaced=read.replaced, affected=read.affected)
+                read.replaced = read.affected = 0  # counted in this piece
+    yield from pieces.report(read.skipped_files)
 
 
-def _split_batches(batches, splits: list[textsplits.Split]):
+def _split_batches(batches, splits: list[textsplits.Split], read: InputTally, on_bad_input: str):
     """The documents of the splits named by the task's rows, as Arrow batches shaped like the
-    Spark reader's (text, file URI, block start): see :mod:`bpe_spark.spark.textsplits`."""
+    Spark reader's (text as read, file URI, block start): see :mod:`bpe_spark.spark.textsplits`."""
     for batch in batches:
         for index in batch.column(0).to_pylist():
             split = splits[index]
-            for lines in textsplits.iter_lines(split):
+            for lines in textsplits.iter_lines(split, raw=True, tally=read, on_bad_input=on_bad_input):
+                if isinstance(lines[0], LongDocument):  # it comes alone: never one str, nor Arrow
+                    yield _LongRow(lines[0], split.uri, split.start)
+                    continue
                 n = len(lines)
                 yield pa.RecordBatch.from_arrays(
-                    [pa.array(lines, pa.string()), pa.array([split.uri] * n, pa.string()),
+                    [pa.array(lines, pa.binary()), pa.array([split.uri] * n, pa.string()),
                      pa.array([split.start] * n, pa.int64())],
                     [TEXT, FILE, BLOCK],
                 )
+
+
+@dataclass(frozen=True)
+class _LongRow:
+    """One document of a split too long for an Arrow batch of text (see
+    :mod:`bpe_spark.long_documents`), with its segment's file URI and block start."""
+
+    document: LongDocument
+    file: str
+    block: int

@@ -4,6 +4,9 @@ batches on the executors, input segments, the input checks, and executor errors.
 The tokenizer is broadcast once, as plain data, and rebuilt once per executor process
 (:class:`ModelBroadcast`); each Arrow batch is cut into slices of at most ``SLICE_BYTES`` of text
 and encoded whole by :class:`~bpe_spark.batch_encoder.BatchEncoder` (:func:`encoded_slices`).
+The text column holds the input's bytes (a string column from Spark's readers carries them
+unchecked, or binary): :func:`arrow_text` makes them text by the rule of :mod:`bpe_spark.text`,
+counting its replacements.
 
 Input segments and document order. A segment is one file split, keyed ``(file URI, block start,
 -1)``, or, for rows not read from files, one partition, keyed ``("", -1, partition)``
@@ -17,7 +20,9 @@ once every piece is in (no counting pass over the text).
 
 from __future__ import annotations
 
+import contextlib
 import itertools
+import re
 from collections.abc import Iterator, Sequence
 from typing import Any
 
@@ -29,13 +34,17 @@ from pyspark.sql import functions as F
 
 from bpe_spark.batch_encoder import BatchEncoder
 from bpe_spark.errors import (
+    BadInputError,
     BpeSparkError,
     ConfigError,
     DisallowedSpecialTokenError,
+    PatternTimeoutError,
     UnknownCharacterError,
 )
 from bpe_spark.shards import model_fingerprint
 from bpe_spark.spark.columns import STRING, check_columns
+from bpe_spark.spark.faults import fail_once
+from bpe_spark.text import InputTally
 from bpe_spark.tokenizer import Tokenizer
 
 TEXT = "__bpe_text"
@@ -93,6 +102,9 @@ def executor_error(exc: Exception) -> Exception:
     """A bpe-spark error raised in a task, as itself rather than a Java trace (else ``exc``)."""
     if isinstance(exc, BpeSparkError):
         return exc
+    bad_file = bad_file_error(exc)
+    if bad_file is not None:
+        return bad_file
     text = str(exc)
     for error in _TASK_ERRORS:
         marker = f"bpe_spark.errors.{error.__name__}: "
@@ -101,7 +113,39 @@ def executor_error(exc: Exception) -> Exception:
     return exc
 
 
-_TASK_ERRORS = (UnknownCharacterError, ConfigError, DisallowedSpecialTokenError)  # what tasks raise on purpose
+_FAILED_READ = re.compile(r"\[FAILED_READ_FILE[.\w]*\][^\n]*? reading file (\S+?)\.?(?:\s|$)")
+_CAUSE = re.compile(r"Caused by: ([\w.$]+(?:Exception|Error)[^\n]*)")
+
+
+def bad_file_error(exc: Exception) -> BadInputError | None:
+    """Spark's failure to read a file (``FAILED_READ_FILE``: corrupt or truncated data) as a
+    one-line :class:`BadInputError` naming the file; None for any other error."""
+    text = str(exc)
+    found = _FAILED_READ.search(text)
+    if found is None:
+        return None
+    causes = _CAUSE.findall(text)  # the innermost cause says what was wrong with the data
+    detail = f" ({causes[-1].strip()})" if causes else ""
+    return BadInputError(
+        f"input file {found.group(1)} could not be read: corrupt or truncated{detail}; repair or remove "
+        "it, or pass --on-bad-input skip (on_bad_input='skip') to skip it"
+    )
+
+
+@contextlib.contextmanager
+def executor_errors():
+    """Raise a task's bpe-spark error (:func:`executor_error`) instead of Spark's wrapper."""
+    try:
+        yield
+    except Exception as exc:
+        translated = executor_error(exc)
+        if translated is exc:
+            raise
+        raise translated from exc
+
+
+# what tasks raise on purpose
+_TASK_ERRORS = (UnknownCharacterError, ConfigError, DisallowedSpecialTokenError, PatternTimeoutError, BadInputError)
 
 
 # --- executor side --------------------------------------------------------------------------------
@@ -126,23 +170,49 @@ def segment_runs(batch: pa.RecordBatch, partition: int) -> list[tuple[int, int, 
             for lo, hi in itertools.pairwise(starts)]
 
 
-def encoded_slices(encoder: BatchEncoder, rows: pa.RecordBatch, text_index: int) -> Iterator[tuple]:
+def encoded_slices(encoder: BatchEncoder, rows: pa.RecordBatch, text_index: int,
+                   tally: InputTally | None = None) -> Iterator[tuple]:
     """``(start, slice, input_ids, n_tokens, text_bytes)`` for each slice of ``rows`` holding at
     most ``SLICE_BYTES`` of text: ``input_ids`` list<int32> (null for null text), ``n_tokens``
-    int32, ``text_bytes`` each row's UTF-8 size."""
+    int32, ``text_bytes`` each row's size as read. The text rule's work on a slice is counted
+    in ``tally`` before the slice is yielded."""
     byte_lengths = text_bytes(rows.column(text_index))
     for start, stop in itertools.pairwise(slice_points(byte_lengths, SLICE_BYTES)):
         part = rows.slice(start, stop - start)
-        values, offsets, nulls = encoder.encode_texts(part.column(text_index).to_pylist())
-        input_ids = pa.ListArray.from_arrays(
-            pa.array(offsets.astype(np.int32)), pa.array(values, type=pa.int32()), mask=pa.array(nulls)
-        )
-        n_tokens = pa.array(np.diff(offsets).astype(np.int32), type=pa.int32())
+        input_ids, n_tokens = id_columns(*encoder.encode_texts(arrow_text(part.column(text_index), tally)))
         yield start, part, input_ids, n_tokens, byte_lengths[start:stop]
+    fail_once("encode")  # the test hook (faults.py), after a batch went out: off unless a test asks
+
+
+def id_columns(values: np.ndarray, offsets: np.ndarray, nulls: np.ndarray) -> tuple[pa.ListArray, pa.Array]:
+    """``input_ids`` (list<int32>, null where ``nulls``) and ``n_tokens`` (int32) of
+    :meth:`~bpe_spark.batch_encoder.BatchEncoder.encode_texts`' output; the ids are not copied."""
+    input_ids = pa.ListArray.from_arrays(
+        pa.array(offsets.astype(np.int32)), pa.array(values, type=pa.int32()), mask=pa.array(nulls)
+    )
+    return input_ids, pa.array(np.diff(offsets).astype(np.int32), type=pa.int32())
+
+
+def arrow_text(column: pa.Array, tally: InputTally | None = None) -> list[str | None]:
+    """The texts of a string or binary column by the rule of :mod:`bpe_spark.text`. Fast path:
+    Arrow checks the whole column is UTF-8 at once; only a column that is not is decoded row by
+    row (counted in ``tally``).
+
+    >>> arrow_text(pa.array([b"ok", b"\\xff", None], pa.binary()))
+    ['ok', '\\ufffd', None]
+    """
+    as_string = column.cast(pa.string(), safe=False) if pa.types.is_binary(column.type) else column
+    try:
+        as_string.validate(full=True)
+        return as_string.to_pylist()
+    except pa.ArrowInvalid:
+        pass
+    tally = tally if tally is not None else InputTally()
+    return [None if raw is None else tally.add_bytes(raw) for raw in as_string.view(pa.binary()).to_pylist()]
 
 
 def text_bytes(texts: pa.Array) -> np.ndarray:
-    """The UTF-8 size of each text (0 for null)."""
+    """The size of each text as read, in bytes (0 for null)."""
     return pc.fill_null(pc.binary_length(texts), 0).to_numpy(zero_copy_only=False).astype(np.int64)
 
 

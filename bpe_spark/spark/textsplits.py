@@ -9,8 +9,12 @@ plans byte-range splits of those files on the driver and lets each Python task r
 at ``\\n`` only, each keeping its ``\\n`` (one is added to a last line that lacks it).
 
 A split owns the lines that start inside it: a task seeks to its start, skips the rest of a line
-begun before it, and reads on past its end to finish its last line. Compressed files (``.gz``,
-``.bz2``) are one split each. Other sources (HDFS, S3, other codecs, transformed DataFrames)
+begun before it, and reads on past its end to finish its last line. Bytes become text by the
+rule of :mod:`bpe_spark.text` (as ``make_valid_utf8`` does on Spark's reader path), counted in
+an :class:`~bpe_spark.text.InputTally`. Compressed files (``.gz``, ``.bz2``) are one split each;
+a corrupt or truncated one raises :class:`~bpe_spark.errors.BadInputError` naming it, or, with
+``on_bad_input="skip"``, ends at the damage (the documents before it are kept, as Spark's
+``ignoreCorruptFiles`` does) and counts as a skipped file. Other sources (HDFS, S3, other codecs, transformed DataFrames)
 keep Spark's reader. Encoding reads them the same way (``encode_dataset``), in the same document
 order as through Spark (files in URI order, then lines), so ``doc_id`` does not change.
 """
@@ -20,9 +24,14 @@ from __future__ import annotations
 import bz2
 import gzip
 import os
+import zlib
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from urllib.parse import unquote, urlparse
+
+from bpe_spark.errors import BadInputError
+from bpe_spark.long_documents import LONG_DOCUMENT_BYTES, LongDocument
+from bpe_spark.text import InputTally, decode_lines
 
 _COMPRESSED = {".gz": gzip.open, ".bz2": bz2.open}
 _PLAIN_SUFFIXES_REFUSED = (".deflate", ".lz4", ".snappy", ".zst", ".zstd", ".xz", ".lzo", ".br")
@@ -38,6 +47,7 @@ class TextSource:
 
     files: tuple[str, ...]
     uris: tuple[str, ...] = ()
+    on_bad_input: str = "error"  # a corrupt compressed file: "error" or "skip" (bpe_spark.text)
 
 
 @dataclass(frozen=True)
@@ -51,7 +61,7 @@ class Split:
 _ATTRIBUTE = "_bpe_spark_text_source"
 
 
-def tag(df, files: Sequence[str]):
+def tag(df, files: Sequence[str], on_bad_input: str = "error"):
     """Mark ``df`` (read by ``read_documents``) as holding the lines of ``files``, if they are all
     local files this module can read; any transformation of ``df`` drops the mark."""
     local = []
@@ -64,7 +74,7 @@ def tag(df, files: Sequence[str]):
             return df
         local.append((path, uri))
     if local:
-        setattr(df, _ATTRIBUTE, TextSource(tuple(p for p, _ in local), tuple(u for _, u in local)))
+        setattr(df, _ATTRIBUTE, TextSource(tuple(p for p, _ in local), tuple(u for _, u in local), on_bad_input))
     return df
 
 
@@ -91,47 +101,120 @@ def plan_splits(source: TextSource, parallelism: int) -> list[Split]:
     return splits
 
 
-def _chunks(split: Split) -> Iterator[bytes]:
-    """The split's bytes from its first owned line to the end of its last owned line."""
+_CORRUPT = (EOFError, OSError, zlib.error, ValueError)  # gzip/bz2 on damaged or truncated data
+
+
+def _chunks(split: Split, tally: InputTally | None, on_bad_input: str) -> Iterator[tuple[int | None, bytes]]:
+    """The split's bytes from its first owned line to the end of its last owned line, as
+    ``(file offset, chunk)`` (offset None in a compressed file)."""
     suffix = os.path.splitext(split.path)[1]
     if split.end < 0:
         with _COMPRESSED[suffix](split.path, "rb") as fh:
-            while chunk := fh.read(_READ_BYTES):
-                yield chunk
-        return
+            while True:
+                try:
+                    chunk = fh.read(_READ_BYTES)
+                except _CORRUPT as exc:
+                    if on_bad_input != "skip":
+                        raise BadInputError(
+                            f"input file {split.uri or split.path} is corrupt or truncated ({suffix[1:]}: {exc}); "
+                            "repair or remove it, or pass --on-bad-input skip (on_bad_input='skip') to skip it"
+                        ) from None
+                    if tally is not None:
+                        tally.skipped_files += 1
+                    return
+                if not chunk:
+                    return
+                yield None, chunk
     with open(split.path, "rb") as fh:
         position = split.start
         if position > 0:
             fh.seek(position - 1)
-            position += len(fh.readline()) - 1  # the rest of a line begun before the split
+            position += sum(map(len, _rest_of_line(fh))) - 1  # the rest of a line begun before the split
         while position < split.end:
             chunk = fh.read(min(_READ_BYTES, split.end - position))
             if not chunk:
                 return
+            yield position, chunk
             position += len(chunk)
             if position >= split.end and not chunk.endswith(b"\n"):
-                chunk += fh.readline()  # finish the last line, past the split's end
-            yield chunk
+                for rest in _rest_of_line(fh):  # finish the last line, past the split's end
+                    yield position, rest
+                    position += len(rest)
 
 
-def iter_lines(split: Split, with_bytes: bool = False) -> Iterator:
+def _rest_of_line(fh) -> Iterator[bytes]:
+    """The bytes up to the next ``\\n`` (kept) or the end of the file, in chunks: a line of
+    100 MB is never one read."""
+    while chunk := fh.readline(_READ_BYTES):
+        yield chunk
+        if chunk.endswith(b"\n"):
+            return
+
+
+def iter_lines(split: Split, with_bytes: bool = False, *, tally: InputTally | None = None,
+               on_bad_input: str = "error", raw: bool = False) -> Iterator:
     """Batches (one per 8 MB read) of the split's documents: each line with its ``\\n`` (added
-    when the file's last line lacks one). Bytes that are not UTF-8 become U+FFFD.
-    ``with_bytes``: yield ``(lines, their UTF-8 size)`` instead."""
-    carry = b""
-    for chunk in _chunks(split):
-        data = carry + chunk
-        cut = data.rfind(b"\n") + 1
-        carry = data[cut:]
-        if cut:
-            yield (_lines(data[:cut]), cut) if with_bytes else _lines(data[:cut])
-    if carry:
-        yield (_lines(carry + b"\n"), len(carry) + 1) if with_bytes else _lines(carry + b"\n")
+    when the file's last line lacks one), decoded by the text rule (counted in ``tally``).
+    ``with_bytes``: yield ``(lines, the size of their bytes)`` instead; ``raw``: the lines'
+    bytes, not decoded (the caller applies the rule). A line longer than
+    ``LONG_DOCUMENT_BYTES`` comes alone, as a :class:`~bpe_spark.long_documents.LongDocument`
+    (its bytes, read as text in pieces: never one ``str``)."""
+    for block in _blocks(_chunks(split, tally, on_bad_input), split.path):
+        if isinstance(block, LongDocument):
+            block.tally = tally
+            lines = [block]
+        else:
+            lines = _lines(block, tally, raw)
+        yield (lines, len(block)) if with_bytes else lines
 
 
-def _lines(data: bytes) -> list[str]:
-    # split on "\n" only (str.splitlines would also cut at \r, \x0b, \x1c, U+2028...)
-    text = data.decode("utf-8", "replace")
-    parts = text.split("\n")
-    parts.pop()  # data ends with "\n": the last part is empty
-    return [part + "\n" for part in parts]
+def _blocks(chunks: Iterator[tuple[int | None, bytes]], path: str) -> Iterator[bytes | LongDocument]:
+    """The chunks regrouped into whole lines (each block ends with ``\\n``, added to a last line
+    that lacks one); a line longer than ``LONG_DOCUMENT_BYTES`` comes alone, as a LongDocument:
+    in a plain file its byte range (read again, in pieces, when used: its bytes are not kept),
+    in a compressed one its bytes (a bytearray grown in place: its size once)."""
+    carry = bytearray()  # the start of a line whose end is not read yet
+    start: int | None = None  # its offset in a plain file
+    dropped = 0  # bytes of a long line of a plain file, read past and not kept
+    offset = None
+    for offset, chunk in chunks:
+        if not carry and not dropped:
+            start = offset
+        cut = chunk.rfind(b"\n") + 1
+        if not cut:
+            carry += chunk
+            if offset is not None and len(carry) > LONG_DOCUMENT_BYTES:
+                dropped += len(carry)
+                carry = bytearray()
+            continue
+        first = chunk.find(b"\n") + 1
+        if dropped or len(carry) + first > LONG_DOCUMENT_BYTES:
+            if offset is None:
+                carry += chunk[:first]
+                yield LongDocument(carry)
+            else:
+                yield LongDocument.in_file(path, start, offset + first)
+            if first < cut:
+                yield chunk[first:cut]
+        else:
+            yield bytes(carry) + chunk[:cut] if carry else chunk[:cut]
+        carry, dropped = bytearray(chunk[cut:]), 0
+        start = None if offset is None else offset + cut
+    if dropped and offset is not None:
+        yield LongDocument.in_file(path, start, start + dropped + len(carry), newline_added=True)
+    elif len(carry) >= LONG_DOCUMENT_BYTES:
+        carry += b"\n"
+        yield LongDocument(carry)
+    elif carry:
+        yield bytes(carry) + b"\n"
+
+
+def _lines(data: bytes, tally: InputTally | None, raw: bool) -> list:
+    if raw:
+        parts = data.split(b"\n")
+        parts.pop()  # data ends with "\n"
+        return [part + b"\n" for part in parts]
+    lines, replaced, affected = decode_lines(data)
+    if replaced and tally is not None:
+        tally.count(replaced, affected)
+    return lines

@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import math
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from typing import Any
 
 import numpy as np
@@ -27,9 +27,12 @@ from pyspark.sql import functions as F
 
 from bpe_spark.config import TrainerConfig
 from bpe_spark.errors import ConfigError, EmptyCorpusError
-from bpe_spark.spark.checkpoint import Checkpoint
+from bpe_spark.spark.checkpoint import Checkpoint, input_fingerprint
 from bpe_spark.spark.columns import INTEGER, STRING, check_columns
-from bpe_spark.spark.count import count_pretokens
+from bpe_spark.spark.count import CORPUS_STATS, count_pretokens
+from bpe_spark.spark.encode_tasks import executor_errors
+from bpe_spark.spark.guard import input_paths
+from bpe_spark.spark.io import with_reader_stats
 from bpe_spark.spark.options import DEFAULT_DRIVER_BUDGET
 from bpe_spark.spark.rounds import Handoff, RoundTrainer, int64_counts
 from bpe_spark.tokenizer import Tokenizer
@@ -94,48 +97,60 @@ def train(
     resume: bool = False,
     engine: str = "auto",
     on_round: Callable[[dict], None] | None = None,
+    read_options: Mapping[str, Any] | None = None,
 ) -> Tokenizer:
     """Train on the documents of ``df[text_col]``; the result equals the core's ``train``.
 
     ``driver_budget``: distinct pretokens the driver may hold (an int, or a fraction such as
     ``0.3`` / ``"30%"`` of the distinct pretokens). ``checkpoint_dir``: where the counts and each
     round's merges are kept; ``resume=True`` continues a run interrupted there, to the same
-    result. ``on_round`` is called with each round's record (``round``, ``merges``,
-    ``threshold``, ``floor``, ``collected``, ``seconds``). The statistics, rounds and phase
-    timings are in ``tok.metadata`` (``"stats"``, ``"rounds"``, ``"timings"``).
+    result: the same config and input (its files, their sizes and times, ``text_col``, ``engine``
+    and ``read_options``, how ``df`` was read: ``input_format``, ``document``...), else a
+    :class:`~bpe_spark.errors.CheckpointError`; a run holds the directory's lock. ``on_round`` is
+    called with each round's record (``round``, ``merges``, ``threshold``, ``floor``,
+    ``collected``, ``seconds``). The statistics, rounds and phase timings are in
+    ``tok.metadata`` (``"stats"``, ``"rounds"``, ``"timings"``).
     """
     spark = df.sparkSession
     started = time.perf_counter()
     timings = {"count_seconds": 0.0}
-    checkpoint = Checkpoint(spark, checkpoint_dir) if checkpoint_dir else None
-    recorded = checkpoint.start(cfg, resume=resume) if checkpoint else None
-    counts = checkpoint.load_counts() if recorded is not None else None
-    if counts is not None:
-        corpus = {k: recorded.get(k) for k in ("documents", "bytes")}
-    else:
-        phase = time.perf_counter()
-        observation = Observation("bpe_spark_corpus")
-        counts = count_pretokens(df, cfg, text_col=text_col, engine=engine, observation=observation)
-        if checkpoint is not None:
-            counts = checkpoint.save_counts(counts)
-        else:
-            counts = counts.persist(StorageLevel.MEMORY_AND_DISK)
-        corpus = None  # read from the observation once the first job has run
-        timings["count_seconds"] = time.perf_counter() - phase
+    checkpoint = Checkpoint(spark, checkpoint_dir, protected={"input": input_paths(df)}) if checkpoint_dir else None
+    recorded = counts = None
+    if checkpoint is not None:
+        options = {"text_column": text_col, "engine": engine, **dict(read_options or {})}
+        recorded = checkpoint.start(cfg, input_fingerprint(df, **options), resume=resume)
     try:
-        return _train_counts(
-            counts,
-            cfg,
-            driver_budget=driver_budget,
-            checkpoint=checkpoint,
-            resume=resume,
-            on_round=on_round,
-            corpus=corpus if corpus is not None else observation,
-            timings=timings,
-            started=started,
-        )
+        counts = checkpoint.load_counts() if recorded is not None else None
+        if counts is not None:
+            corpus = {k: recorded.get(k) for k in CORPUS_STATS}
+        else:
+            phase = time.perf_counter()
+            observation = Observation("bpe_spark_corpus")
+            counts = count_pretokens(df, cfg, text_col=text_col, engine=engine, observation=observation)
+            if checkpoint is not None:
+                with executor_errors():  # the counting job runs here: a bad input is named
+                    counts = checkpoint.save_counts(counts)
+            else:
+                counts = counts.persist(StorageLevel.MEMORY_AND_DISK)
+            corpus = None  # read from the observation once the first job has run
+            timings["count_seconds"] = time.perf_counter() - phase
+        with executor_errors():
+            return _train_counts(
+                counts,
+                cfg,
+                driver_budget=driver_budget,
+                checkpoint=checkpoint,
+                resume=resume,
+                on_round=on_round,
+                corpus=corpus if corpus is not None else observation,
+                timings=timings,
+                started=started,
+                reader=df,
+            )
     finally:
-        if checkpoint is None:
+        if checkpoint is not None:
+            checkpoint.release()
+        elif counts is not None:
             counts.unpersist()
 
 
@@ -158,9 +173,10 @@ def train_from_counts(
                   hint="name the columns with pretoken_col= and count_col=")
     started = time.perf_counter()
     spark = counts.sparkSession
-    checkpoint = Checkpoint(spark, checkpoint_dir) if checkpoint_dir else None
+    checkpoint = Checkpoint(spark, checkpoint_dir, protected={"input": input_paths(counts)}) if checkpoint_dir else None
     if checkpoint is not None:
-        checkpoint.start(cfg, resume=resume)
+        options = {"pretoken_column": pretoken_col, "count_column": count_col}
+        checkpoint.start(cfg, input_fingerprint(counts, **options), resume=resume)
     frame = (
         counts.select(F.col(pretoken_col).alias("pretoken"), F.col(count_col).cast("long").alias("count"))
         .where(F.col("pretoken").isNotNull() & (F.length("pretoken") > 0))
@@ -182,6 +198,8 @@ def train_from_counts(
         )
     finally:
         frame.unpersist()
+        if checkpoint is not None:
+            checkpoint.release()
 
 
 def _collect_if_fits(counts: DataFrame, most: int) -> tuple[Handoff | None, dict | None]:
@@ -208,6 +226,7 @@ def _train_counts(
     corpus,
     timings: dict,
     started: float,
+    reader: DataFrame | None = None,
 ) -> Tokenizer:
     phase = time.perf_counter()
     fixed = absolute_budget(driver_budget)
@@ -229,12 +248,11 @@ def _train_counts(
             "the corpus has no pretoken to train on (empty input, empty text column, or only special tokens)"
         )
     if isinstance(corpus, Observation):
-        corpus = dict(corpus.get)
+        corpus = with_reader_stats(reader, dict(corpus.get))
     if "count_seconds" in timings:
         timings["count_seconds"] += time.perf_counter() - phase
     stats: dict[str, Any] = {
-        "documents": corpus.get("documents"),
-        "bytes": corpus.get("bytes"),
+        **{key: corpus.get(key) for key in CORPUS_STATS},
         "pretokens": int(summary["total"]),
         "distinct_pretokens": int(summary["distinct"]),
     }
