@@ -227,7 +227,7 @@ def _encode_to_pieces(df, tok, options, *, text_col, id_cols, fs, pieces_dir) ->
         frame = spark.range(0, len(splits), 1, numPartitions=max(1, len(splits)))
     else:
         frame = df.select(*[F.col(f"`{c}`") for c in id_cols], F.col(f"`{text_col}`").alias(TEXT),
-                          *segment_columns())
+                          *segment_columns(df))
     model = ModelBroadcast(df.sparkSession, tok, options)
     tag = uuid.uuid4().hex[:8]
 

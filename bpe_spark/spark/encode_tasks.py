@@ -65,9 +65,12 @@ def check_input(df: DataFrame, text_col: str, id_cols: Sequence[str], added: Seq
         raise ConfigError(f"output column names repeat: {list(added)}; give each output column its own name")
 
 
-def segment_columns() -> list[Column]:
+def segment_columns(df: DataFrame) -> list[Column]:
     """The columns that name each row's input segment. Projected before the Python stage, where
-    the JVM still knows which file split each row came from."""
+    the JVM still knows which file split each row came from; a DataFrame that carries them
+    already (JSON Lines, parsed in Python tasks: :mod:`bpe_spark.spark.jsonl`) keeps its own."""
+    if FILE in df.columns and BLOCK in df.columns:
+        return [F.col(FILE), F.col(BLOCK)]
     return [F.input_file_name().alias(FILE), F.input_file_block_start().alias(BLOCK)]
 
 

@@ -98,7 +98,7 @@ def encode(
     projection = [F.col(f"`{c}`") for c in id_cols] + [F.col(f"`{text_col}`").alias(TEXT)]
     segments = None
     if position_col is not None:
-        projection += segment_columns()
+        projection += segment_columns(df)
         segments = _segment_counts(df)
     fields = [df.schema[c] for c in id_cols]
     if position_col is not None:
@@ -120,7 +120,7 @@ def encode(
 def _segment_counts(df: DataFrame) -> dict[tuple, tuple[int, int]]:
     """``{segment key: (first position, documents)}``: the documents of each input segment,
     counted in a JVM-only pass, positioned in segment-key order."""
-    probe = df.select(*segment_columns(), F.spark_partition_id().alias(_PART))
+    probe = df.select(*segment_columns(df), F.spark_partition_id().alias(_PART))
     counts: dict[tuple, int] = {}
     for file, block, part, count in probe.groupBy(*probe.columns).count().collect():
         key = segment_key(file, block, part)

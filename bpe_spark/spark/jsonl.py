@@ -35,7 +35,7 @@ from pyspark.sql import functions as F
 from pyspark.sql.types import LongType, StringType, StructField, StructType
 
 from bpe_spark.errors import BadInputError
-from bpe_spark.spark.encode_tasks import segment_runs
+from bpe_spark.spark.encode_tasks import BLOCK, FILE, segment_runs
 from bpe_spark.text import clean_counted, decode_counted
 
 _KEPT = "__bpe_kept"
@@ -90,9 +90,14 @@ class ParsedBatch:
         self.blank: list[int] = []
         self.problem: tuple[int, str] | None = None
 
-    def arrays(self) -> list[pa.Array]:
+    def keep(self) -> np.ndarray:
+        """Which input lines hold a record (blank lines hold none)."""
         keep = np.ones(len(self.bad), dtype=bool)
         keep[self.blank] = False
+        return keep
+
+    def arrays(self) -> list[pa.Array]:
+        keep = self.keep()
         replaced = np.where(self.bad[keep] > 0, 0, self.replaced[keep])  # a bad record's are not counted
         kept = self.kept if len(self.kept) == len(self.texts) else [None] * len(self.texts)
         return [pa.array(self.texts, pa.string()), pa.array(kept, pa.string()), pa.array(self.bad[keep]),
@@ -156,7 +161,8 @@ def read_jsonl(lines: DataFrame, text_col: str, keep_fields: list[StructField],
     keep_columns = tuple(field.name for field in keep_fields)
     schema = StructType([StructField(text_col, StringType()), StructField(_KEPT, StringType()),
                          StructField(_BAD, LongType()), StructField(_REPLACED, LongType()),
-                         StructField(_AFFECTED, LongType())])
+                         StructField(_AFFECTED, LongType()), StructField(FILE, StringType()),
+                         StructField(BLOCK, LongType())])
 
     def parse(batches):
         seen: dict[tuple, int] = {}  # lines of each input segment (file, block) in earlier batches
@@ -175,7 +181,10 @@ def read_jsonl(lines: DataFrame, text_col: str, keep_fields: list[StructField],
                 )
             for lo, hi, key in runs:
                 seen[key] = seen.get(key, 0) + hi - lo
-            yield pa.RecordBatch.from_arrays(columns.arrays(), names=schema.names)
+            # the input segment of each record travels with it: after this Python stage the JVM no
+            # longer knows it, and encoding numbers documents by it (input order)
+            segment = [batch.column(i).filter(pa.array(columns.keep())) for i in (1, 2)]
+            yield pa.RecordBatch.from_arrays(columns.arrays() + segment, names=schema.names)
 
     raw = lines.select(F.col("value").cast("binary"), F.input_file_name(), F.input_file_block_start())
     parsed = raw.mapInArrow(parse, schema)
@@ -190,7 +199,7 @@ def read_jsonl(lines: DataFrame, text_col: str, keep_fields: list[StructField],
     if keep_fields:
         kept = F.from_json(_KEPT, StructType(keep_fields))
         columns += [kept.getField(name).alias(name) for name in keep_columns]
-    return parsed.where(F.col(_BAD) == 0).select(*columns), observation
+    return parsed.where(F.col(_BAD) == 0).select(*columns, FILE, BLOCK), observation
 
 
 def _where(file: str, block: int, index: int) -> str:
