@@ -17,7 +17,7 @@ it is moved into place. Pure path rules: no pyspark, any file system through
 - **Staging.** Outputs are staged beside their target under a hidden name that records the
   owner: ``.<name>.<tag>-<host>-<pid>-<start time>-<random>``. :func:`remove_stale` (run by
   :func:`prepare`) removes the staging siblings of a target whose owner is a dead process on this
-  host, or, for another host, older than :data:`STALE_AFTER_SECONDS`; :func:`publish` moves a
+  host, or, for another host, older than :data:`~bpe_spark.owners.STALE_AFTER_SECONDS`; :func:`publish` moves a
   finished output into place.
 
 >>> relation("/data/corpus", "/data")
@@ -35,20 +35,17 @@ import os
 import posixpath
 import re
 import shutil
-import socket
 import tempfile
-import time
 import uuid
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
-from functools import cache
 from pathlib import Path
 from urllib.parse import unquote, urlparse
 
 from bpe_spark.errors import OutputExistsError, OutputRefusedError
+from bpe_spark.owners import Owner, current_owner, owner_is_dead
 
 STAGING_TAGS = ("tmp", "old", "staging")
-STALE_AFTER_SECONDS = 7 * 24 * 3600  # a staging sibling of another host's run is dead after this
 
 MARKER_FILE = "_BPE_SPARK"
 MARKER_VERSION = 1
@@ -437,45 +434,6 @@ def publish(staged: str, target: str, kind: str, *, overwrite: bool, files: File
 
 
 # --- staging siblings -----------------------------------------------------------------------------
-@dataclass(frozen=True)
-class Owner:
-    """The run that made a staging sibling."""
-
-    host: str
-    pid: int
-    start: int  # the process's start, seconds since the epoch
-
-
-def _host() -> str:
-    return re.sub(r"[^A-Za-z0-9_]", "_", socket.gethostname()) or "host"
-
-
-def _process_start(pid: int) -> int | None:
-    """When process ``pid`` started (epoch seconds), from Linux's /proc; None when unknown."""
-    try:
-        with open(f"/proc/{pid}/stat", "rb") as fh:
-            fields = fh.read().rpartition(b")")[2].split()
-        ticks = int(fields[19])  # field 22 of stat: start time in clock ticks after boot
-        return int(_boot_time() + ticks / os.sysconf("SC_CLK_TCK"))
-    except (OSError, ValueError, IndexError):
-        return None
-
-
-@cache
-def _boot_time() -> float:
-    with open("/proc/stat", "rb") as fh:
-        for line in fh:
-            if line.startswith(b"btime"):
-                return float(line.split()[1])
-    raise OSError("no btime in /proc/stat")
-
-
-@cache
-def current_owner() -> Owner:
-    pid = os.getpid()
-    return Owner(_host(), pid, _process_start(pid) or int(time.time()))
-
-
 def staging_name(target_name: str, tag: str) -> str:
     """The hidden name of a staging sibling of ``target_name``, recording this process as owner."""
     owner = current_owner()
@@ -498,28 +456,6 @@ def staging_owner(target_name: str, entry_name: str) -> Owner | None:
         return None
     match = _STAGING_TAIL.match(entry_name[len(prefix):])
     return Owner(match[2], int(match[3]), int(match[4])) if match else None
-
-
-def owner_is_dead(owner: Owner, modified: float, *, now: float | None = None) -> bool:
-    """True when the run that made a staging sibling is gone: a process of this host that no
-    longer runs (or whose pid now belongs to a later process); on another host, a sibling whose
-    start and last change are both older than :data:`STALE_AFTER_SECONDS`."""
-    if owner.host != _host():
-        return (now or time.time()) - max(owner.start, modified) > STALE_AFTER_SECONDS
-    if owner.pid == os.getpid():
-        return False
-    started = _process_start(owner.pid)
-    if started is not None:
-        return abs(started - owner.start) > 2  # subtle: two readings of a start may differ by rounding
-    if os.path.isdir("/proc"):
-        return True  # /proc is there and the pid is not: gone
-    try:
-        os.kill(owner.pid, 0)
-    except ProcessLookupError:
-        return True
-    except PermissionError:
-        return False
-    return False
 
 
 def remove_stale(parent: str, target_name: str, files: Files = LOCAL) -> list[str]:

@@ -11,7 +11,7 @@ import time
 
 import pytest
 
-from bpe_spark import TrainerConfig, output_guard, train
+from bpe_spark import TrainerConfig, output_guard, owners, train
 from bpe_spark.errors import OutputExistsError, OutputRefusedError
 from bpe_spark.formats import export_model
 
@@ -101,8 +101,8 @@ def test_single_file_exports_replace_only_their_format(tmp_path, tok):
 def test_staging_name_records_the_owner():
     name = output_guard.staging_name("out", "tmp")
     owner = output_guard.staging_owner("out", name)
-    assert owner == output_guard.current_owner() and owner.pid == os.getpid()
-    assert not output_guard.owner_is_dead(owner, 0.0)
+    assert owner == owners.current_owner() and owner.pid == os.getpid()
+    assert not owners.owner_is_dead(owner, 0.0)
 
 
 def _dead_pid() -> int:
@@ -112,7 +112,7 @@ def _dead_pid() -> int:
 
 
 def test_remove_stale_takes_dead_runs_only(tmp_path):
-    me = output_guard.current_owner()
+    me = owners.current_owner()
     dead = f".out.tmp-{me.host}-{_dead_pid()}-{me.start}-0123abcd"
     alive = output_guard.staging_name("out", "tmp")
     reused = f".out.old-{me.host}-{os.getppid()}-12345-0123abcd"  # a live pid with another start time
@@ -129,7 +129,7 @@ def test_remove_stale_takes_dead_runs_only(tmp_path):
 
 
 def test_atomic_write_removes_a_dead_runs_staging(tmp_path, tok):
-    me = output_guard.current_owner()
+    me = owners.current_owner()
     stale = tmp_path / f".model.tmp-{me.host}-{_dead_pid()}-{me.start}-0123abcd"
     stale.mkdir()
     (stale / "merges.parquet").write_text("half written")

@@ -3,9 +3,9 @@
 A run creates ``_LOCK`` in its checkpoint directory exclusively (``O_EXCL`` on a local file
 system; Hadoop's ``create(overwrite=false)`` elsewhere, atomic on HDFS, advisory on object
 stores), holding JSON ``{"host", "pid", "start", "started"}`` (``start``: the process's start,
-as :func:`bpe_spark.output_guard.current_owner` records it), and removes it when the run ends,
+as :func:`bpe_spark.owners.current_owner` records it), and removes it when the run ends,
 whatever the outcome. A second run finds it and refuses, naming the owner. A lock whose owner
-is a dead process on this host (:func:`bpe_spark.output_guard.owner_is_dead`) is stale: the
+is a dead process on this host (:func:`bpe_spark.owners.owner_is_dead`) is stale: the
 next run takes it over with a warning. A lock of another host is never judged from here.
 """
 
@@ -19,7 +19,7 @@ import uuid
 from urllib.parse import unquote, urlparse
 
 from bpe_spark.errors import CheckpointLockedError
-from bpe_spark.output_guard import Owner, current_owner, owner_is_dead
+from bpe_spark.owners import Owner, current_owner, owner_is_dead
 from bpe_spark.spark.guard import HadoopFiles
 
 LOCK_FILE = "_LOCK"  # "_": Spark's readers skip it

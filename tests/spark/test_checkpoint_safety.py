@@ -13,7 +13,7 @@ import sys
 import pytest
 from conftest import corpus_lines
 
-from bpe_spark import TrainerConfig, output_guard
+from bpe_spark import TrainerConfig, output_guard, owners
 from bpe_spark.cli import main
 from bpe_spark.errors import CheckpointError, CheckpointLockedError
 from bpe_spark.spark import read_documents, train
@@ -22,7 +22,7 @@ from bpe_spark.spark.checkpoint_lock import LOCK_FILE
 from bpe_spark.tokenizer import Tokenizer
 
 pytestmark = pytest.mark.spark
-HOST = output_guard.current_owner().host
+HOST = owners.current_owner().host
 
 
 @pytest.fixture(scope="module")
@@ -101,7 +101,7 @@ def test_a_second_run_on_a_locked_checkpoint_directory_refuses(spark, corpora, t
     output_guard.write_marker(checkpoint.mkdir() or checkpoint, "checkpoint")
     # a run alive on this host (this test's parent process stands in for it)
     parent = os.getppid()
-    owner = {"host": HOST, "pid": parent, "start": output_guard._process_start(parent),
+    owner = {"host": HOST, "pid": parent, "start": owners.process_start(parent),
              "started": "2026-01-01T00:00:00Z"}
     (checkpoint / LOCK_FILE).write_text(json.dumps(owner))
     with pytest.raises(CheckpointLockedError, match=f"pid {os.getppid()}") as caught:

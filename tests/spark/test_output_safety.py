@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from bpe_spark import TrainerConfig, output_guard, train
+from bpe_spark import TrainerConfig, output_guard, owners, train
 from bpe_spark.cli import main
 from bpe_spark.errors import OutputRefusedError
 from bpe_spark.shards import read_manifest
@@ -150,7 +150,7 @@ def test_python_api_refuses_the_same_way(spark, place):
 def _dead_staging(parent: Path, name: str, tag: str) -> Path:
     child = subprocess.Popen([sys.executable, "-c", "pass"])
     child.wait()
-    me = output_guard.current_owner()
+    me = owners.current_owner()
     stale = parent / f".{name}.{tag}-{me.host}-{child.pid}-{me.start}-0123abcd"
     (stale / "_pieces").mkdir(parents=True)
     (stale / "_pieces" / "piece-00000-00000.arrow").write_bytes(b"half")
