@@ -55,6 +55,7 @@ INDEX_VERSION = 1
 _INDEX_CODES = {np.dtype("uint16"): 8, np.dtype("uint32"): 4, np.dtype("int32"): 4}
 _CODE_DTYPES = {8: np.dtype("<u2"), 4: np.dtype("<i4"), 1: np.dtype("u1"), 5: np.dtype("<i8")}
 TOKEN_DTYPES = ("auto", "uint16", "uint32")
+_WRITE_BLOCK = 1 << 20  # ids converted and written at a time
 
 
 def shard_name(index: int, count: int, prefix: str = "shard") -> str:
@@ -195,9 +196,10 @@ class ShardWriter:
         info = np.iinfo(self.dtype)
         if len(chunk) and (chunk.min() < info.min or chunk.max() > info.max):
             raise ConfigError(f"token id {int(chunk.max())} does not fit {self.dtype.name}")
-        data = chunk.astype(self.dtype, copy=False).tobytes()
-        self._bin.write(data)
-        self.bin_bytes += len(data)
+        for block in range(0, len(chunk), _WRITE_BLOCK):  # a long document in blocks: no whole copy
+            data = chunk[block : block + _WRITE_BLOCK].astype(self.dtype, copy=False)
+            self._bin.write(memoryview(np.ascontiguousarray(data)).cast("B"))
+            self.bin_bytes += data.nbytes
         self._lengths.append(np.diff(offsets))
         self.documents += len(offsets) - 1
         self.tokens += stop - start
