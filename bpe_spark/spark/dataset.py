@@ -58,6 +58,7 @@ from bpe_spark.spark.encode_tasks import (
     segment_columns,
     segment_key,
     segment_runs,
+    segmented,
 )
 from bpe_spark.spark.guard import input_paths
 from bpe_spark.spark.io import with_reader_stats
@@ -226,8 +227,9 @@ def _encode_to_pieces(df, tok, options, *, text_col, id_cols, fs, pieces_dir) ->
         splits = textsplits.plan_splits(source, spark.sparkContext.defaultParallelism)
         frame = spark.range(0, len(splits), 1, numPartitions=max(1, len(splits)))
     else:
-        frame = df.select(*[F.col(f"`{c}`") for c in id_cols], F.col(f"`{text_col}`").alias(TEXT),
-                          *segment_columns(df))
+        frame = segmented(df)
+        frame = frame.select(*[F.col(f"`{c}`") for c in id_cols], F.col(f"`{text_col}`").alias(TEXT),
+                             *segment_columns(frame))
     model = ModelBroadcast(df.sparkSession, tok, options)
     tag = uuid.uuid4().hex[:8]
 

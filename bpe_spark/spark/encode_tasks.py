@@ -67,11 +67,28 @@ def check_input(df: DataFrame, text_col: str, id_cols: Sequence[str], added: Seq
 
 def segment_columns(df: DataFrame) -> list[Column]:
     """The columns that name each row's input segment. Projected before the Python stage, where
-    the JVM still knows which file split each row came from; a DataFrame that carries them
-    already (JSON Lines, parsed in Python tasks: :mod:`bpe_spark.spark.jsonl`) keeps its own."""
+    the JVM still knows which file split each row came from; a frame that carries them already
+    (:func:`segmented`) keeps its own."""
     if FILE in df.columns and BLOCK in df.columns:
         return [F.col(FILE), F.col(BLOCK)]
     return [F.input_file_name().alias(FILE), F.input_file_block_start().alias(BLOCK)]
+
+
+_SEGMENTED = "_bpe_spark_segmented"
+
+
+def carry_segments(documents: DataFrame, full: DataFrame) -> DataFrame:
+    """Mark ``documents`` (a projection of ``full``) as read from ``full``, which carries each
+    row's input segment in the columns ``FILE`` and ``BLOCK``: for documents made in a Python
+    stage (JSON Lines, :mod:`bpe_spark.spark.jsonl`), after which the JVM no longer knows them.
+    Any transformation of ``documents`` drops the mark (rows then number in partition order)."""
+    setattr(documents, _SEGMENTED, full)
+    return documents
+
+
+def segmented(df: DataFrame) -> DataFrame:
+    """The frame to encode ``df`` from: the one :func:`carry_segments` marked it with, or itself."""
+    return getattr(df, _SEGMENTED, df)
 
 
 class ModelBroadcast:

@@ -47,6 +47,7 @@ from bpe_spark.spark.encode_tasks import (
     segment_columns,
     segment_key,
     segment_runs,
+    segmented,
 )
 from bpe_spark.tokenizer import Tokenizer
 
@@ -98,6 +99,7 @@ def encode(
     projection = [F.col(f"`{c}`") for c in id_cols] + [F.col(f"`{text_col}`").alias(TEXT)]
     segments = None
     if position_col is not None:
+        df = segmented(df)
         projection += segment_columns(df)
         segments = _segment_counts(df)
     fields = [df.schema[c] for c in id_cols]

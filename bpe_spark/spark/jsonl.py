@@ -35,7 +35,7 @@ from pyspark.sql import functions as F
 from pyspark.sql.types import LongType, StringType, StructField, StructType
 
 from bpe_spark.errors import BadInputError
-from bpe_spark.spark.encode_tasks import BLOCK, FILE, segment_runs
+from bpe_spark.spark.encode_tasks import BLOCK, FILE, carry_segments, segment_runs
 from bpe_spark.text import clean_counted, decode_counted
 
 _KEPT = "__bpe_kept"
@@ -199,7 +199,8 @@ def read_jsonl(lines: DataFrame, text_col: str, keep_fields: list[StructField],
     if keep_fields:
         kept = F.from_json(_KEPT, StructType(keep_fields))
         columns += [kept.getField(name).alias(name) for name in keep_columns]
-    return parsed.where(F.col(_BAD) == 0).select(*columns, FILE, BLOCK), observation
+    full = parsed.where(F.col(_BAD) == 0).select(*columns, FILE, BLOCK)
+    return carry_segments(full.select(text_col, *keep_columns), full), observation
 
 
 def _where(file: str, block: int, index: int) -> str:

@@ -1,7 +1,9 @@
 """Where an encoded dataset's bytes go: the output directory, the pieces, the shards.
 
-- :class:`Output`: the output directory on any filesystem pyarrow knows, its hidden staging
-  siblings, and the final move into place (:meth:`Output.publish`).
+- :class:`Output`: the output directory on any filesystem pyarrow knows, the checks before any
+  work (:meth:`Output.prepare`: the rules of :mod:`bpe_spark.output_guard`), its hidden staging
+  siblings (those of dead runs removed), and the final move into place with the ``_BPE_SPARK``
+  marker (:meth:`Output.publish`).
 - :class:`PieceWriter`: the encoding tasks' intermediate files, one Arrow IPC piece per input
   segment, each moved into place only once complete (a retried task never leaves half a piece).
 - :func:`plan_shards`: the cut of the document stream into shards of about ``shard_tokens``
@@ -15,7 +17,7 @@ from __future__ import annotations
 
 import os
 import uuid
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from typing import Any
 
 import numpy as np
@@ -24,8 +26,12 @@ import pyarrow.compute as pc
 import pyarrow.fs as pafs
 from pyspark.sql import types as T
 
-from bpe_spark.errors import ConfigError, OutputExistsError
+from bpe_spark import output_guard
+from bpe_spark.errors import ConfigError
+from bpe_spark.output_guard import ArrowFiles
 from bpe_spark.shards import ShardWriter, shard_name
+
+KIND = "encoded"  # the marker's kind of an encoded dataset
 
 
 class Output:
@@ -46,40 +52,34 @@ class Output:
             raise ConfigError(f"output {uri!r} names no directory")
         self.parent = parent or "/"
         self.name = name
+        self.files = ArrowFiles(self.fs)
 
     def exists(self) -> bool:
         return self.fs.get_file_info(self.path).type != pafs.FileType.NotFound
 
-    def check_absent(self, overwrite: bool) -> None:
-        if not overwrite and self.exists():
-            raise OutputExistsError(f"{self.uri} already exists; pass overwrite=True (--overwrite) to replace it")
+    def prepare(self, overwrite: bool, protected: Mapping[str, Iterable] | None = None) -> None:
+        """Before any work: the output is clear of the ``protected`` paths, can be written, and
+        may replace what is there; the staging siblings of dead runs are removed."""
+        output_guard.prepare(self.uri, KIND, overwrite=overwrite, protected=protected, files=self.files,
+                             path=self.path)
 
     def sibling(self, tag: str) -> str:
-        return f"{self.parent}/.{self.name}.{tag}-{uuid.uuid4().hex[:12]}"
+        return f"{self.parent}/{output_guard.staging_name(self.name, tag)}"
 
     def delete(self, path: str) -> None:
-        info = self.fs.get_file_info(path)
-        if info.type == pafs.FileType.Directory:
-            self.fs.delete_dir(path)
-        elif info.type != pafs.FileType.NotFound:
-            self.fs.delete_file(path)
+        self.files.delete(path)
 
     def publish(self, staging: str, overwrite: bool) -> None:
-        """Move the finished ``staging`` directory to the output path (replacing it if asked)."""
-        old = None
-        if self.exists():  # one look at the output path (a round trip on S3 / HDFS)
-            if not overwrite:
-                raise OutputExistsError(f"{self.uri} already exists; pass overwrite=True (--overwrite) to replace it")
-            old = self.sibling("old")
-            self.fs.move(self.path, old)
-        self.fs.move(staging, self.path)
-        if old is not None:
-            self.delete(old)
+        """Mark the finished ``staging`` directory and move it to the output path (replacing an
+        earlier encoded dataset if asked)."""
+        output_guard.write_marker(staging, KIND, self.files)
+        output_guard.publish(staging, self.path, KIND, overwrite=overwrite, files=self.files)
 
 
 # --- pieces -------------------------------------------------------------------------------------
-PIECE_FIELDS = ("file", "block", "part", "seq", "piece", "documents", "tokens", "text_bytes", "nulls")
-_PIECE_TYPES = [pa.string(), pa.int64(), pa.int64(), pa.int64(), pa.string()] + [pa.int64()] * 4
+PIECE_FIELDS = ("file", "block", "part", "seq", "piece", "documents", "tokens", "text_bytes", "nulls",
+                "replaced", "affected", "skipped_files")  # the last three: what reading did (bpe_spark.text)
+_PIECE_TYPES = [pa.string(), pa.int64(), pa.int64(), pa.int64(), pa.string()] + [pa.int64()] * 7
 PIECE_SCHEMA = T.StructType([
     T.StructField(name, T.StringType() if name in ("file", "piece") else T.LongType()) for name in PIECE_FIELDS
 ])
@@ -112,9 +112,10 @@ class PieceWriter:
         self.key = key
         self._piece = {"seq": seq, "name": name, "final": final, "tmp": tmp, "writer": None,
                        "sink": self.fs.open_output_stream(tmp), "documents": 0, "tokens": 0,
-                       "text_bytes": 0, "nulls": 0}
+                       "text_bytes": 0, "nulls": 0, "replaced": 0, "affected": 0}
 
-    def write(self, batch: pa.RecordBatch, *, tokens: int, text_bytes: int, nulls: int) -> None:
+    def write(self, batch: pa.RecordBatch, *, tokens: int, text_bytes: int, nulls: int, replaced: int = 0,
+              affected: int = 0) -> None:
         piece = self._piece
         if piece["writer"] is None:
             self.schema = self.schema or batch.schema  # every piece of the task has one schema
@@ -124,6 +125,8 @@ class PieceWriter:
         piece["tokens"] += tokens
         piece["text_bytes"] += text_bytes
         piece["nulls"] += nulls
+        piece["replaced"] += replaced
+        piece["affected"] += affected
 
     def _finish(self) -> None:
         piece = self._piece
@@ -133,11 +136,15 @@ class PieceWriter:
         piece["sink"].close()
         self.fs.move(piece["tmp"], piece["final"])
         self.stats.append((*self.key, piece["seq"], piece["name"], piece["documents"], piece["tokens"],
-                           piece["text_bytes"], piece["nulls"]))
+                           piece["text_bytes"], piece["nulls"], piece["replaced"], piece["affected"], 0))
         self._piece = {}
 
-    def report(self) -> Iterator[pa.RecordBatch]:
+    def report(self, skipped_files: int = 0) -> Iterator[pa.RecordBatch]:
+        """The pieces' keys and totals; ``skipped_files`` adds a row of task totals (no piece: its
+        name is ``""``)."""
         self._finish()
+        if skipped_files:
+            self.stats.append(("", -1, self.partition, -1, "", 0, 0, 0, 0, 0, 0, skipped_files))
         if self.stats:
             columns = list(zip(*self.stats))
             yield pa.RecordBatch.from_arrays([pa.array(c, type=t) for c, t in zip(columns, _PIECE_TYPES)],
