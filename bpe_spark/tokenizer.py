@@ -321,7 +321,10 @@ class Tokenizer:
             normalize = self._pretokenizer.normalize
             if self.lowercase or self.normalization:
                 texts = [None if text is None else normalize(text) for text in texts]
-            ids, lengths = fast.encode_many(texts)
+            try:
+                ids, lengths = fast.encode_many(texts)
+            except UnicodeEncodeError:  # a lone surrogate: the text rule, then again (rare)
+                ids, lengths = fast.encode_many([None if text is None else clean(text) for text in texts])
             return np.frombuffer(ids, dtype=np.int32), np.frombuffer(lengths, dtype=np.int64)
         rows = [[] if text is None else self.encode_ordinary(text) for text in texts]
         lengths = np.fromiter(map(len, rows), dtype=np.int64, count=len(rows))

@@ -106,7 +106,7 @@ def test_cli_bad_inputs_fail_clearly_and_leave_no_output(spark, corpus_file, tmp
     (tmp_path / "empty.txt").write_text("", encoding="utf-8")
     (tmp_path / "docs.jsonl").write_text('{"body": "hello"}\n', encoding="utf-8")
     cases = [
-        (["--input", str(tmp_path / "missing*.txt")], "input path not found"),
+        (["--input", str(tmp_path / "missing*.txt")], "matches no input file"),
         (["--input", str(tmp_path / "empty.txt")], "no pretoken"),
         (["--input", str(tmp_path / "docs.jsonl"), "--input-format", "jsonl"], "column 'text' not found"),
         (["--input", str(path), "--resume"], "--checkpoint-dir"),
