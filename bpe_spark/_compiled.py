@@ -24,7 +24,7 @@ from bpe_spark.patterns import compiled_preset
 # place and not versioned, so a `git pull` without `pip install -e .` leaves them stale) is
 # ignored, with a warning, rather than half used.
 FASTBPE_API = 6
-FASTENC_API = 3
+FASTENC_API = 4
 
 _WHAT = {"_fastbpe": "the merge engine", "_fastenc": "the pretokenizer, counter and encoder"}
 

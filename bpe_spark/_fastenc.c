@@ -7,7 +7,8 @@
  *   (set_char_classes), so it splits exactly as `regex.findall` does with the same Unicode data.
  * - BPE merges by rank the adjacent pair of lowest rank, leftmost first (bpe_merge's rule),
  *   with a table (left, right) -> (rank, new_id) built from the merges in rank order.
- * - A cache maps each distinct pretoken (its UTF-8 bytes) to its ids, as tiktoken does.
+ * - A cache maps each distinct pretoken (its UTF-8 bytes) to its ids, as tiktoken does; it starts
+ *   over when full, and encode_piece can stop its growth for one long document (cache_cap).
  * - PretokenCounter counts the pretokens of texts with the same pretokenizer.
  *
  * Text comes in as str, so its UTF-8 is well formed; the decoder still never reads past the end
@@ -245,6 +246,8 @@ typedef struct {
     /* pretoken cache: CacheEntry entries, at most cache_limit of them */
     BytesTable cache;
     size_t cache_limit;
+    /* while encode_piece runs with a cache_cap: no new entry once the cache holds this many */
+    size_t insert_limit;
     int32_t *id_arena;
     size_t id_used, id_cap;
     /* scratch for one pretoken's BPE */
@@ -437,6 +440,7 @@ static const int32_t *pretoken_ids(Encoder *e, const uint8_t *p, size_t len, siz
     if (n < 0) return NULL;
     *count = (size_t)n;
     if ((size_t)n > UINT32_MAX) return e->work; /* too long to cache */
+    if (e->cache.n_entries >= e->insert_limit) return e->work; /* capped: a memo, not remembered */
     if (e->cache.n_entries >= e->cache_limit || e->id_used + (size_t)n > UINT32_MAX) cache_clear(e);
     int32_t *ids = grow_array(e->id_arena, &e->id_cap, e->id_used, (size_t)n, sizeof(int32_t), (size_t)1 << 16);
     if (ids == NULL) return NULL;
@@ -564,6 +568,7 @@ static int Encoder_init(Encoder *e, PyObject *args, PyObject *kwds) {
     if (!PyArg_ParseTupleAndKeywords(args, kwds, "O|OOn", kwlist, &merges_obj, &byte_ids, &pattern, &cache_limit))
         return -1;
     e->cache_limit = cache_limit < 1 ? 1 : (cache_limit > INT32_MAX - 2 ? INT32_MAX - 2 : (size_t)cache_limit);
+    e->insert_limit = SIZE_MAX;
     e->cache.entry_size = sizeof(CacheEntry);
     e->cache.min_slots = 4096;
     if (pattern == Py_None) {
@@ -741,31 +746,44 @@ fail:
     return NULL;
 }
 
-/* encode_piece(text, final, out) -> tail: encode the pretokens of text that no following text can
- * change (all of them when final), appending their int32 ids to the bytearray out; returns the
- * rest of text, to be prepended to the next piece. Raises for lone surrogates, as encode() does. */
+/* The ids of the pretokens of s[0:n) that no following text can change (all when final),
+ * appended to the bytearray out; returns where the rest starts, or (size_t)-1 with an error set. */
+static size_t encode_stream(Encoder *e, const uint8_t *s, size_t n, int final, PyObject *out) {
+    size_t i = 0, end;
+    while (i < n && (end = stream_next(e->pattern, s, n, i, final)) != 0) {
+        size_t count;
+        const int32_t *ids = pretoken_ids(e, s + i, end - i, &count);
+        if (ids == NULL) return (size_t)-1;
+        Py_ssize_t used = PyByteArray_GET_SIZE(out), add = (Py_ssize_t)(count * sizeof(int32_t));
+        if (add > PY_SSIZE_T_MAX - used) return PyErr_NoMemory(), (size_t)-1;
+        /* bytearray grows by a fraction of its size, so appending stays linear */
+        if (PyByteArray_Resize(out, used + add) < 0) return (size_t)-1;
+        memcpy(PyByteArray_AS_STRING(out) + used, ids, (size_t)add);
+        i = end;
+    }
+    return i;
+}
+
+/* encode_piece(text, final, out, cache_cap=-1) -> tail: encode the pretokens of text that no
+ * following text can change (all of them when final), appending their int32 ids to the bytearray
+ * out; returns the rest of text, to be prepended to the next piece. With cache_cap >= 0 this call
+ * adds no pretoken to the cache once it holds cache_cap entries (the ids are the same: the cache
+ * only remembers them), which bounds the cache of one long document. Raises for lone surrogates,
+ * as encode() does. */
 static PyObject *Encoder_encode_piece(Encoder *e, PyObject *args) {
     PyObject *text, *out;
     int final;
-    if (!PyArg_ParseTuple(args, "UpY", &text, &final, &out)) return NULL;
+    Py_ssize_t cache_cap = -1;
+    if (!PyArg_ParseTuple(args, "UpY|n", &text, &final, &out, &cache_cap)) return NULL;
     if (check_pattern(e) < 0) return NULL;
     Py_ssize_t length;
     const char *utf8 = PyUnicode_AsUTF8AndSize(text, &length);
     if (utf8 == NULL) return NULL;
-    const uint8_t *s = (const uint8_t *)utf8;
-    size_t n = (size_t)length, i = 0, end;
-    while (i < n && (end = stream_next(e->pattern, s, n, i, final)) != 0) {
-        size_t count;
-        const int32_t *ids = pretoken_ids(e, s + i, end - i, &count);
-        if (ids == NULL) return NULL;
-        Py_ssize_t used = PyByteArray_GET_SIZE(out), add = (Py_ssize_t)(count * sizeof(int32_t));
-        if (add > PY_SSIZE_T_MAX - used) return PyErr_NoMemory();
-        /* bytearray grows by a fraction of its size, so appending stays linear */
-        if (PyByteArray_Resize(out, used + add) < 0) return NULL;
-        memcpy(PyByteArray_AS_STRING(out) + used, ids, (size_t)add);
-        i = end;
-    }
-    return stream_tail(s, n, i);
+    e->insert_limit = cache_cap < 0 ? SIZE_MAX : (size_t)cache_cap;
+    size_t i = encode_stream(e, (const uint8_t *)utf8, (size_t)length, final, out);
+    e->insert_limit = SIZE_MAX;
+    if (i == (size_t)-1) return NULL;
+    return stream_tail((const uint8_t *)utf8, (size_t)length, i);
 }
 
 static PyObject *Encoder_cache_size(Encoder *e, PyObject *Py_UNUSED(ignored)) {
@@ -779,7 +797,7 @@ static PyMethodDef Encoder_methods[] = {
     {"encode_many", (PyCFunction)Encoder_encode_many, METH_O,
      "encode_many(texts) -> (int32 ids as bytes, int64 lengths as bytes)."},
     {"encode_piece", (PyCFunction)Encoder_encode_piece, METH_VARARGS,
-     "encode_piece(text, final, out: bytearray) -> tail: one piece of a long text (see STREAM_MARGIN)."},
+     "encode_piece(text, final, out: bytearray, cache_cap=-1) -> tail: one piece of a long text (see STREAM_MARGIN)."},
     {"cache_size", (PyCFunction)Encoder_cache_size, METH_NOARGS, "The number of cached pretokens."},
     {NULL, NULL, 0, NULL},
 };
@@ -1103,7 +1121,7 @@ PyMODINIT_FUNC PyInit__fastenc(void) {
     PyObject *m = PyModule_Create(&fastenc_module);
     if (m == NULL) return NULL;
     /* bpe_spark/_compiled.py checks this: a stale build (older source) is not used */
-    if (PyModule_AddIntConstant(m, "API_VERSION", 3) < 0) {
+    if (PyModule_AddIntConstant(m, "API_VERSION", 4) < 0) {
         Py_DECREF(m);
         return NULL;
     }

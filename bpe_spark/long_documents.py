@@ -29,6 +29,9 @@ from bpe_spark.text import decode_counted
 
 PIECE_BYTES = 1 << 20
 LONG_DOCUMENT_BYTES = 16 << 20  # lines longer than this are read as a LongDocument
+# the compiled encoder's pretoken cache grows to at most this while it encodes a long document
+# (the most frequent pretokens come first, so the cache still answers most of them)
+LONG_CACHE_ENTRIES = 1 << 16
 
 
 class LongDocument:
@@ -124,10 +127,12 @@ def count_pieces(counter, pieces: Iterator[str]) -> None:
 
 def encode_pieces(encoder, pieces: Iterator[str]) -> np.ndarray:
     """The int32 ids of one document given in pieces, by a compiled ``Encoder``: one buffer
-    that grows in place (no list of ids, no second copy)."""
+    that grows in place (no list of ids, no second copy). The encoder's pretoken cache takes no
+    new entry once it holds ``LONG_CACHE_ENTRIES``: one document's pretokens would fill it to its
+    full size (about 0.9x a 100 MB document), and the ids are the same either way."""
     out = bytearray()
     tail = ""
     for piece in pieces:
-        tail = encoder.encode_piece(tail + piece, False, out)
-    encoder.encode_piece(tail, True, out)
+        tail = encoder.encode_piece(tail + piece, False, out, LONG_CACHE_ENTRIES)
+    encoder.encode_piece(tail, True, out, LONG_CACHE_ENTRIES)
     return np.frombuffer(out, dtype=np.int32)

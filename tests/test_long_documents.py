@@ -61,6 +61,24 @@ def test_encoding_in_pieces_equals_encoding_the_whole_text(pattern, en_tokenizer
         assert encode_pieces(encoder, iter(_pieces(text, size))).tolist() == expected, size
 
 
+@pytest.mark.usefixtures("fastenc")
+def test_a_long_document_grows_the_pretoken_cache_to_its_cap_only(en_tokenizer, monkeypatch):
+    from bpe_spark import long_documents
+
+    text = _fuzz_text(8, 2000) + " the quick brown fox, 12345 jumps" * 20
+    plain = _compiled._fastenc.Encoder(en_tokenizer.merge_ids, list(range(256)), "gpt2")
+    expected = plain.encode(text)
+    assert plain.cache_size() > 40  # without a cap, every distinct pretoken stays
+    for cap in (0, 1, 40):
+        monkeypatch.setattr(long_documents, "LONG_CACHE_ENTRIES", cap)
+        encoder = _compiled._fastenc.Encoder(en_tokenizer.merge_ids, list(range(256)), "gpt2")
+        for size in (7, 1000):
+            assert encode_pieces(encoder, iter(_pieces(text, size))).tolist() == expected, (cap, size)
+            assert encoder.cache_size() == cap
+        assert encoder.encode(text) == expected  # the cap held only while the document was encoded
+        assert encoder.cache_size() > cap
+
+
 @pytest.fixture(scope="module")
 def en_tokenizer():
     counts = Pretokenizer("gpt2").count(corpus_lines("tiny_shakespeare")[:3000])
