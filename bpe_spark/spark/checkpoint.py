@@ -106,17 +106,11 @@ class Checkpoint:
     def __init__(self, spark: SparkSession, path: str, *, protected=None):
         self.spark = spark
         self.path = str(path).rstrip("/")
-        jvm = spark.sparkContext._jvm
-        self._Path = jvm.org.apache.hadoop.fs.Path
-        self._fs = self._Path(self.path).getFileSystem(spark.sparkContext._jsc.hadoopConfiguration())
-        self._claim(protected or {})
-
-    def _claim(self, protected) -> None:
-        """Before any work: the directory is clear of the inputs (``protected``), writable, and
-        new, empty or a checkpoint (:mod:`bpe_spark.output_guard`)."""
-        self._files = HadoopFiles(self.spark, self.path)
+        self._files = HadoopFiles(spark, self.path)
         self._marked = False
-        output_guard.check_checkpoint(self.path, protected=protected, files=self._files)
+        # before any work: the directory is clear of the inputs (``protected``), writable, and
+        # new, empty or a checkpoint (bpe_spark.output_guard)
+        output_guard.check_checkpoint(self.path, protected=protected or {}, files=self._files)
 
     def _mark(self) -> None:
         """The marker goes in before the first file the run writes here."""
@@ -128,19 +122,15 @@ class Checkpoint:
         return f"{self.path}/{name}"
 
     def exists(self, name: str) -> bool:
-        return bool(self._fs.exists(self._Path(self.child(name))))
+        return self._files.kind(self.child(name)) is not None
 
     def write_json(self, name: str, value: dict) -> None:
         self._mark()
-        stream = self._fs.create(self._Path(self.child(name)), True)
-        try:
-            stream.write(bytearray(json.dumps(value, indent=1, sort_keys=True).encode("utf-8")))
-        finally:
-            stream.close()
+        self._files.write_bytes(self.child(name), json.dumps(value, indent=1, sort_keys=True).encode("utf-8"))
 
     def read_json(self, name: str) -> dict:
-        rows = self.spark.read.text(self.child(name), wholetext=True).collect()
-        return json.loads(rows[0].value)
+        # read on the driver through the file system: no Spark job for one small file
+        return json.loads(self._files.read_bytes(self.child(name), 1 << 30))
 
     def start(self, cfg: TrainerConfig, fingerprint: dict, *, resume: bool) -> dict | None:
         """Lock the directory (:mod:`checkpoint_lock`) and check it; returns the recorded
