@@ -114,14 +114,12 @@ def check_input_paths(paths: Sequence[str], option: str = "--input") -> None:
     import glob
     import os
 
+    from bpe_spark.output_guard import is_local, local_path
+
     for given in paths:
-        path = given
-        if path.startswith("file://"):
-            path = path[len("file://"):]
-        elif path.startswith("file:"):
-            path = path[len("file:"):]
-        elif "://" in path or "{" in path:
+        if not is_local(given) or "{" in given:
             continue
+        path = local_path(given)
         if any(ch in path for ch in "*?["):
             if not any(_holds_input(match) for match in glob.glob(path)):
                 raise InputError(f"{option} {given}: the glob matches no input file; check the path")
