@@ -1,6 +1,8 @@
-"""The one place that builds SparkSessions: bpe-spark's Spark defaults, a properties file and
-overrides on top, the master, and the options of a driver JVM that bpe-spark starts itself (the
-class archive of :mod:`jvm_cache`, C1-only compilation for a JVM that only coordinates)."""
+"""The one place that builds SparkSessions: bpe-spark's Spark defaults under whatever spark-submit,
+``spark-defaults.conf`` or a running session already set, a properties file and overrides on
+top, the master, and the options of a driver JVM that bpe-spark starts itself (the class archive
+of :mod:`jvm_cache`, C1-only compilation for a JVM that only coordinates), appended to the
+user's."""
 
 from __future__ import annotations
 
@@ -19,6 +21,9 @@ DEFAULTS = {
     "spark.sql.execution.arrow.pyspark.enabled": "true",
     "spark.sql.session.timeZone": "UTC",
     "spark.ui.showConsoleProgress": "false",
+}
+# Only for a local master, whose executors run this interpreter (and so can import bpe_spark):
+LOCAL_DEFAULTS = {
     # Python workers import the installed pyspark (compiled), not Spark's zip copy: see daemon.py.
     "spark.python.daemon.module": "bpe_spark.spark.daemon",
 }
@@ -58,46 +63,65 @@ def build_session(
     overrides: Mapping[str, str] | None = None,
     light_jvm: bool = False,
 ) -> SparkSession:
-    """Build (or get) the SparkSession: defaults < ``conf_file`` < ``overrides``.
+    """Build (or get) the SparkSession. What the user chose always wins over what we would pick.
 
-    The master is ``master``, else ``spark.master`` from the properties, else ``$SPARK_MASTER``,
-    else whatever spark-submit set, else ``local[*]``. A local master that names no task
-    failures gets them (:func:`with_task_retries`): a failed task is retried, as on a cluster.
+    Properties: ``overrides`` > ``conf_file`` > what is already set outside bpe-spark > our
+    :data:`DEFAULTS`. "Already set" is spark-submit's conf (``--conf``, ``--properties-file``,
+    ``spark-defaults.conf``: read from the JVM gateway spark-submit started), the running
+    context's and session's conf when there is one, else the ``spark-defaults.conf`` that the JVM
+    we start will load; our defaults (and, for a local master, :data:`LOCAL_DEFAULTS`) fill only
+    keys none of those set. In a running session, what Spark cannot change any more is left as
+    it is (a ConfigError if the caller asked for it).
+
+    The master: ``master``, else ``spark.master`` from ``conf_file``/``overrides``, else the one
+    already set (spark-submit's ``--master``, a running context's), else ``$SPARK_MASTER``, else
+    ``local[*]``. A local master chosen here that names no task failures gets them
+    (:func:`with_task_retries`); a master set outside is kept as given. Only a local master pins
+    the executors' interpreter to this one (``PYSPARK_PYTHON``): a cluster's executors run what
+    ``spark.pyspark.python`` or the cluster says.
 
     ``light_jvm``: the caller's Python tasks do the heavy work and the JVM only coordinates (local
     text files, which the tasks read themselves: see ``textsplits``). A local JVM started here then
     compiles with C1 only (``-XX:TieredStopAtLevel=1``): on few cores the C2 compiler otherwise
     takes a core from the tasks for the first seconds. Not for JVM-heavy input (JSON, Parquet),
     which runs markedly slower without C2. Never applied when the properties already choose a
-    JIT mode.
+    JIT mode. A JVM we start also maps the class archive (:mod:`jvm_cache`); its options are
+    appended to the ``spark.driver.extraJavaOptions`` already set, never replace them.
     """
-    # subtle: executors start whatever python3 is on the PATH unless told; pin ours.
-    os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
-    os.environ.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
-    props = dict(DEFAULTS)
-    if conf_file is not None:
-        props.update(read_conf_file(conf_file))
-    props.update(overrides or {})
-    builder = SparkSession.builder.appName(app_name)
-    chosen = master or props.pop("spark.master", None) or os.environ.get("SPARK_MASTER")
-    if chosen:
-        chosen = with_task_retries(chosen, props.get("spark.task.maxFailures"))
-        builder = builder.master(chosen)
-    elif "spark.master" not in os.environ.get("PYSPARK_SUBMIT_ARGS", "") and not _launched_by_spark_submit():
-        builder = builder.master(with_task_retries("local[*]", props.get("spark.task.maxFailures")))
-    resolved = chosen or ("local[*]" if not _launched_by_spark_submit() else "")
-    if resolved.startswith("local") and "spark.sql.shuffle.partitions" not in props:
+    chosen = dict(read_conf_file(conf_file)) if conf_file is not None else {}
+    chosen.update(overrides or {})
+    given_master = master or chosen.pop("spark.master", None)
+    running = _running_session()
+    outside = _outside_conf(running)
+    resolved = given_master or outside.get("spark.master") or os.environ.get("SPARK_MASTER") or "local[*]"
+    props: dict[str, str] = {}
+    if running is None and (given_master or "spark.master" not in outside):
+        resolved = with_task_retries(resolved, chosen.get("spark.task.maxFailures", outside.get("spark.task.maxFailures")))
+        props["spark.master"] = resolved
+    local = resolved.strip().startswith("local")
+    if local:
+        # subtle: executors start whatever python3 is on the PATH unless told; pin ours, locally only.
+        os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
+        os.environ.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
+    defaults = dict(DEFAULTS)
+    if local:
+        defaults.update(LOCAL_DEFAULTS)
         # subtle: Spark's default of 200 shuffle partitions costs seconds of task overhead per
         # shuffle on one machine; a few per core is enough there (results never depend on it).
-        props["spark.sql.shuffle.partitions"] = str(2 * _local_cores(resolved))
-    if _launches_jvm():
-        # A JVM class archive (jvm_cache) saves seconds of start-up; only a JVM we start can use it.
+        defaults["spark.sql.shuffle.partitions"] = str(2 * _local_cores(resolved))
+    props.update({key: value for key, value in defaults.items() if key not in outside})
+    props.update(chosen)
+    if running is None and _launches_jvm():
         key = "spark.driver.extraJavaOptions"
-        options = launch_java_options(props.get(key), light=light_jvm and resolved.startswith("local"))
+        existing = " ".join(v for v in (outside.get(key), chosen.get(key)) if v) or None
+        options = launch_java_options(existing, light=light_jvm and local)
         if options:
             props[key] = options
+    if running is not None:
+        return _configure_running(running, props, chosen)
+    builder = SparkSession.builder.appName(app_name)
     for key, value in props.items():
-        builder = builder.config(key, value)
+        builder = builder.master(value) if key == "spark.master" else builder.config(key, value)
     return builder.getOrCreate()
 
 
@@ -149,5 +173,49 @@ def _local_cores(master: str) -> int:
     return max(1, int(first))
 
 
-def _launched_by_spark_submit() -> bool:
-    return "SPARK_SUBMIT" in os.environ or "spark-submit" in " ".join(sys.argv[:1])
+def _running_session() -> SparkSession | None:
+    """The session of a SparkContext already running in this process (the user's), if any."""
+    from pyspark import SparkContext
+
+    if SparkContext._active_spark_context is None:
+        return None
+    return SparkSession.getActiveSession() or SparkSession.builder.getOrCreate()
+
+
+def _outside_conf(running: SparkSession | None) -> dict[str, str]:
+    """The properties set outside bpe-spark: a running session's (its context's and the SQL
+    properties set on it); else spark-submit's, read from the JVM gateway it started (its
+    ``--master``, ``--conf``, properties file and ``spark-defaults.conf``); else what the JVM we
+    are about to start will load (``spark-defaults.conf`` of ``$SPARK_CONF_DIR`` or the Spark
+    home's ``conf/``)."""
+    from pyspark import SparkConf, SparkContext
+
+    if running is not None:
+        conf = dict(running.sparkContext.getConf().getAll())
+        conf.update(getattr(running.conf, "getAll", {}) or {})
+        return conf
+    if "PYSPARK_GATEWAY_PORT" in os.environ or SparkContext._gateway is not None:
+        SparkContext._ensure_initialized()
+        return dict(SparkConf().getAll())
+    conf_dir = os.environ.get("SPARK_CONF_DIR")
+    if not conf_dir:
+        from pyspark.find_spark_home import _find_spark_home
+
+        conf_dir = os.path.join(os.environ.get("SPARK_HOME") or _find_spark_home(), "conf")
+    path = Path(conf_dir) / "spark-defaults.conf"
+    return read_conf_file(path) if path.is_file() else {}
+
+
+def _configure_running(running: SparkSession, props: Mapping[str, str], chosen: Mapping[str, str]) -> SparkSession:
+    """Apply ``props`` to a running session where Spark lets them change at run time; a property
+    the caller chose that cannot change any more (a static or context property) is a ConfigError,
+    ours are left as the session has them."""
+    for key, value in props.items():
+        if key == "spark.master":
+            continue
+        if running.conf.isModifiable(key):
+            running.conf.set(key, value)
+        elif key in chosen and running.sparkContext.getConf().get(key) != value:
+            raise ConfigError(f"{key} cannot change in the running Spark session (it is set when the session "
+                              f"starts): set it where the session is created, e.g. spark-submit --conf {key}=...")
+    return running
