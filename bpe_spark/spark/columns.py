@@ -4,6 +4,7 @@ Every DataFrame the jobs take (documents, pretoken counts, texts to encode) is c
 the driver and before a Spark job runs: the columns named must exist and hold the type the work
 needs, and the columns a job adds must not exist yet. Failures raise
 :class:`~bpe_spark.errors.ColumnError`, naming the column, the input and what to pass instead.
+The session must be a classic one (:func:`require_classic`): Spark Connect is refused up front.
 """
 
 from __future__ import annotations
@@ -13,7 +14,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from pyspark.sql import DataFrame
 from pyspark.sql import types as T
 
-from bpe_spark.errors import ColumnError
+from bpe_spark.errors import ColumnError, ConfigError
 
 STRING = (T.StringType,)
 INTEGER = (T.IntegralType,)
@@ -35,6 +36,7 @@ def check_columns(
     the user which option names the column.
     """
     if isinstance(columns, DataFrame):
+        require_classic(columns)
         types = {field.name: field.dataType for field in columns.schema.fields}
     else:
         types = dict.fromkeys(columns)
@@ -52,3 +54,16 @@ def check_columns(
     for name in added:
         if name in types:
             raise ColumnError(f"Output column {name} already exists in {source}; rename or drop it first")
+
+
+def require_classic(frame_or_session) -> None:
+    """Raise :class:`ConfigError` for a Spark Connect DataFrame or session (``spark.remote``,
+    Databricks shared and serverless compute), before any work: bpe-spark drives its executors
+    through the SparkContext (broadcast model tables, the JVM's file systems, job status), which
+    Spark Connect does not expose."""
+    session = getattr(frame_or_session, "sparkSession", frame_or_session)
+    if type(session).__module__.startswith("pyspark.sql.connect"):
+        raise ConfigError(
+            "bpe-spark needs a classic Spark session, and this is a Spark Connect one (spark.remote; Databricks "
+            "shared or serverless compute): run it with spark-submit, or on a single-user (dedicated) cluster"
+        )
