@@ -8,7 +8,7 @@ PYTEST_ARGS ?=
 export PYSPARK_PYTHON := $(abspath $(PY))
 export PYSPARK_DRIVER_PYTHON := $(abspath $(PY))
 
-.PHONY: install java jvm-cache test train bench lint clean
+.PHONY: install java jvm-cache test train bench lint clean dist cluster-up cluster-down cluster-test
 
 install: java $(STAMP) jvm-cache
 
@@ -43,6 +43,48 @@ train: install
 
 bench: install
 	$(PY) -m bench.run $(BENCH_ARGS)
+
+# Executor packaging (README: Cluster): the wheel (compiled extensions inside: a failed build is an
+# error here), a packed environment of a fresh venv holding the wheel and its runtime dependencies
+# except pyspark (executors use their Spark's own), for `--archives dist/env.tar.gz#env` with
+# `spark.pyspark.python=./env/bin/python`, and the package as a zip for `--py-files` (pure
+# Python there: C extensions cannot load from a zip).
+DIST := dist
+DIST_SOURCES := pyproject.toml setup.py $(wildcard bpe_spark/*.py bpe_spark/*/*.py bpe_spark/*.c bpe_spark/*.h)
+dist: install $(DIST)/env.tar.gz
+
+$(DIST)/env.tar.gz: $(STAMP) $(DIST_SOURCES)
+	rm -rf $(DIST) build
+	BPE_SPARK_REQUIRE_EXTENSION=1 $(PY) -m pip wheel -q --no-deps -w $(DIST) .
+	$(PY) -c "import glob, zipfile; wheel = zipfile.ZipFile(glob.glob('$(DIST)/*.whl')[0]); \
+	  meta = next(n for n in wheel.namelist() if n.endswith('.dist-info/METADATA')); \
+	  deps = [l.split(': ', 1)[1] for l in wheel.read(meta).decode().splitlines() if l.startswith('Requires-Dist: ')]; \
+	  print('\n'.join(d for d in deps if 'extra ==' not in d and not d.startswith('pyspark'))); \
+	  out = zipfile.ZipFile('$(DIST)/bpe_spark.zip', 'w', zipfile.ZIP_DEFLATED); \
+	  [out.writestr(n, wheel.read(n)) for n in wheel.namelist() if n.startswith('bpe_spark/') and n.endswith('.py')]" \
+	  > $(DIST)/env-requirements.txt
+	$(PY) -m venv --without-pip $(DIST)/env
+	$(PY) -m pip --python $(DIST)/env/bin/python install -q -r $(DIST)/env-requirements.txt
+	$(PY) -m pip --python $(DIST)/env/bin/python install -q --no-deps $(DIST)/bpe_spark-*.whl
+	$(DIST)/env/bin/python -c "import bpe_spark._compiled as c; assert c._fastbpe and c._fastenc, 'no compiled extensions'"
+	$(VENV)/bin/venv-pack -q -p $(DIST)/env -o $(DIST)/env.tar.gz
+	rm -rf $(DIST)/env build
+	@ls -l $(DIST)
+
+# A standalone master and two 1-core workers on 127.0.0.1 (tests/cluster/standalone.py), state,
+# logs and the shared data directory in the git-ignored .cluster/; cluster-down stops exactly what
+# cluster-up started.
+cluster-up: install
+	@$(PY) tests/cluster/standalone.py up
+
+cluster-down:
+	@$(PY) tests/cluster/standalone.py down
+
+# Jobs submitted to that cluster with the packed environment, compared with local mode byte for
+# byte (tests/cluster); the cluster comes down even when a test fails.
+cluster-test: install dist
+	@status=0; $(PY) -m pytest -q tests/cluster -p no:cacheprovider $(PYTEST_ARGS) || status=$$?; \
+	  $(PY) tests/cluster/standalone.py down; exit $$status
 
 lint: install
 	$(VENV)/bin/ruff check bpe_spark jobs tests bench

@@ -18,6 +18,8 @@ optional = os.environ.get("BPE_SPARK_REQUIRE_EXTENSION", "") != "1"
 common = ["bpe_spark/_bpe_common.h"]
 
 setup(
+    # The wheel holds the built extensions, not their sources (the sdist has those).
+    exclude_package_data={"bpe_spark": ["*.c", "*.h"]},
     ext_modules=[
         Extension(
             name, sources=[source], depends=common, extra_compile_args=compile_args, optional=optional
