@@ -9,10 +9,15 @@ on every executor. When the same pyspark version is installed beside the interpr
 install, as bpe-spark's own install does), this daemon drops the zips from the path, so workers
 import compiled modules (the README's performance section has the figures).
 
-It is Spark's own daemon otherwise (``pyspark.daemon.manager``). ``build_session`` sets
-``spark.python.daemon.module`` to this module unless the user has chosen one. It imports nothing
-that starts threads (pyarrow, pandas, numpy: ``bpe_spark.spark`` loads its names lazily for that):
-the daemon must have no thread when it forks its workers.
+It is Spark's own daemon otherwise (``pyspark.daemon.manager`` from the zip): where no pyspark is
+installed (a packed executor environment holds none), another version is, or it fails to import.
+``build_session`` sets ``spark.python.daemon.module`` to this module for local masters only, whose
+executors run the driver's interpreter and so import bpe_spark; a cluster's executors may not
+(``--py-files`` puts the package on the workers' path, not the daemon's), so there Spark's own
+daemon runs unless the user sets this one (with bpe-spark installed on the nodes).
+
+It imports nothing that starts threads (pyarrow, pandas, numpy: ``bpe_spark.spark`` loads its
+names lazily for that): the daemon must have no thread when it forks its workers.
 """
 
 from __future__ import annotations
@@ -81,12 +86,27 @@ def _forget(dropped: tuple[str, ...]) -> None:
         del sys.path_importer_cache[key]
 
 
-if __name__ == "__main__":
-    kept = prefer_installed_pyspark(sys.path)
-    dropped = tuple(entry for entry in sys.path if entry not in kept)
-    sys.path[:] = kept
+def load_manager():
+    """Spark's daemon entry point, ``pyspark.daemon.manager``: from the installed pyspark when it
+    is Spark's version (:func:`prefer_installed_pyspark`), else from Spark's own zip, as Spark's
+    daemon runs. An installed pyspark that fails to import falls back to the zip too."""
+    original = list(sys.path)
+    kept = prefer_installed_pyspark(original)
+    if kept != original:
+        sys.path[:] = kept
+        try:
+            from pyspark.daemon import manager
+        except ImportError:
+            for name in [name for name in sys.modules if name.partition(".")[0] in ("pyspark", "py4j")]:
+                del sys.modules[name]
+            sys.path[:] = original
+        else:
+            _forget(tuple(entry for entry in original if entry not in kept))
+            return manager
     from pyspark.daemon import manager
 
-    if dropped:
-        _forget(dropped)
-    manager()
+    return manager
+
+
+if __name__ == "__main__":
+    load_manager()()

@@ -42,3 +42,36 @@ def test_zips_are_kept_when_no_installed_pyspark_matches(tmp_path):
 
 def test_paths_without_spark_zips_are_untouched():
     assert prefer_installed_pyspark(["/a", SITE]) == ["/a", SITE]
+
+
+LOAD_SCRIPT = """
+import sys
+sys.path[:0] = {front!r}
+from bpe_spark.spark.daemon import load_manager
+manager = load_manager()
+print(manager.__module__, sys.modules["pyspark"].__file__)
+"""
+
+
+def _load_manager_with(front: list[str]) -> str:
+    import subprocess
+    import sys
+
+    done = subprocess.run([sys.executable, "-c", LOAD_SCRIPT.format(front=front)], capture_output=True,
+                          text=True, timeout=120, check=True)
+    return done.stdout.strip()
+
+
+def test_the_daemon_runs_spark_s_own_pyspark_where_the_installed_one_is_missing_or_broken(tmp_path):
+    import pyspark
+
+    # the installed pyspark, Spark's version: the daemon imports it
+    assert _load_manager_with(spark_zips()) == f"pyspark.daemon {pyspark.__file__}"
+    # the same version, but it fails to import (as a half-installed environment would): the zip's
+    broken = tmp_path / "site" / "pyspark"
+    broken.mkdir(parents=True)
+    (broken / "__init__.py").write_text("")
+    (broken / "version.py").write_text(f'__version__: str = "{pyspark.__version__}"\n')
+    (broken / "daemon.py").write_text("raise ImportError('half installed')\n")
+    loaded = _load_manager_with([*spark_zips(), str(tmp_path / "site")])
+    assert loaded.startswith("pyspark.daemon ") and "pyspark.zip" in loaded, loaded
