@@ -1,4 +1,5 @@
-"""The plan of one exact training round: which pairs to broadcast and which pretokens to collect.
+"""The plan of the exact training rounds: which pairs to broadcast, which pretokens to collect,
+and how many partitions the rounds' tables get.
 
 Pure functions over histograms, no Spark: a histogram is a list of ``(value, n)`` levels,
 highest value first (``n`` pairs counted ``value`` times, or ``n`` pretokens whose highest pair
@@ -19,6 +20,14 @@ from collections.abc import Sequence
 from typing import NamedTuple
 
 Levels = Sequence[tuple[int, int]]
+# A partition of our own tables and aggregations holds at least MIN_PARTITION_BYTES before a
+# second core gets one (a task costs some 10-50 ms whatever its size), and at most
+# MAX_PARTITION_BYTES (Spark's file split size) however few the cores.
+MIN_PARTITION_BYTES = 256 << 10
+MAX_PARTITION_BYTES = 128 << 20
+# words table bytes: wid and count (8 each) plus the list's offset per pretoken, 4 per symbol
+WORD_ROW_BYTES = 20
+SYMBOL_BYTES = 4
 
 
 class Threshold(NamedTuple):
@@ -72,3 +81,29 @@ def choose_threshold(levels: Levels, budget: int, outside: int) -> Threshold | N
         below = levels[i + 1][0] if i + 1 < len(levels) else 0
         chosen = Threshold(level, max(below, outside), collected)
     return chosen
+
+
+def partitions_for(size_bytes: int | None, cores: int) -> int:
+    """Partitions for ``size_bytes`` of data on ``cores`` cores: every core busy once each gets
+    :data:`MIN_PARTITION_BYTES`, none over :data:`MAX_PARTITION_BYTES`; of unknown size, two per
+    core (as many tasks as keep the cores busy, whatever the size).
+
+    >>> partitions_for(1_100_000, 2), partitions_for(100_000, 64), partitions_for(10**12, 64)
+    (2, 1, 7451)
+    >>> partitions_for(None, 8)
+    16
+    """
+    cores = max(1, cores)
+    if size_bytes is None:
+        return 2 * cores
+    by_cores = min(cores, -(-size_bytes // MIN_PARTITION_BYTES))
+    return max(1, by_cores, -(-size_bytes // MAX_PARTITION_BYTES))
+
+
+def words_bytes(distinct: int, pretoken_bytes: int) -> int:
+    """The size of the rounds' words table at the start (one symbol per byte at most).
+
+    >>> words_bytes(100, 800)
+    5200
+    """
+    return distinct * WORD_ROW_BYTES + pretoken_bytes * SYMBOL_BYTES

@@ -76,9 +76,10 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--max-merges", type=int, metavar="N", help="stop after N merges too")
     parser.add_argument("--unk-token", metavar="T", help="char scheme: the token for characters unseen in training")
     parser.add_argument("--driver-budget", metavar="N|F",
-                        help=f"distinct pretokens the driver may hold: a count (default {DEFAULT_DRIVER_BUDGET}) "
-                             "or a fraction of the distinct pretokens (0.3 or 30%%); above it, training runs "
-                             "in exact rounds")
+                        help="distinct pretokens the driver may hold: a count, a fraction of the distinct "
+                             "pretokens (0.3 or 30%%), or auto (default: what the driver's memory holds, from its "
+                             "JVM heap, spark.driver.maxResultSize and free memory); above it, training runs in "
+                             "exact rounds, and says why")
     parser.add_argument("--checkpoint-dir", metavar="DIR",
                         help="keep the pretoken counts and each round's merges here (any Hadoop URI)")
     parser.add_argument("--resume", action="store_true", default=None,

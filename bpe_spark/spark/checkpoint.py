@@ -3,7 +3,9 @@
 It holds ``training.json`` (the config, the input's fingerprint and the corpus statistics),
 ``counts.parquet`` (the pretoken counts, when training from text) and ``merges.parquet``: the
 model directory's merges columns (:data:`bpe_spark.formats.model_dir.MERGES_SCHEMA`) plus the
-``round`` that learned each merge, one file appended per round.
+``round`` that learned each merge, one file appended per round; while a run trains in rounds,
+``rounds/`` holds its words table (:mod:`bpe_spark.spark.round_words`: scratch, removed when
+training ends, and by the next run if it was killed).
 
 A resumed run must be the same run: the same config and the same input (:func:`input_fingerprint`:
 the files read, their sizes and modification times, and the options that shape the documents);
@@ -117,6 +119,11 @@ class Checkpoint:
         if not self._marked:
             output_guard.write_marker(self.path, "checkpoint", self._files)
             self._marked = True
+
+    @property
+    def files(self) -> HadoopFiles:
+        """The directory's file system (for the rounds' words under it)."""
+        return self._files
 
     def child(self, name: str) -> str:
         return f"{self.path}/{name}"

@@ -19,6 +19,7 @@ Row(pretoken=' the', count=412345)
 
 from __future__ import annotations
 
+import os
 from collections.abc import Iterator
 
 import pyarrow as pa
@@ -29,7 +30,7 @@ from pyspark.sql.types import LongType, StringType, StructField, StructType
 from bpe_spark.config import TrainerConfig
 from bpe_spark.errors import ConfigError
 from bpe_spark.pretokenize import Pretokenizer
-from bpe_spark.spark import textsplits
+from bpe_spark.spark import resources, textsplits
 from bpe_spark.spark.columns import STRING, check_columns
 from bpe_spark.spark.encode_tasks import executor_errors
 from bpe_spark.spark.faults import fail_once
@@ -92,8 +93,9 @@ def count_pretokens(
     """The ``(pretoken string, count long)`` table of the documents in ``df[text_col]``.
 
     Special tokens split documents and are never counted; the table has one row per distinct
-    pretoken, in no particular order. Lazy: nothing runs until the result is used. Text is
-    taken by the rule of :mod:`bpe_spark.text` (invalid UTF-8 becomes U+FFFD).
+    pretoken, in no particular order, in partitions sized for the input and the cores (not
+    ``spark.sql.shuffle.partitions``: :mod:`resources`). Lazy: nothing runs until the result is
+    used. Text is taken by the rule of :mod:`bpe_spark.text` (invalid UTF-8 becomes U+FFFD).
     ``observation`` (a ``pyspark.sql.Observation``), when given, collects ``documents`` (non-empty
     texts), ``bytes`` (their size as read), ``null_documents`` (null texts),
     ``replaced_sequences`` and ``affected_documents`` (the text rule's work) and
@@ -108,14 +110,15 @@ def count_pretokens(
     if source is not None and engine in ("auto", "python") and df.columns == [text_col]:
         return _count_text_files(df.sparkSession, source, cfg, observation)
     chosen = choose_engine(cfg, engine)
+    most = resources.partitions(df.sparkSession, resources.estimated_bytes(df))
     raw = F.col(text_col)
     docs = df.select(raw.alias("raw"))
     if observation is not None:
         docs = docs.observe(observation, *text_metrics("raw"))
     docs = docs.where(F.length("raw") > 0).select(valid_text("raw").alias("text"))
     if chosen == "jvm":
-        return _count_jvm(docs, cfg)
-    return _count_python(docs, cfg)
+        return _count_jvm(docs, cfg, most)
+    return _count_python(docs, cfg, most)
 
 
 def valid_text(raw: str) -> Column:
@@ -145,7 +148,7 @@ def text_metrics(raw: str) -> list[Column]:
     ]
 
 
-def _count_jvm(docs: DataFrame, cfg: TrainerConfig) -> DataFrame:
+def _count_jvm(docs: DataFrame, cfg: TrainerConfig, most: int | None) -> DataFrame:
     pattern = F.lit(java_pattern(cfg.pattern))
     specials = special_tokens_regex(cfg.special_tokens)
     if specials is None:
@@ -153,14 +156,11 @@ def _count_jvm(docs: DataFrame, cfg: TrainerConfig) -> DataFrame:
     else:
         segments = F.split("text", specials, -1)
         pretokens = F.flatten(F.transform(segments, lambda s: F.regexp_extract_all(s, pattern, F.lit(0))))
-    return (
-        docs.select(F.explode(pretokens).alias("pretoken"))
-        .groupBy("pretoken")
-        .agg(F.count(F.lit(1)).alias("count"))
-    )
+    counts = docs.select(F.explode(pretokens).alias("pretoken")).groupBy("pretoken").agg(F.count(F.lit(1)).alias("count"))
+    return resources.capped(counts, most)
 
 
-def _count_python(docs: DataFrame, cfg: TrainerConfig) -> DataFrame:
+def _count_python(docs: DataFrame, cfg: TrainerConfig, most: int | None) -> DataFrame:
     settings = cfg.to_dict()
 
     def count_partition(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
@@ -171,7 +171,7 @@ def _count_python(docs: DataFrame, cfg: TrainerConfig) -> DataFrame:
                 yield _tally_batch(tally)
         yield _tally_batch(tally)
 
-    return _sum_counts(docs.mapInArrow(count_partition, _PARTIAL_SCHEMA))
+    return _sum_counts(docs.mapInArrow(count_partition, _PARTIAL_SCHEMA), most)
 
 
 def _count_text_files(spark, source: textsplits.TextSource, cfg: TrainerConfig, observation) -> DataFrame:
@@ -204,12 +204,14 @@ def _count_text_files(spark, source: textsplits.TextSource, cfg: TrainerConfig, 
             *(F.coalesce(F.sum(name), F.lit(0)).alias(name) for name in _TOTALS),
             F.lit(0).cast("long").alias("null_documents"),
         )
-    return _sum_counts(partial)
+    return _sum_counts(partial, resources.partitions(spark, sum(os.path.getsize(path) for path in source.files)))
 
 
-def _sum_counts(partial: DataFrame) -> DataFrame:
-    """The partitions' partial counts summed per pretoken (rows of split totals dropped)."""
-    return partial.where(F.col("pretoken").isNotNull()).groupBy("pretoken").agg(F.sum("count").alias("count"))
+def _sum_counts(partial: DataFrame, most: int | None) -> DataFrame:
+    """The partitions' partial counts summed per pretoken (rows of split totals dropped), in at
+    most ``most`` tasks."""
+    summed = partial.where(F.col("pretoken").isNotNull()).groupBy("pretoken").agg(F.sum("count").alias("count"))
+    return resources.capped(summed, most)
 
 
 def _tally_batch(tally, totals: tuple[int, ...] | None = None) -> pa.RecordBatch:

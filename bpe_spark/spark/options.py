@@ -13,8 +13,8 @@ from __future__ import annotations
 INPUT_FORMATS = ("text", "jsonl", "parquet")  # read_documents(input_format=)
 DOCUMENT_UNITS = ("line", "file")  # read_documents(document=): what one text document is
 ENGINES = ("auto", "jvm", "python")  # count_pretokens(engine=): who pretokenizes
-# train(driver_budget=): distinct pretokens the driver may hold at once; the merge engine's peak
-# memory grows with them (the README's performance section gives the figures).
-DEFAULT_DRIVER_BUDGET = 2_000_000
+# train(driver_budget=): distinct pretokens the driver may hold at once; "auto": as many as the
+# driver's memory holds, at the bytes per pretoken measured (bpe_spark.driver_budget)
+DEFAULT_DRIVER_BUDGET = "auto"
 OUTPUT_FORMATS = ("parquet", "bin")  # encode_dataset(output_format=)
 DEFAULT_SHARD_TOKENS = 100_000_000  # encode_dataset(shard_tokens=): about this many per file

@@ -25,7 +25,10 @@ engine would take on all the pretokens at once. Why:
    for the next merge, except after a merge whose token already existed: its id is reused, and
    the pairs it forms could gain counts outside the collected words, so that merge ends the round.
 5. The round's merges are appended to the checkpoint and broadcast; the executors apply them
-   (:func:`apply_round_batch`), and pretokens left with one symbol drop out.
+   (:func:`apply_round_batch`), and pretokens left with one symbol drop out. The words table is
+   kept from round to round where a lost executor cannot take it (:mod:`round_words`); what a
+   round caches is freed when it ends, and the rounds' tables and aggregations have partitions
+   sized for the data (:mod:`resources`), not ``spark.sql.shuffle.partitions``.
 
 When even the pretokens holding the top pair do not fit, the round takes that one pair, which
 the global pair counts prove. Rounds pay a few Spark jobs each, never one per merge.
@@ -46,6 +49,8 @@ from pyspark.sql import functions as F
 from bpe_spark.config import TrainerConfig
 from bpe_spark.round_plan import broadcast_cut, choose_threshold
 from bpe_spark.spark.faults import fail_once
+from bpe_spark.spark.resources import capped
+from bpe_spark.spark.round_words import LineageWords, ReliableWords, sized_counts
 from bpe_spark.symbols import SymbolTable
 from bpe_spark.trainer import (
     Merge,
@@ -60,6 +65,7 @@ from bpe_spark.words import apply_merges, pair_rank_index, word_symbols
 if TYPE_CHECKING:  # pragma: no cover - typing only
     from bpe_spark.spark.checkpoint import Checkpoint
 
+WordsStore = ReliableWords | LineageWords
 WORDS_SCHEMA = "wid long, count long, symbols array<int>"
 _PAIR_SHIFT = 32
 # the most pairs a round broadcasts to find each pretoken's highest pair count (a long pair and a
@@ -225,8 +231,10 @@ class RoundTrainer:
         checkpoint: Checkpoint | None,
         on_round: Callable[[dict], None] | None,
         timings: dict,
+        partitions: int | None = None,
     ):
         self.counts = counts
+        self.partitions = partitions  # of the words table and the rounds' aggregations (resources)
         self.cfg = cfg
         self.budget = budget
         self.checkpoint = checkpoint
@@ -307,8 +315,8 @@ class RoundTrainer:
         chars = self.counts.select(F.explode(F.regexp_extract_all("pretoken", F.lit("(?s)."), F.lit(0))).alias("c"))
         finals = self.counts.select(F.substring("pretoken", -1, 1).alias("c"))
         rows = (
-            chars.distinct().select("c", F.lit(False).alias("final"))
-            .union(finals.distinct().select("c", F.lit(True).alias("final")))
+            capped(chars.distinct(), self.partitions).select("c", F.lit(False).alias("final"))
+            .union(capped(finals.distinct(), self.partitions).select("c", F.lit(True).alias("final")))
             .collect()
         )
         alphabet = {row.c for row in rows if not row.final}
@@ -318,67 +326,79 @@ class RoundTrainer:
         anchor = min(final_chars)
         return initial_table(self.cfg, [c + anchor for c in alphabet] + sorted(final_chars))
 
-    def run_rounds(self, resume: bool) -> None:
-        """Train in exact rounds (the module docstring says why each is exact)."""
+    def run_rounds(self, resume: bool, store: WordsStore) -> None:
+        """Train in exact rounds (the module docstring says why each is exact), the words kept
+        in ``store`` (:mod:`round_words`) from one round to the next."""
         phase = time.perf_counter()
         self.start(self._alphabet_table(), resume=resume)
-        words = initial_words(self.counts, self.cfg, self.table, self.prior_merges()).localCheckpoint(eager=True)
-        self.clock("rounds_spark_seconds", phase)
-        pairs = F.explode(F.expr(_PAIRS_SQL)).alias("pair")
         try:
+            words = store.first(self._initial_words())
+            self.clock("rounds_spark_seconds", phase)
             while self.budget_left():
-                since = phase = time.perf_counter()
-                occurrences = words.select("wid", "count", pairs)
-                pair_counts = occurrences.groupBy("pair").agg(F.sum("count").alias("pc")).persist(
-                    StorageLevel.MEMORY_AND_DISK
-                )
-                pair_levels = _levels(pair_counts.groupBy("pc").agg(F.count(F.lit(1)).alias("n")).toArrow(), "pc")
-                if not pair_levels or pair_levels[0][0] < max(self.cfg.min_frequency, 1):
-                    pair_counts.unpersist()
+                since = time.perf_counter()
+                taken = self._round(words)
+                if taken is None:
                     break
-                cut, outside = broadcast_cut(pair_levels, min(self.budget, _MAX_BROADCAST_PAIRS))
-                levels = []
-                highest = None
-                if cut is not None:
-                    kept = F.broadcast(pair_counts.where(F.col("pc") >= cut))
-                    highest = (
-                        occurrences.select("wid", "pair")
-                        .join(kept, "pair")
-                        .groupBy("wid")
-                        .agg(F.max("pc").alias("m"))
-                        .persist(StorageLevel.MEMORY_AND_DISK)
-                    )
-                    levels = _levels(highest.groupBy("m").agg(F.count(F.lit(1)).alias("n")).toArrow(), "m")
-                chosen = choose_threshold(levels, self.budget, outside)
-                if chosen is None:
-                    merges = self._top_pair_merge(pair_counts, pair_levels[0][0])
-                    phase = self.clock("rounds_spark_seconds", phase)
-                    record = {"kind": "top-pair", "threshold": pair_levels[0][0], "floor": None, "collected": 0}
-                    done = False
-                else:
-                    wids = F.broadcast(highest.where(F.col("m") >= chosen.value).select("wid"))
-                    arrow = Handoff.table(words.join(wids, "wid").select("count", "symbols").toArrow())
-                    phase = self.clock("rounds_spark_seconds", phase)
-                    collected = _packed_words(arrow.take())
-                    phase = self.clock("collect_seconds", phase)
-                    record = {"kind": "engine", "threshold": chosen.value, "floor": chosen.floor,
-                              "collected": collected.rows}
-                    merges, done = self.engine_round(collected, floor=chosen.floor)
-                    if not merges and not done:
-                        raise AssertionError(f"round at threshold {chosen.value} made no progress")
-                if highest is not None:
-                    highest.unpersist()
-                pair_counts.unpersist()
+                merges, record, done = taken
                 self.finish_round(merges, record, since)
                 if done or not merges:
                     break
                 phase = time.perf_counter()
-                applied = apply_round(words, _triples(merges))
-                previous, words = words, applied.localCheckpoint(eager=True)
-                previous.unpersist()
+                words = store.next(apply_round(words, _triples(merges)), rebuild=self._initial_words)
                 self.clock("rounds_spark_seconds", phase)
         finally:
-            words.unpersist()
+            store.close()
+
+    def _initial_words(self) -> DataFrame:
+        """The words from the counts, after the merges so far (the first table, and a rebuild)."""
+        return initial_words(sized_counts(self.counts, self.partitions), self.cfg, self.table, self.prior_merges())
+
+    def _round(self, words: DataFrame) -> tuple[list[Merge], dict, bool] | None:
+        """One round on ``words``: its merges, its record and whether training is over; None when
+        no pair reaches ``min_frequency``. What it caches is freed when it returns, however."""
+        cached: list[DataFrame] = []
+
+        def keep(frame: DataFrame) -> DataFrame:
+            cached.append(frame.persist(StorageLevel.MEMORY_AND_DISK))
+            return cached[-1]
+
+        def histogram(frame: DataFrame, value: str) -> list[tuple[int, int]]:
+            return _levels(capped(frame.groupBy(value).agg(F.count(F.lit(1)).alias("n")), 1).toArrow(), value)
+
+        try:
+            phase = time.perf_counter()
+            occurrences = words.select("wid", "count", F.explode(F.expr(_PAIRS_SQL)).alias("pair"))
+            pair_counts = keep(capped(occurrences.groupBy("pair").agg(F.sum("count").alias("pc")), self.partitions))
+            pair_levels = histogram(pair_counts, "pc")
+            if not pair_levels or pair_levels[0][0] < max(self.cfg.min_frequency, 1):
+                return None
+            cut, outside = broadcast_cut(pair_levels, min(self.budget, _MAX_BROADCAST_PAIRS))
+            levels, highest = [], None
+            if cut is not None:
+                kept = F.broadcast(pair_counts.where(F.col("pc") >= cut))
+                highest = keep(capped(
+                    occurrences.select("wid", "pair").join(kept, "pair").groupBy("wid").agg(F.max("pc").alias("m")),
+                    self.partitions,
+                ))
+                levels = histogram(highest, "m")
+            chosen = choose_threshold(levels, self.budget, outside)
+            if chosen is None:
+                merges = self._top_pair_merge(pair_counts, pair_levels[0][0])
+                self.clock("rounds_spark_seconds", phase)
+                return merges, {"kind": "top-pair", "threshold": pair_levels[0][0], "floor": None, "collected": 0}, False
+            wids = F.broadcast(highest.where(F.col("m") >= chosen.value).select("wid"))
+            arrow = Handoff.table(words.join(wids, "wid").select("count", "symbols").toArrow())
+            phase = self.clock("rounds_spark_seconds", phase)
+            collected = _packed_words(arrow.take())
+            self.clock("collect_seconds", phase)
+            record = {"kind": "engine", "threshold": chosen.value, "floor": chosen.floor, "collected": collected.rows}
+            merges, done = self.engine_round(collected, floor=chosen.floor)
+            if not merges and not done:
+                raise AssertionError(f"round at threshold {chosen.value} made no progress")
+            return merges, record, done
+        finally:
+            for frame in cached:
+                frame.unpersist()
 
     def _top_pair_merge(self, pair_counts: DataFrame, top_count: int) -> list[Merge]:
         """The one merge a round can prove when the pretokens holding the top pair overflow the

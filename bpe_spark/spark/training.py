@@ -1,5 +1,6 @@
 """Training on Spark (DESIGN 2.1 steps 3-4): the entry points ``train`` and ``train_from_counts``,
-the driver budget, and the run on the driver.
+the driver budget (given, or from the driver's memory: :mod:`bpe_spark.driver_budget`), and the run
+on the driver.
 
 The executors count the pretokens. When the distinct pretokens fit the driver budget, their
 counts are collected and the core :class:`~bpe_spark.trainer.MergeEngine` runs on the driver: one
@@ -13,7 +14,7 @@ merges equal the core's. The run's checkpoint directory is :mod:`bpe_spark.spark
 
 from __future__ import annotations
 
-import math
+import logging
 import time
 from collections.abc import Callable, Mapping
 from typing import Any
@@ -26,7 +27,10 @@ from pyspark.sql import DataFrame, Observation
 from pyspark.sql import functions as F
 
 from bpe_spark.config import TrainerConfig
+from bpe_spark.driver_budget import absolute_budget, is_auto, memory_budget, resolve_budget
 from bpe_spark.errors import ConfigError, EmptyCorpusError
+from bpe_spark.round_plan import words_bytes
+from bpe_spark.spark import resources
 from bpe_spark.spark.checkpoint import Checkpoint, input_fingerprint
 from bpe_spark.spark.columns import INTEGER, STRING, check_columns
 from bpe_spark.spark.count import CORPUS_STATS, count_pretokens
@@ -34,57 +38,14 @@ from bpe_spark.spark.encode_tasks import executor_errors
 from bpe_spark.spark.guard import input_paths
 from bpe_spark.spark.io import with_reader_stats
 from bpe_spark.spark.options import DEFAULT_DRIVER_BUDGET
-from bpe_spark.spark.rounds import Handoff, RoundTrainer, int64_counts
+from bpe_spark.spark.round_words import ROUNDS_DIR, LineageWords, ReliableWords
+from bpe_spark.spark.rounds import Handoff, RoundTrainer, WordsStore, int64_counts
 from bpe_spark.tokenizer import Tokenizer
 from bpe_spark.trainer import PackedWords, initial_table
 from bpe_spark.words import apply_merges, pair_rank_index, word_symbols
 
-
-# --- budget -----------------------------------------------------------------------------------
-def resolve_budget(driver_budget: float | str, distinct: int) -> int:
-    """Distinct pretokens the driver may hold: an int, or a fraction of ``distinct`` (0.3, "30%").
-
-    >>> resolve_budget("10%", 5000), resolve_budget(0.5, 11), resolve_budget(1000, 10**9)
-    (500, 5, 1000)
-    """
-    value = _parse_budget(driver_budget)
-    if isinstance(value, int):
-        return value
-    return max(1, math.floor(value * distinct))
-
-
-def absolute_budget(driver_budget: float | str) -> int | None:
-    """The budget as a count when it is one (not a fraction of the distinct pretokens).
-
-    >>> absolute_budget("2000000"), absolute_budget("30%"), absolute_budget(1.0)
-    (2000000, None, None)
-    """
-    value = _parse_budget(driver_budget)
-    return value if isinstance(value, int) else None
-
-
-def _parse_budget(driver_budget: float | str) -> int | float:
-    """A count (int) or a fraction in (0, 1] (float); anything else is a ConfigError."""
-    value: Any = driver_budget
-    if isinstance(value, str):
-        text = value.strip()
-        try:
-            if text.endswith("%"):
-                value = float(text[:-1]) / 100
-            else:
-                value = int(text) if text.isdigit() else float(text)
-        except ValueError:
-            raise ConfigError(
-                f"driver budget {driver_budget!r} is neither a count (2000000) nor a fraction (0.3, 30%)"
-            ) from None
-    if isinstance(value, bool) or not isinstance(value, (int, float)) or not value > 0:
-        raise ConfigError(f"driver budget must be a positive count or a fraction in (0, 1], got {driver_budget!r}")
-    if isinstance(value, int) or value <= 1:
-        return value
-    if value.is_integer():
-        return int(value)
-    raise ConfigError(f"a fractional driver budget must be in (0, 1], got {driver_budget!r}")
-
+__all__ = ["absolute_budget", "resolve_budget", "train", "train_from_counts"]  # the budget's parsers: driver_budget
+log = logging.getLogger("bpe_spark")
 
 # --- entry points -----------------------------------------------------------------------------
 def train(
@@ -101,9 +62,11 @@ def train(
 ) -> Tokenizer:
     """Train on the documents of ``df[text_col]``; the result equals the core's ``train``.
 
-    ``driver_budget``: distinct pretokens the driver may hold (an int, or a fraction such as
-    ``0.3`` / ``"30%"`` of the distinct pretokens). ``checkpoint_dir``: where the counts and each
-    round's merges are kept; ``resume=True`` continues a run interrupted there, to the same
+    ``driver_budget``: distinct pretokens the driver may hold (an int, a fraction such as ``0.3`` /
+    ``"30%"`` of the distinct pretokens, or ``"auto"``: from the driver's memory,
+    :mod:`bpe_spark.driver_budget`); above it training runs in rounds, and says why in one
+    logged line. ``checkpoint_dir``: where the counts and each round's merges (and, while
+    training in rounds, each round's words) are kept; ``resume=True`` continues a run interrupted there, to the same
     result: the same config and input (its files, their sizes and times, ``text_col``, ``engine``
     and ``read_options``, how ``df`` was read: ``input_format``, ``document``...), else a
     :class:`~bpe_spark.errors.CheckpointError`; a run holds the directory's lock. ``on_round`` is
@@ -177,14 +140,16 @@ def train_from_counts(
     if checkpoint is not None:
         options = {"pretoken_column": pretoken_col, "count_column": count_col}
         checkpoint.start(cfg, input_fingerprint(counts, **options), resume=resume)
-    frame = (
+    summed = (
         counts.select(F.col(pretoken_col).alias("pretoken"), F.col(count_col).cast("long").alias("count"))
         .where(F.col("pretoken").isNotNull() & (F.length("pretoken") > 0))
         .groupBy("pretoken")
         .agg(F.sum("count").alias("count"))
-        .persist(StorageLevel.MEMORY_AND_DISK)
     )
+    frame = None
     try:
+        most = resources.partitions(spark, resources.estimated_bytes(counts))
+        frame = resources.capped(summed, most).persist(StorageLevel.MEMORY_AND_DISK)
         return _train_counts(
             frame,
             cfg,
@@ -197,7 +162,8 @@ def train_from_counts(
             started=started,
         )
     finally:
-        frame.unpersist()
+        if frame is not None:
+            frame.unpersist()
         if checkpoint is not None:
             checkpoint.release()
 
@@ -211,7 +177,8 @@ def _collect_if_fits(counts: DataFrame, most: int) -> tuple[Handoff | None, dict
     if arrow.num_rows > most:
         return None, None
     column = arrow.column("count")
-    summary = {"distinct": arrow.num_rows, "total": pc.sum(column).as_py() or 0, "lowest": pc.min(column).as_py()}
+    summary = {"distinct": arrow.num_rows, "total": pc.sum(column).as_py() or 0, "lowest": pc.min(column).as_py(),
+               "bytes": pc.sum(pc.binary_length(arrow.column("pretoken"))).as_py() or 0}
     return Handoff.table(arrow), summary
 
 
@@ -239,6 +206,7 @@ def _train_counts(
             F.count(F.lit(1)).alias("distinct"),
             F.coalesce(F.sum("count"), F.lit(0)).alias("total"),
             F.min("count").alias("lowest"),
+            F.coalesce(F.sum(F.octet_length("pretoken")), F.lit(0)).alias("bytes"),
         ).first()
     if summary["lowest"] is not None and summary["lowest"] < 0:
         raise ConfigError(f"pretoken counts must be >= 0; the input has a count of {summary['lowest']}")
@@ -256,16 +224,21 @@ def _train_counts(
         "pretokens": int(summary["total"]),
         "distinct_pretokens": int(summary["distinct"]),
     }
-    budget = resolve_budget(driver_budget, stats["distinct_pretokens"])
+    distinct = stats["distinct_pretokens"]
+    budget, source = _budget(counts.sparkSession, driver_budget, cfg, distinct, int(summary["bytes"]))
     stats["driver_budget"] = budget
+    stats["driver_budget_from"] = source
     if checkpoint is not None:
         checkpoint.record(cfg, stats)
-    trainer = RoundTrainer(counts, cfg, budget, checkpoint, on_round, timings)
-    driver_mode = stats["distinct_pretokens"] <= budget
+    partitions = resources.partitions(counts.sparkSession, words_bytes(distinct, int(summary["bytes"])))
+    trainer = RoundTrainer(counts, cfg, budget, checkpoint, on_round, timings, partitions)
+    driver_mode = distinct <= budget
     if driver_mode:
         _run_on_driver(trainer, collected, resume)
     else:
-        trainer.run_rounds(resume)
+        log.warning("bpe-spark: %s distinct pretokens > driver budget %s from %s; training in rounds",
+                    f"{distinct:,}", f"{budget:,}", source)
+        trainer.run_rounds(resume, _words_store(counts.sparkSession, checkpoint))
     stats["rounds"] = len(trainer.rounds)
     stats["merges"] = len(trainer.merges)
     stats["mode"] = "driver" if driver_mode else "rounds"
@@ -275,6 +248,24 @@ def _train_counts(
     tok.metadata["rounds"] = trainer.rounds
     tok.metadata["timings"] = {k: round(v, 3) for k, v in timings.items()}
     return tok
+
+
+def _budget(spark, driver_budget, cfg: TrainerConfig, distinct: int, pretoken_bytes: int) -> tuple[int, str]:
+    """The driver budget and where it comes from: the one given, or the driver's memory
+    (``"auto"``: :func:`~bpe_spark.driver_budget.memory_budget`, for this corpus's mean pretoken)."""
+    if not is_auto(driver_budget):
+        return resolve_budget(driver_budget, distinct), f"driver_budget={driver_budget!r}"
+    mean = pretoken_bytes / max(1, distinct)
+    return memory_budget(resources.driver_memory(spark), mean_pretoken_bytes=mean, vocab_size=cfg.vocab_size)
+
+
+def _words_store(spark, checkpoint: Checkpoint | None) -> WordsStore:
+    """Where the rounds keep their words (:mod:`~bpe_spark.spark.round_words`): under the run's
+    checkpoint directory, else under Spark's checkpoint directory, else in persisted blocks
+    with their lineage."""
+    if checkpoint is not None:
+        return ReliableWords(spark, checkpoint.child(ROUNDS_DIR), checkpoint.files)
+    return ReliableWords.under_spark_checkpoint_dir(spark) or LineageWords()
 
 
 # --- the run on the driver --------------------------------------------------------------------
