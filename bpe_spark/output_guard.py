@@ -1,6 +1,6 @@
 """Safe outputs (DESIGN 5 "Outputs"): what a bpe-spark output is, where one may be written, and how
 it is moved into place. Pure path rules: no pyspark, any file system through
-:class:`Files`.
+:class:`~bpe_spark.file_systems.Files`.
 
 - **Marker.** Every output directory bpe-spark writes (model, encoded dataset, checkpoint,
   counts, a directory export) holds ``_BPE_SPARK``: JSON ``{"kind", "version", "bpe_spark"}``,
@@ -19,6 +19,12 @@ it is moved into place. Pure path rules: no pyspark, any file system through
   :func:`prepare`) removes the staging siblings of a target whose owner is a dead process on this
   host, or, for another host, older than :data:`~bpe_spark.owners.STALE_AFTER_SECONDS`; :func:`publish` moves a
   finished output into place.
+- **In place.** An object store cannot rename a directory, so an output there is committed file
+  by file (:func:`begin_in_place`, :func:`publish_in_place`, :func:`put_directory`): an earlier
+  output's marker is first replaced by one whose ``state`` is ``writing``, each file is written
+  once complete (a PUT is atomic per object), and the complete marker goes in last. Readers ask
+  for the complete marker (:func:`check_complete`), so a half-replaced directory never reads as
+  an output; ``overwrite`` may replace it.
 
 >>> relation("/data/corpus", "/data")
 'lies inside'
@@ -30,11 +36,11 @@ it is moved into place. Pure path rules: no pyspark, any file system through
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import posixpath
 import re
-import shutil
 import tempfile
 import uuid
 from collections.abc import Iterable, Mapping
@@ -42,141 +48,82 @@ from dataclasses import dataclass
 from pathlib import Path
 from urllib.parse import unquote, urlparse
 
-from bpe_spark.errors import OutputExistsError, OutputRefusedError
+from bpe_spark.errors import ModelFormatError, OutputExistsError, OutputRefusedError
+from bpe_spark.file_systems import LOCAL, Files
 from bpe_spark.owners import Owner, current_owner, owner_is_dead
 
 STAGING_TAGS = ("tmp", "old", "staging")
 
 MARKER_FILE = "_BPE_SPARK"
+MANIFEST_NAME = "_manifest.json"  # an encoded dataset's manifest ("_": Spark and pyarrow skip it)
+MANIFEST_FORMAT = "bpe-spark-encoded"  # its "format" field, which marked encoded datasets before the marker
 MARKER_VERSION = 1
 KINDS = ("model", "encoded", "checkpoint", "counts", "export")
 _GLOB_CHARS = re.compile(r"[*?\[{]")
 _SCHEME_ALIASES = {"s3a": "s3", "s3n": "s3"}
 
 
-# --- file systems ---------------------------------------------------------------------------------
-class Files:
-    """The few file-system operations the rules need, on local paths (this class) or on a
-    pyarrow file system (:class:`ArrowFiles`); Spark code adds Hadoop's. Paths are strings."""
-
-    def kind(self, path: str) -> str | None:
-        """``"file"``, ``"dir"`` or None (nothing there)."""
-        try:
-            return "dir" if Path(path).is_dir() and not Path(path).is_symlink() else (
-                "file" if os.path.lexists(path) else None)
-        except OSError:
-            return None
-
-    def read_bytes(self, path: str, limit: int) -> bytes | None:
-        try:
-            with open(path, "rb") as fh:
-                return fh.read(limit)
-        except OSError:
-            return None
-
-    def list_dir(self, path: str) -> list[tuple[str, float]]:
-        """The names in directory ``path`` with their modification times."""
-        try:
-            return [(entry.name, entry.stat(follow_symlinks=False).st_mtime) for entry in os.scandir(path)]
-        except OSError:
-            return []
-
-    def write_bytes(self, path: str, data: bytes) -> None:
-        Path(path).write_bytes(data)
-
-    def delete(self, path: str) -> None:
-        if self.kind(path) == "dir":
-            shutil.rmtree(path, ignore_errors=True)
-        else:
-            try:
-                os.unlink(path)
-            except FileNotFoundError:
-                pass
-
-    def join(self, parent: str, name: str) -> str:
-        return os.path.join(parent, name)
-
-    def move(self, source: str, target: str) -> None:
-        """Rename ``source`` to ``target`` (a file may replace a file, atomically)."""
-        if self.kind(source) == "file" and self.kind(target) != "dir":
-            os.replace(source, target)
-        else:
-            os.rename(source, target)
-
-
-class ArrowFiles(Files):
-    """:class:`Files` on a ``pyarrow.fs.FileSystem`` (local, S3, HDFS...)."""
-
-    def __init__(self, fs):
-        import pyarrow.fs as pafs  # here: the core loads pyarrow only for the outputs that need it
-
-        self.fs = fs
-        self._types = pafs.FileType
-        self._selector = pafs.FileSelector
-
-    def kind(self, path: str) -> str | None:
-        info = self.fs.get_file_info(path)
-        if info.type == self._types.NotFound:
-            return None
-        return "dir" if info.type == self._types.Directory else "file"
-
-    def read_bytes(self, path: str, limit: int) -> bytes | None:
-        try:
-            with self.fs.open_input_stream(path) as fh:
-                return fh.read(limit)
-        except OSError:
-            return None
-
-    def list_dir(self, path: str) -> list[tuple[str, float]]:
-        try:
-            infos = self.fs.get_file_info(self._selector(path, allow_not_found=True))
-        except OSError:
-            return []
-        return [(info.base_name, info.mtime.timestamp() if info.mtime else 0.0) for info in infos]
-
-    def write_bytes(self, path: str, data: bytes) -> None:
-        with self.fs.open_output_stream(path) as fh:
-            fh.write(data)
-
-    def delete(self, path: str) -> None:
-        kind = self.kind(path)
-        if kind == "dir":
-            self.fs.delete_dir(path)
-        elif kind == "file":
-            self.fs.delete_file(path)
-
-    def join(self, parent: str, name: str) -> str:
-        return f"{parent.rstrip('/')}/{name}"
-
-    def move(self, source: str, target: str) -> None:
-        self.fs.move(source, target)
-
-
-LOCAL = Files()
-
-
 # --- the marker -----------------------------------------------------------------------------------
-def marker_bytes(kind: str, **extra) -> bytes:
-    """The ``_BPE_SPARK`` file of an output of ``kind`` (``extra``: e.g. an export's format).
+WRITING = "writing"  # the marker's state while an output is written in place (object stores)
 
-    >>> json.loads(marker_bytes("encoded"))["kind"]
-    'encoded'
+
+def marker_bytes(kind: str, *, complete: bool = True, **extra) -> bytes:
+    """The ``_BPE_SPARK`` file of an output of ``kind`` (``extra``: e.g. an export's format);
+    not ``complete``: the marker of one being written in place (``"state": "writing"``).
+
+    >>> json.loads(marker_bytes("encoded"))["kind"], json.loads(marker_bytes("model", complete=False))["state"]
+    ('encoded', 'writing')
     """
     from bpe_spark._version import __version__
 
     if kind not in KINDS:
         raise ValueError(f"internal: unknown output kind {kind!r}")  # an invariant, not user input
     record = {"kind": kind, "version": MARKER_VERSION, "bpe_spark": __version__, **extra}
+    if not complete:
+        record["state"] = WRITING
     return (json.dumps(record, sort_keys=True) + "\n").encode("utf-8")
 
 
-def write_marker(directory, kind: str, files: Files = LOCAL, **extra) -> None:
+def write_marker(directory, kind: str, files: Files = LOCAL, *, complete: bool = True, **extra) -> None:
     """Write the marker into the (staging) ``directory``."""
-    files.write_bytes(files.join(str(directory), MARKER_FILE), marker_bytes(kind, **extra))
+    files.write_bytes(files.join(str(directory), MARKER_FILE), marker_bytes(kind, complete=complete, **extra))
+
+
+def read_marker(path: str, files: Files = LOCAL) -> dict | None:
+    """The marker of the directory ``path`` (``{}``: there, but damaged), or None when it has none."""
+    raw = files.read_bytes(files.join(path, MARKER_FILE), 1 << 16)
+    if raw is None:
+        return None
+    try:
+        record = json.loads(raw.decode("utf-8"))
+    except ValueError:
+        return {}
+    return record if isinstance(record, dict) else {}
+
+
+def check_complete(path: str, kind: str, files: Files = LOCAL, *, shown=None) -> None:
+    """What a reader asks of an output directory: the complete marker of ``kind``. A directory
+    without it (a run that stopped while writing it in place, or a copy of one) is a one-line
+    :class:`~bpe_spark.errors.ModelFormatError`."""
+    shown = path if shown is None else shown
+    record = read_marker(path, files)
+    if record is None:
+        raise ModelFormatError(
+            f"{shown}: no {MARKER_FILE} marker, so this is no complete bpe-spark {kind} output (the marker is "
+            "written last: a run that stopped while writing leaves none); write it again"
+        )
+    if record.get("kind") != kind:
+        raise ModelFormatError(f"{shown}: its {MARKER_FILE} marker says {record.get('kind')!r}, not a {kind}")
+    if record.get("state") == WRITING:
+        raise ModelFormatError(
+            f"{shown}: an incomplete bpe-spark {kind} output (its {MARKER_FILE} says a run is writing it: that run "
+            "stopped, or is still running); write it again (--overwrite), or wait for that run"
+        )
 
 
 def kind_of(path: str, files: Files = LOCAL) -> str | None:
-    """The kind of bpe-spark output directory at ``path``, or None when it is none of ours.
+    """The kind of bpe-spark output directory at ``path``, complete or being written in place,
+    or None when it is none of ours.
 
     The marker says it; a directory without one is ours when it holds the files an earlier
     version wrote: a model (``bpe_spark.json``, ``merges.parquet``, ``vocab.parquet``), an
@@ -185,12 +132,9 @@ def kind_of(path: str, files: Files = LOCAL) -> str | None:
     """
     if files.kind(path) != "dir":
         return None
-    raw = files.read_bytes(files.join(path, MARKER_FILE), 1 << 16)
-    if raw is not None:
-        try:
-            kind = json.loads(raw.decode("utf-8")).get("kind")
-        except (ValueError, AttributeError):
-            return None  # a damaged marker: nothing we can vouch for
+    record = read_marker(path, files)
+    if record is not None:
+        kind = record.get("kind")  # a damaged marker ({}): nothing we can vouch for
         return kind if kind in KINDS else None
 
     def holds(*names: str) -> bool:
@@ -200,10 +144,8 @@ def kind_of(path: str, files: Files = LOCAL) -> str | None:
         return "model"
     if holds("training.json"):
         return "checkpoint"
-    manifest = files.read_bytes(files.join(path, "_manifest.json"), 1 << 24)
+    manifest = files.read_bytes(files.join(path, MANIFEST_NAME), 1 << 24)
     if manifest is not None:
-        from bpe_spark.shards import MANIFEST_FORMAT
-
         try:
             if json.loads(manifest.decode("utf-8")).get("format") == MANIFEST_FORMAT:
                 return "encoded"
@@ -400,16 +342,39 @@ def check_checkpoint(path, *, protected: Mapping[str, Iterable] | None = None, f
 
 
 def prepare(uri: str, kind: str, *, overwrite: bool, protected: Mapping[str, Iterable] | None = None,
-            files: Files = LOCAL, path: str | None = None) -> None:
+            files: Files = LOCAL, path: str | None = None, option: str = "output") -> None:
     """Before any work on the output ``uri`` (``path``: its name in ``files``, when that differs):
     :func:`check_placement`, :func:`check_writable`, :func:`check_replaceable`, and the removal
     of the staging siblings of dead runs (:func:`remove_stale`)."""
     path = (path or str(uri)).rstrip("/")
-    check_placement(uri, protected or {})
-    check_writable(uri)
-    check_replaceable(path, kind, overwrite=overwrite, files=files)
+    check_placement(uri, protected or {}, option=option)
+    check_writable(uri, option=option)
+    check_replaceable(path, kind, overwrite=overwrite, files=files, option=option, shown=uri)
     parent, _, name = path.rpartition("/")
+    if not is_local(uri):
+        check_writable_in(parent or "/", files, option=option, shown=uri)
     remove_stale(parent or "/", name, files)
+
+
+def check_writable_in(directory: str, files: Files, *, option: str = "output", shown=None) -> None:
+    """A remote output's location can be written: a hidden probe file is written in ``directory``
+    (through ``files``: the credentials, the bucket, the permissions) and deleted."""
+    probe = files.join(directory, f".bpe-spark-probe-{uuid.uuid4().hex[:8]}")
+    try:
+        files.write_bytes(probe, b"")
+    except OSError as exc:  # pyarrow's, or a Java exception (HadoopFiles raises those as OSError)
+        raise OutputRefusedError(f"{option} {shown or directory}: cannot write in {directory} ({reason_line(exc)})") from None
+    with contextlib.suppress(Exception):
+        files.delete(probe)
+
+
+def reason_line(exc: BaseException) -> str:
+    """The informative line of an exception's message (the first naming an exception or error)."""
+    lines = [line.strip(" :") for line in str(exc).splitlines() if line.strip(" :")]
+    for line in lines:
+        if "Exception" in line or "Error" in line:
+            return line[:300]
+    return (lines[0] if lines else type(exc).__name__)[:300]
 
 
 def publish(staged: str, target: str, kind: str, *, overwrite: bool, files: Files = LOCAL,
@@ -431,6 +396,65 @@ def publish(staged: str, target: str, kind: str, *, overwrite: bool, files: File
         files.move(retired, target)
         raise
     files.delete(retired)
+
+
+# --- committing in place (object stores: no directory rename) ------------------------------------
+def begin_in_place(target: str, kind: str, *, overwrite: bool, files: Files) -> None:
+    """Before the first file of a new output goes into ``target``: ``target`` is checked again,
+    the earlier output's marker is replaced by a ``writing`` marker of ``kind`` (one PUT: from
+    here on the directory never reads as a complete output, and ``overwrite`` may still replace
+    it), and the earlier output's other files are deleted."""
+    check_replaceable(target, kind, overwrite=overwrite, files=files)
+    write_marker(target, kind, files, complete=False)
+    for name, _ in files.list_dir(target):
+        if name != MARKER_FILE:
+            files.delete(files.join(target, name))
+
+
+def publish_in_place(staged: str, target: str, kind: str, *, overwrite: bool, files: Files, **extra) -> None:
+    """Publish the finished ``staged`` directory to ``target`` file by file (each a copy on an object
+    store): :func:`begin_in_place`, every file, then the complete marker (``extra``: its fields)."""
+    begin_in_place(target, kind, overwrite=overwrite, files=files)
+    try:
+        for name, _ in sorted(files.list_dir(staged)):
+            if name != MARKER_FILE:
+                files.move(files.join(staged, name), files.join(target, name))
+        write_marker(target, kind, files, **extra)
+    except BaseException:
+        discard_in_place(target, files)
+        raise
+    files.delete(staged)
+
+
+def discard_in_place(target: str, files: Files) -> None:
+    """After a failure while writing ``target`` in place: remove what is there (the earlier output
+    is gone already; a run killed here leaves the ``writing`` marker, which no reader accepts)."""
+    with contextlib.suppress(Exception):
+        files.delete(target)
+
+
+def put_directory(local_dir, target: str, kind: str, *, overwrite: bool, files: Files, in_place: bool) -> None:
+    """Copy the finished local output directory ``local_dir`` (its marker in it) to ``target``:
+    in place (:func:`begin_in_place`, each file uploaded once complete, the marker last), or into
+    a staging sibling that :func:`publish` then renames into place."""
+    local_dir = str(local_dir)
+    names = sorted(os.path.relpath(os.path.join(root, name), local_dir)
+                   for root, _, found in os.walk(local_dir) for name in found if name != MARKER_FILE or root != local_dir)
+    names.append(MARKER_FILE)  # last
+    if in_place:
+        begin_in_place(target, kind, overwrite=overwrite, files=files)
+        destination = target
+    else:
+        parent, _, base = target.rstrip("/").rpartition("/")
+        destination = files.join(parent or "/", staging_name(base, "tmp"))
+    try:
+        for name in names:
+            files.upload(os.path.join(local_dir, name), files.join(destination, name.replace(os.sep, "/")))
+        if not in_place:
+            publish(destination, target, kind, overwrite=overwrite, files=files)
+    except BaseException:
+        discard_in_place(destination, files)
+        raise
 
 
 # --- staging siblings -----------------------------------------------------------------------------

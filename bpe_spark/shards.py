@@ -45,9 +45,8 @@ from typing import Any, BinaryIO
 import numpy as np
 
 from bpe_spark.errors import ConfigError, ModelFormatError
+from bpe_spark.output_guard import MANIFEST_FORMAT, MANIFEST_NAME, check_complete
 
-MANIFEST_NAME = "_manifest.json"  # "_": Spark and pyarrow skip it when reading the data files
-MANIFEST_FORMAT = "bpe-spark-encoded"
 MANIFEST_VERSION = 1
 INDEX_MAGIC = b"MMIDIDX\x00\x00"
 INDEX_VERSION = 1
@@ -317,6 +316,7 @@ def read_manifest(directory: str | os.PathLike) -> dict[str, Any]:
             f"{path} not found: {directory} is not a finished encode output (the manifest is "
             "written last, only when the job succeeds)"
         )
+    check_complete(str(directory), "encoded")  # the marker goes in last (on an object store, after the manifest)
     try:
         manifest = json.loads(path.read_text(encoding="utf-8"))
     except ValueError as exc:

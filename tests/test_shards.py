@@ -10,7 +10,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
-from bpe_spark import ConfigError, ModelFormatError, Tokenizer, TrainerConfig, train
+from bpe_spark import ConfigError, ModelFormatError, Tokenizer, TrainerConfig, output_guard, train
 from bpe_spark.shards import (
     MANIFEST_NAME,
     ShardReader,
@@ -127,6 +127,7 @@ def _write_dataset(directory, docs_per_shard):
     manifest = {"format": "bpe-spark-encoded", "format_version": 1, "output_format": "bin",
                 "dtype": "uint16", "shards": shards}
     (directory / MANIFEST_NAME).write_text(json.dumps(manifest))
+    output_guard.write_marker(directory, "encoded")
 
 
 def test_read_shards_spans_shards_in_document_order(tmp_path):
@@ -144,6 +145,16 @@ def test_read_shards_needs_a_finished_output(tmp_path):
     _write_dataset(tmp_path / "ds", [DOCS])
     (tmp_path / "ds" / MANIFEST_NAME).unlink()
     with pytest.raises(ModelFormatError, match="not a finished encode output"):
+        read_shards(tmp_path / "ds")
+
+
+def test_read_shards_needs_the_complete_marker(tmp_path):
+    _write_dataset(tmp_path / "ds", [DOCS])
+    (tmp_path / "ds" / output_guard.MARKER_FILE).unlink()  # a copy of an output caught while written in place
+    with pytest.raises(ModelFormatError, match="no _BPE_SPARK marker, so this is no complete bpe-spark encoded"):
+        read_shards(tmp_path / "ds")
+    output_guard.write_marker(tmp_path / "ds", "encoded", complete=False)
+    with pytest.raises(ModelFormatError, match="an incomplete bpe-spark encoded output"):
         read_shards(tmp_path / "ds")
 
 

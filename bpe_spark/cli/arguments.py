@@ -25,7 +25,7 @@ CONFIG_DEFAULTS = {field.name: field.default for field in dataclasses.fields(Tra
 CONFIG_OPTIONS = tuple(name for name in CONFIG_DEFAULTS if name != "end_of_word_marker")
 TEXT_COLUMN = "text"
 DOCUMENT_DEFAULTS = {"input_format": INPUT_FORMATS[0], "text_column": TEXT_COLUMN, "document": DOCUMENT_UNITS[0],
-                     "on_bad_input": BAD_INPUT_POLICIES[0]}
+                     "on_bad_input": BAD_INPUT_POLICIES[0], "shared_input": False}
 PRETOKENIZER_DEFAULTS = {
     "pattern": CONFIG_DEFAULTS["pattern"],
     "lowercase": CONFIG_DEFAULTS["lowercase"],
@@ -36,8 +36,8 @@ PRETOKENIZER_DEFAULTS = {
 
 
 def add_document_options(parser: argparse.ArgumentParser) -> None:
-    """--input-format, --text-column, --document, --on-bad-input, without defaults (``None``: not given); a
-    command applies :data:`DOCUMENT_DEFAULTS` with ``parser.set_defaults``, or merges them in."""
+    """--input-format, --text-column, --document, --on-bad-input, --shared-input, without defaults (``None``:
+    not given); a command applies :data:`DOCUMENT_DEFAULTS` with ``parser.set_defaults``, or merges them in."""
     group = parser.add_argument_group("documents")
     group.add_argument("--input-format", choices=INPUT_FORMATS,
                        help="text: one document per line, the newline kept (default); jsonl/parquet: one per row")
@@ -48,6 +48,9 @@ def add_document_options(parser: argparse.ArgumentParser) -> None:
     group.add_argument("--on-bad-input", choices=BAD_INPUT_POLICIES,
                        help="a corrupt compressed file or a bad JSON Lines record (not JSON, no text field, "
                             "a non-string text): error (default: stop, naming file and line) or skip and count it")
+    group.add_argument("--shared-input", action="store_true", default=None,
+                       help="local --input paths are on a file system every node mounts alike (NFS...): the Python "
+                            "tasks read text files themselves on a cluster too (default: only on a local master)")
 
 
 def input_report(stats: Mapping) -> str | None:

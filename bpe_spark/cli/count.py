@@ -66,7 +66,7 @@ def run(args: argparse.Namespace) -> int:
     from bpe_spark.spark.count import write_pretoken_counts
 
     docs = read_documents(spark, args.input, input_format=args.input_format, text_col=args.text_column,
-                          document=args.document, on_bad_input=args.on_bad_input)
+                          document=args.document, on_bad_input=args.on_bad_input, shared_input=args.shared_input)
     stats = write_pretoken_counts(docs, cfg, args.out, text_col=args.text_column, engine=args.engine,
                                   overwrite=args.overwrite)
     print(f"wrote {stats['distinct_pretokens']:,} distinct pretokens ({stats['pretokens']:,} in all, from "

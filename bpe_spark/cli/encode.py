@@ -1,6 +1,7 @@
 """``bpe-spark encode``: encode a dataset with a tokenizer on Spark, to Parquet parts or binary
-token shards with a manifest, and print what it wrote. The model loads (and the token type is
-checked) before Spark starts.
+token shards with a manifest, and print what it wrote. A local model loads (and the token type is
+checked) before Spark starts; a remote one (``--model s3://...``, ``hdfs://...``) is fetched through
+the session's file system (:mod:`bpe_spark.spark.storage`) before any work.
 """
 
 from __future__ import annotations
@@ -42,10 +43,13 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
     parser.add_argument("--model", required=True, metavar="PATH",
                         help="the tokenizer: a bpe-spark model directory, tokenizer.json, GPT-2 "
-                             "vocab.json (+ merges.txt beside it) or a .tiktoken file")
+                             "vocab.json (+ merges.txt beside it) or a .tiktoken file; local, or a URI "
+                             "(hdfs://, s3a://, viewfs://...)")
     parser.add_argument("--input", required=True, nargs="+", metavar="PATH",
                         help="input files, globs or directories (local, hdfs://, s3a://...)")
-    parser.add_argument("--out", required=True, metavar="DIR", help="output directory (must not exist unless --overwrite)")
+    parser.add_argument("--out", required=True, metavar="DIR",
+                        help="output directory (must not exist unless --overwrite): written by the executors, so "
+                             "on a cluster s3a://, gs://, abfs:// or a path every node shares")
     parser.add_argument("--output-format", choices=OUTPUT_FORMATS, default=OUTPUT_FORMATS[0],
                         help=f"Parquet parts or binary token shards (default: {OUTPUT_FORMATS[0]})")
     add_document_options(parser)
@@ -74,25 +78,20 @@ def run(args: argparse.Namespace) -> int:
     import time
 
     from bpe_spark.batch_encoder import resolve_token
-    from bpe_spark.output_guard import check_output
-    from bpe_spark.shards import token_dtype
+    from bpe_spark.output_guard import check_output, is_local
     from bpe_spark.tokenizer import Tokenizer
 
     started = time.time()
-    tok = Tokenizer.load(args.model)  # a missing or broken model fails here, before Spark starts
-    if args.output_format == "bin":
-        token_dtype(tok.max_token_id, args.dtype)
-    elif args.dtype != "auto":
+    # a local model loads (and fails) before Spark starts; a remote one through the session's file system
+    tok = Tokenizer.load(args.model) if is_local(args.model) else None
+    if tok is not None:
+        _check_model(tok, args)
+    elif args.output_format != "bin" and args.dtype != "auto":
         raise ConfigError("--dtype applies to --output-format bin (Parquet stores int32)")
     check_document_options(args.input_format, args.document)
     check_input_paths(args.input)
     check_output(args.out, "encoded", overwrite=args.overwrite, option="--out",
                  protected={"input": args.input, "model": [args.model]})
-    if args.allow_special:
-        check_special_tokens_match(tok.special_tokens, args.input_format, args.document,
-                                   "--allow-special: the model's special token")
-    ends = {name: resolve_token(tok, f"--{name}", text=getattr(args, name), token_id=getattr(args, f"{name}_id"))
-            for name in ("eos", "bos")}
     # whole files are big documents: fewer per Arrow batch keeps the Python workers' memory small
     properties = {"spark.sql.execution.arrow.maxRecordsPerBatch": "64"} if args.document == "file" else {}
     # local text (which has no id columns) is read by the Python tasks: the JVM only coordinates
@@ -100,9 +99,17 @@ def run(args: argparse.Namespace) -> int:
     spark = start_spark(args, NAME, light_input=light_input, properties=properties)
     from bpe_spark.spark import encode_dataset, read_documents
 
+    if tok is None:
+        from bpe_spark.spark.storage import load_model
+
+        tok = load_model(spark, args.model)
+        _check_model(tok, args)
+    ends = {name: resolve_token(tok, f"--{name}", text=getattr(args, name), token_id=getattr(args, f"{name}_id"))
+            for name in ("eos", "bos")}
     docs = read_documents(
         spark, args.input, input_format=args.input_format, text_col=args.text_column,
         document=args.document, keep_columns=args.id_column, on_bad_input=args.on_bad_input,
+        shared_input=args.shared_input,
     )
     manifest = encode_dataset(
         docs, tok, args.out, output_format=args.output_format, text_col=args.text_column,
@@ -123,3 +130,19 @@ def run(args: argparse.Namespace) -> int:
         print(report)
     return 0
 
+
+def _check_model(tok, args: argparse.Namespace) -> None:
+    """What the model must allow, before any encoding: the token type, the special tokens and
+    the end tokens asked for."""
+    from bpe_spark.batch_encoder import resolve_token
+    from bpe_spark.shards import token_dtype
+
+    if args.output_format == "bin":
+        token_dtype(tok.max_token_id, args.dtype)
+    elif args.dtype != "auto":
+        raise ConfigError("--dtype applies to --output-format bin (Parquet stores int32)")
+    if args.allow_special:
+        check_special_tokens_match(tok.special_tokens, args.input_format, args.document,
+                                   "--allow-special: the model's special token")
+    for name in ("eos", "bos"):
+        resolve_token(tok, f"--{name}", text=getattr(args, name), token_id=getattr(args, f"{name}_id"))

@@ -63,7 +63,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     source.add_argument("--counts", nargs="+", metavar="PATH",
                         help="pretoken counts instead of documents: Parquet with columns pretoken (string), "
                              "count (integer), e.g. the output of bpe-spark count")
-    parser.add_argument("--out", metavar="DIR", help="the model directory to write (must not exist unless --overwrite)")
+    parser.add_argument("--out", metavar="DIR",
+                        help="the model directory to write (must not exist unless --overwrite): local, or any URI "
+                             "the session reaches (hdfs://, viewfs://, s3a://, gs://, abfs://)")
     parser.add_argument("--config", metavar="FILE",
                         help="JSON file of training options (keys: long option names); command-line options win")
     parser.add_argument("--vocab-size", type=int, metavar="N", help="total vocabulary: specials + alphabet + merges")
@@ -131,7 +133,6 @@ def trainer_config(options: dict) -> TrainerConfig:
 
 def run(args: argparse.Namespace) -> int:
     import time
-    from pathlib import Path
 
     from bpe_spark.output_guard import check_checkpoint, check_output
 
@@ -149,10 +150,10 @@ def run(args: argparse.Namespace) -> int:
     if options["input"]:
         check_document_options(options["input_format"], options["document"])
     check_input_paths(options["input"] or options["counts"], "--input" if options["input"] else "--counts")
-    out = Path(options["out"])
+    out = str(options["out"])  # a path or a URI (s3a://, hdfs://...): never a Path, which would mangle a URI
     inputs, checkpoint_dir = options["input"] or options["counts"], options["checkpoint_dir"]
-    check_output(out, "model", overwrite=bool(options["overwrite"]), option="--out",
-                 protected={"input": inputs, "checkpoint": [checkpoint_dir]})
+    protected = {"input": inputs, "checkpoint": [checkpoint_dir]}
+    check_output(out, "model", overwrite=bool(options["overwrite"]), option="--out", protected=protected)
     if checkpoint_dir:
         check_checkpoint(checkpoint_dir, protected={"input": inputs, "model output": [out]}, option="--checkpoint-dir")
     cfg = trainer_config(options)
@@ -167,6 +168,10 @@ def run(args: argparse.Namespace) -> int:
     from bpe_spark.spark import read_counts, read_documents
     from bpe_spark.spark import train as spark_train
     from bpe_spark.spark import train_from_counts as spark_train_from_counts
+    from bpe_spark.spark.storage import prepare_output, save_model
+
+    # before any work: the model's file layer, a probe write there, and what it may replace
+    prepare_output(spark, out, "model", overwrite=bool(options["overwrite"]), protected=protected, option="--out")
 
     on_round = None
     if args.verbose:
@@ -183,7 +188,7 @@ def run(args: argparse.Namespace) -> int:
     if options["input"]:
         docs = read_documents(spark, options["input"], input_format=options["input_format"],
                               text_col=options["text_column"], document=options["document"],
-                              on_bad_input=options["on_bad_input"])
+                              on_bad_input=options["on_bad_input"], shared_input=bool(options["shared_input"]))
         tok = spark_train(docs, cfg, text_col=options["text_column"], engine=options["engine"], **common,
                           read_options={key: options[key] for key in ("input_format", "document", "on_bad_input")})
     else:
@@ -193,7 +198,7 @@ def run(args: argparse.Namespace) -> int:
         key: options[key]
         for key in ("input", "counts", "input_format", "text_column", "document", "on_bad_input", "engine")
     }
-    tok.save(out, overwrite=bool(options["overwrite"]))
+    save_model(spark, tok, out, overwrite=bool(options["overwrite"]), option="--out")
     tok.metadata["timings"]["save_seconds"] = round(time.perf_counter() - started, 3)
     print(summary(tok, out, options["sample"]))
     return 0

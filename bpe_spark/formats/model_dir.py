@@ -29,6 +29,7 @@ from typing import Any
 import pyarrow as pa
 import pyarrow.parquet as pq
 
+from bpe_spark import output_guard
 from bpe_spark._version import __version__
 from bpe_spark.config import TrainerConfig
 from bpe_spark.errors import BpeSparkError, ConfigError, ModelFormatError
@@ -301,6 +302,7 @@ def _read_specials(fields: Fields, meta: dict) -> dict[str, int]:
 
 def read_model(directory) -> dict[str, Any]:
     """The Tokenizer keyword arguments of a model directory: exactly the tokenizer that was saved.
+    The directory must hold its complete ``_BPE_SPARK`` marker (:func:`bpe_spark.output_guard.check_complete`).
 
     What the Tokenizer itself refuses (say an ``unk_token`` it lacks) is for the caller to name:
     :func:`bpe_spark.formats.load_any` reports it as this directory's error.
@@ -308,6 +310,8 @@ def read_model(directory) -> dict[str, Any]:
     directory = Path(directory)
     if not directory.is_dir():
         raise ModelFormatError(f"{directory}: not a directory (a bpe-spark model is a directory)")
+    # the marker goes in last: without its complete form the files may be half of a replaced model
+    output_guard.check_complete(str(directory), "model")
     meta_path = directory / MODEL_META_FILE
     meta = _load_meta(meta_path)
     fields = Fields(meta_path)

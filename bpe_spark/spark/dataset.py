@@ -15,12 +15,13 @@ Two Spark jobs, no shuffle, no cache, no second pass over the text:
 
 Everything goes to a hidden staging sibling of the output (named for its owner, so the next run
 removes those of dead runs), and is moved into place with ``_manifest.json`` and the
-``_BPE_SPARK`` marker only when both jobs succeed.
+``_BPE_SPARK`` marker only when both jobs succeed; on an object store, where a directory cannot
+be renamed, the shards are committed one by one into the output, the marker last
+(:class:`~bpe_spark.spark.output.Output`).
 """
 
 from __future__ import annotations
 
-import contextlib
 import datetime as _dt
 import json
 import time
@@ -102,8 +103,10 @@ def encode_dataset(
     written to a hidden sibling directory first and moved into place, with ``_manifest.json``,
     only when the job succeeds; a failed job leaves no output. Returns the manifest.
 
-    ``out`` is a local (or shared) path or a URI pyarrow can write (``s3://``, ``hdfs://``):
-    executors write the files directly, so on a cluster it must be a filesystem they all reach.
+    ``out`` is a local (or shared) path or a URI the tasks write through pyarrow (``s3://``,
+    ``s3a://`` with the session's ``fs.s3a.*`` settings, ``gs://``, ``abfs://``, ``hdfs://`` with
+    libhdfs; another scheme is refused before any work): executors write the files directly, so
+    on a cluster it must be a file system they all reach.
     Before any work, ``out`` is refused (:class:`~bpe_spark.errors.OutputRefusedError`) when it
     is, holds or lies inside a file ``df`` reads or ``source``'s ``input`` or ``model``, cannot
     be written, or exists and is not an earlier encoded dataset (``overwrite`` replaces only
@@ -125,18 +128,20 @@ def encode_dataset(
         token_dtype(tok.max_token_id, "auto")
         numpy_dtype = np.dtype("int32")
     check_input(df, text_col, id_cols, ["input_ids", "n_tokens"] if id_cols else ["doc_id", "input_ids", "n_tokens"])
-    output = Output(out)
+    output = Output(df.sparkSession, out)
     output.prepare(overwrite, {"input": input_paths(df, source), "model": [(source or {}).get("model")]})
 
-    staging = output.sibling("staging")
+    staging = output.staging
     pieces_dir = f"{staging}/_pieces"
     fs = output.fs
     try:
         fs.create_dir(pieces_dir, recursive=True)
         pieces, skipped_files = _encode_to_pieces(df, tok, options, text_col=text_col, id_cols=id_cols, fs=fs,
                                                   pieces_dir=pieces_dir)
+        _check_pieces_seen(fs, pieces_dir, pieces, output.uri)
         plan = plan_shards(pieces, shard_tokens, fs, pieces_dir, "shard" if output_format == "bin" else "part")
-        written = write_shards(df.sparkSession, plan, fs=fs, staging=staging, pieces_dir=pieces_dir,
+        dest = output.begin(overwrite)  # in place (object stores): the earlier output goes from here
+        written = write_shards(df.sparkSession, plan, fs=fs, staging=staging, dest=dest, pieces_dir=pieces_dir,
                                output_format=output_format, dtype=numpy_dtype, id_cols=id_cols)
         fs.delete_dir(pieces_dir)
         manifest = _manifest(
@@ -148,9 +153,9 @@ def encode_dataset(
                 "skipped_files": skipped_files,
             }),
         )
-        with fs.open_output_stream(f"{staging}/{MANIFEST_NAME}") as fh:
+        with fs.open_output_stream(f"{dest}/{MANIFEST_NAME}") as fh:
             fh.write((json.dumps(manifest, indent=2, sort_keys=False) + "\n").encode("utf-8"))
-        output.publish(staging, overwrite)
+        output.publish(overwrite)  # the marker: last
         return manifest
     except Exception as exc:
         translated = executor_error(exc)
@@ -158,8 +163,24 @@ def encode_dataset(
             raise
         raise translated from exc
     finally:
-        with contextlib.suppress(Exception):
-            output.delete(staging)
+        output.clean_up()
+
+
+def _check_pieces_seen(fs, pieces_dir: str, pieces: list[dict], shown: str) -> None:
+    """The driver sees the files the tasks wrote: a local output on a cluster whose nodes do not
+    share that path is an error here, not a silent loss."""
+    import pyarrow.fs as pafs
+
+    if not pieces:
+        return
+    seen = {info.base_name for info in fs.get_file_info(pafs.FileSelector(pieces_dir, allow_not_found=True))}
+    missing = [piece["piece"] for piece in pieces if piece["piece"] not in seen]
+    if missing:
+        raise ConfigError(
+            f"encode output {shown}: {len(missing)} of the {len(pieces)} files the tasks wrote are not visible "
+            f"from the driver (e.g. {missing[0]}): a local path works on a cluster only when every node shares it; "
+            "use s3a://, gs://, abfs:// or a shared file system"
+        )
 
 
 def _manifest(pieces, plan, written, tok, options, *, output_format, dtype, text_col, id_cols, shard_tokens,

@@ -2,7 +2,8 @@
 retry (or a rerun) changes nothing in the result.
 
 :func:`fail_once` is called from one line in each task body that does the work: counting
-(``count``), applying a training round's merges (``round``) and encoding (``encode``). When the
+(``count``), applying a training round's merges (``round``), encoding (``encode``) and writing
+an encoded dataset's shards (``shards``, after the task's first shard is committed). When the
 fault names that stage, attempt 0 of partition 0 raises :class:`InjectedFault`; Spark retries the
 task (local mode too: ``local[N,F]``, see :func:`bpe_spark.spark.session.with_task_retries`).
 ``STAGE:stall`` makes that task sleep instead, so that a test can kill the run mid-job.
@@ -22,7 +23,7 @@ import time
 
 from pyspark import TaskContext
 
-STAGES = ("count", "round", "encode")
+STAGES = ("count", "round", "encode", "shards")
 PROPERTY = "bpe_spark.fault"
 ENV = "BPE_SPARK_FAULT"
 STALL_SECONDS = 3600

@@ -71,7 +71,8 @@ def _load(what, paths: list[str]) -> DataFrame:
 
 def reads_local_text(paths: str | Sequence[str], input_format: str = "text", document: str = "line") -> bool:
     """True when ``read_documents`` with these arguments reads local text files line by line,
-    which the Python tasks then read themselves (``textsplits``): the JVM only coordinates.
+    which the Python tasks then read themselves (``textsplits``) on a local master (or with
+    ``shared_input``): the JVM only coordinates.
 
     >>> reads_local_text(["corpus/*.txt"]), reads_local_text("s3a://b/x.txt"), reads_local_text("x", "jsonl")
     (True, False, False)
@@ -90,6 +91,7 @@ def read_documents(
     document: str = "line",
     keep_columns: Sequence[str] = (),
     on_bad_input: str = "error",
+    shared_input: bool = False,
 ) -> DataFrame:
     """Documents as a DataFrame whose column ``text_col`` holds each document's text.
 
@@ -97,6 +99,10 @@ def read_documents(
     for the last two ``text_col`` names the input's column (default ``text``) and
     ``keep_columns`` names other columns to keep beside it (ids, say). ``on_bad_input``:
     ``"error"`` (a corrupt file stops the job, named) or ``"skip"`` (see the module docstring).
+    Local text files are read by the Python tasks themselves (:mod:`~bpe_spark.spark.textsplits`)
+    only where every executor sees them: a local master, or ``shared_input=True`` (the path is
+    on a file system every node mounts alike); otherwise Spark's reader reads them (the same
+    documents).
 
     >>> docs = read_documents(spark, "data/sample/tiny_shakespeare.txt.gz")  # doctest: +SKIP
     >>> docs.first().text                                                     # doctest: +SKIP
@@ -122,8 +128,9 @@ def read_documents(
         frame = _load(lambda p: reader.text(p, lineSep="\n"), paths)
         # subtle: the reader drops the "\n"; tokenizers trains on lines that keep it.
         docs = frame.select(F.concat(F.col("value"), F.lit("\n")).alias(text_col))
-        # local files: counting may read them in its Python tasks directly (textsplits)
-        return _tag_reader(textsplits.tag(docs, frame.inputFiles(), on_bad_input), {"skipped_records": 0})
+        if shared_input or _local_master(spark):  # every task sees the driver's files: they may read them directly
+            docs = textsplits.tag(docs, frame.inputFiles(), on_bad_input)
+        return _tag_reader(docs, {"skipped_records": 0})
     if input_format == "parquet":
         frame = _load(lambda p: reader.parquet(*p), paths)
         check_columns(frame, {text_col: STRING, **dict.fromkeys(keep_columns)}, source=", ".join(paths),
@@ -151,6 +158,11 @@ def read_documents(
     lines = _load(lambda p: reader.text(p, lineSep="\n"), paths)
     docs, observation = jsonl.read_jsonl(lines, text_col, keep_fields, on_bad_input)
     return _tag_reader(docs, observation)
+
+
+def _local_master(spark: SparkSession) -> bool:
+    """Whether the session's tasks run in the driver's machine (``local``, ``local[N]``...)."""
+    return spark.conf.get("spark.master", "").strip().lower().startswith("local")
 
 
 _TEXT_HINT = "name the text column with --text-column (text_col=)"

@@ -1,9 +1,9 @@
 """Where an encoded dataset's bytes go: the output directory, the pieces, the shards.
 
-- :class:`Output`: the output directory on any filesystem pyarrow knows, the checks before any
-  work (:meth:`Output.prepare`: the rules of :mod:`bpe_spark.output_guard`), its hidden staging
-  siblings (those of dead runs removed), and the final move into place with the ``_BPE_SPARK``
-  marker (:meth:`Output.publish`).
+- :class:`Output`: the output directory on any file system the tasks write through pyarrow, the
+  checks before any work (:meth:`Output.prepare`: the rules of :mod:`bpe_spark.output_guard`),
+  its hidden staging siblings (those of dead runs removed), and the commit with the ``_BPE_SPARK``
+  marker: a rename into place, or on an object store file by file (:meth:`Output.publish`).
 - :class:`PieceWriter`: the encoding tasks' intermediate files, one Arrow IPC piece per input
   segment, each moved into place only once complete (a retried task never leaves half a piece).
 - :func:`plan_shards`: the cut of the document stream into shards of about ``shard_tokens``
@@ -15,6 +15,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import os
 import uuid
 from collections.abc import Iterable, Iterator, Mapping, Sequence
@@ -28,23 +29,32 @@ from pyspark.sql import types as T
 
 from bpe_spark import output_guard
 from bpe_spark.errors import ConfigError
-from bpe_spark.output_guard import ArrowFiles
+from bpe_spark.file_systems import ArrowFiles, is_object_store
 from bpe_spark.shards import ShardWriter, shard_name
+from bpe_spark.spark.faults import fail_once
 
 KIND = "encoded"  # the marker's kind of an encoded dataset
 
 
 class Output:
-    """An output directory on any filesystem pyarrow knows (local paths, file://, s3://, hdfs://)."""
+    """An encoded dataset's output directory, written by the tasks through pyarrow
+    (:func:`~bpe_spark.spark.storage.task_file_system`: local paths, ``s3://``, ``s3a://``,
+    ``gs://``, ``abfs://``, ``hdfs://`` with libhdfs; any other scheme is refused here).
 
-    def __init__(self, uri: str):
+    Everything is written under a hidden staging sibling (:attr:`staging`: the pieces, and the
+    shards' files while they are written). A local or HDFS output is then renamed into place
+    (:meth:`publish`); on an object store, which cannot rename a directory, the shards are
+    committed one by one into the output itself (:meth:`begin`), and :meth:`publish` writes
+    the complete marker last.
+    """
+
+    def __init__(self, spark, uri: str):
+        from bpe_spark.spark.storage import task_file_system
+
         uri = str(uri)
-        if "://" not in uri:
+        if output_guard.is_local(uri) and "://" not in uri:
             uri = os.path.abspath(uri)
-        try:
-            self.fs, path = pafs.FileSystem.from_uri(uri)
-        except (pa.ArrowInvalid, ValueError) as exc:
-            raise ConfigError(f"cannot write to {uri!r}: {exc}") from None
+        self.fs, path = task_file_system(spark, uri, option="encode output")
         self.path = path.rstrip("/") or "/"
         self.uri = uri
         parent, _, name = self.path.rpartition("/")
@@ -53,6 +63,9 @@ class Output:
         self.parent = parent or "/"
         self.name = name
         self.files = ArrowFiles(self.fs)
+        self.in_place = is_object_store(uri)
+        self.staging = self.sibling("staging")
+        self._begun = False
 
     def exists(self) -> bool:
         return self.fs.get_file_info(self.path).type != pafs.FileType.NotFound
@@ -66,14 +79,32 @@ class Output:
     def sibling(self, tag: str) -> str:
         return f"{self.parent}/{output_guard.staging_name(self.name, tag)}"
 
-    def delete(self, path: str) -> None:
-        self.files.delete(path)
+    def begin(self, overwrite: bool) -> str:
+        """Where the finished files go: the staging directory, or (object stores) the output
+        itself, claimed now with a ``writing`` marker (the earlier output's files deleted)."""
+        if not self.in_place:
+            return self.staging
+        output_guard.begin_in_place(self.path, KIND, overwrite=overwrite, files=self.files)
+        self._begun = True
+        return self.path
 
-    def publish(self, staging: str, overwrite: bool) -> None:
-        """Mark the finished ``staging`` directory and move it to the output path (replacing an
-        earlier encoded dataset if asked)."""
-        output_guard.write_marker(staging, KIND, self.files)
-        output_guard.publish(staging, self.path, KIND, overwrite=overwrite, files=self.files)
+    def publish(self, overwrite: bool) -> None:
+        """Mark the finished output: rename the staging directory into place (replacing an earlier
+        encoded dataset if asked), or, in place, write the complete marker."""
+        if self.in_place:
+            output_guard.write_marker(self.path, KIND, self.files)
+            self._begun = False
+            return
+        output_guard.write_marker(self.staging, KIND, self.files)
+        output_guard.publish(self.staging, self.path, KIND, overwrite=overwrite, files=self.files)
+
+    def clean_up(self) -> None:
+        """After success or failure: the staging directory goes; after a failure in place, what
+        was written into the output too."""
+        with contextlib.suppress(Exception):
+            self.files.delete(self.staging)
+        if self._begun:
+            output_guard.discard_in_place(self.path, self.files)
 
 
 # --- pieces -------------------------------------------------------------------------------------
@@ -197,8 +228,8 @@ _WRITTEN_SCHEMA = pa.schema([(name, pa.int64()) for name in ("index", "documents
 def write_shards(spark, plan: list[dict], **options) -> dict[int, dict]:
     """Run the job that writes the planned shards (one task each); ``{index: its totals}``.
 
-    ``options``: ``fs``, ``staging``, ``pieces_dir``, ``output_format``, ``dtype``, ``id_cols``
-    of :func:`_assemble_shards`."""
+    ``options``: ``fs``, ``staging``, ``dest``, ``pieces_dir``, ``output_format``, ``dtype``,
+    ``id_cols`` of :func:`_assemble_shards`."""
     if not plan:
         return {}
     specs = [{key: entry[key] for key in ("index", "name", "documents", "slices")} for entry in plan]
@@ -216,8 +247,11 @@ def write_shards(spark, plan: list[dict], **options) -> dict[int, dict]:
     return {row["index"]: row.asDict() for row in shard_ids.mapInArrow(assemble_batches, written_type).collect()}
 
 
-def _assemble_shards(specs, *, fs, staging, pieces_dir, output_format, dtype, id_cols: Sequence[str], attempt_tag):
-    """Task body: write each shard from its slices of the pieces; yield its totals."""
+def _assemble_shards(specs, *, fs, staging, dest, pieces_dir, output_format, dtype, id_cols: Sequence[str],
+                     attempt_tag):
+    """Task body: write each shard from its slices of the pieces; yield its totals. Each file is
+    written under ``staging`` and moved to ``dest`` once complete (on an object store, a copy:
+    a failed attempt's partial file never reaches ``dest``)."""
     import pyarrow.parquet as pq
     from pyspark import TaskContext
 
@@ -226,10 +260,10 @@ def _assemble_shards(specs, *, fs, staging, pieces_dir, output_format, dtype, id
         moves = []
 
         def opener(path: str, moves=moves):
-            moves.append((f"{path}.tmp-{tag}", path))
+            moves.append((f"{staging}/{path.rpartition('/')[2]}.tmp-{tag}", path))
             return fs.open_output_stream(moves[-1][0])
 
-        prefix = f"{staging}/{spec['name']}"
+        prefix = f"{dest}/{spec['name']}"
         tokens = 0
         writer = ShardWriter(prefix, dtype, opener=opener) if output_format == "bin" else None
         parquet = sink = None
@@ -261,6 +295,7 @@ def _assemble_shards(specs, *, fs, staging, pieces_dir, output_format, dtype, id
         for tmp, final in moves:
             fs.move(tmp, final)
             size += fs.get_file_info(final).size
+        fail_once("shards")  # the test hook (faults.py): off unless a test asks
         yield {"index": spec["index"], "documents": spec["documents"], "tokens": tokens, "bytes": size}
 
 

@@ -3,7 +3,8 @@
 Counting pretokens needs nothing from the JVM but the files' bytes. Spark's text reader turns
 each line into a JVM string, then into an Arrow batch for Python: on en_books that hand-off and
 the JVM's cold start cost more than the counting. When ``read_documents`` reads local text
-files line by line, it tags the DataFrame with their list (:func:`source_of`); counting then
+files line by line where every task sees them (a local master, or ``shared_input=True``: a file
+system every node mounts alike), it tags the DataFrame with their list (:func:`source_of`); counting then
 plans byte-range splits of those files on the driver and lets each Python task read its split
 (``plan_splits`` / ``iter_lines``), with the same documents as the Spark reader gives: lines cut
 at ``\\n`` only, each keeping its ``\\n`` (one is added to a last line that lacks it).
