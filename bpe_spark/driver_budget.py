@@ -141,12 +141,12 @@ def memory_budget(memory: DriverMemory, *, mean_pretoken_bytes: float, vocab_siz
 
 
 def _gib(size: int) -> str:
-    """A size in GiB, for messages.
+    """A size in GiB (MiB below one), for messages.
 
-    >>> _gib(3 << 29)
-    '1.5 GiB'
+    >>> _gib(3 << 29), _gib(80_000)
+    ('1.5 GiB', '0.1 MiB')
     """
-    return f"{size / (1 << 30):.1f} GiB"
+    return f"{size / (1 << 30):.1f} GiB" if size >= 1 << 30 else f"{size / (1 << 20):.1f} MiB"
 
 
 _UNITS = {"": 1, "b": 1, "k": 1 << 10, "m": 1 << 20, "g": 1 << 30, "t": 1 << 40, "p": 1 << 50}
