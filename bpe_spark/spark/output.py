@@ -67,9 +67,6 @@ class Output:
         self.staging = self.sibling("staging")
         self._begun = False
 
-    def exists(self) -> bool:
-        return self.fs.get_file_info(self.path).type != pafs.FileType.NotFound
-
     def prepare(self, overwrite: bool, protected: Mapping[str, Iterable] | None = None) -> None:
         """Before any work: the output is clear of the ``protected`` paths, can be written, and
         may replace what is there; the staging siblings of dead runs are removed."""

@@ -275,8 +275,10 @@ def test_an_encode_killed_while_writing_shards_on_s3_leaves_no_output(spark, s3,
     with pytest.raises(ModelFormatError):
         read_shards(fetch_tree(s3, key, tmp_path / "half"))
     assert main(["encode", "--out", uri, *bin_args(corpus, local_model)]) == 2  # only --overwrite replaces it
+    assert any(name.startswith(".enc.staging-") for name, _ in files.list_dir("bucket/t3"))  # the killed run's
     assert main(["encode", "--out", uri, "--overwrite", *bin_args(corpus, local_model)]) == 0
     assert encode_output_bytes(fetch_tree(s3, key, tmp_path / "again")) == encode_output_bytes(local_bin)
+    assert [name for name, _ in files.list_dir("bucket/t3")] == ["enc"]  # its dead owner's staging removed
 
 
 def test_a_retried_shard_task_on_s3_changes_nothing(spark, s3, hadoop, corpus, local_model, local_bin, tmp_path):
@@ -336,3 +338,15 @@ def test_driver_outputs_on_viewfs_equal_local_and_encode_is_refused_there(spark,
     # ... and a --model read through Hadoop on the driver gives the local model's ids
     assert main(["encode", "--out", "s3://bucket/t6/enc", *bin_args(corpus, "viewfs://bpe/data/model")]) == 0
     assert output_bytes(fetch_tree(s3, "bucket/t6/enc", tmp_path / "f")) == output_bytes(local_bin)
+
+
+def test_shared_input_is_an_option_of_every_command_that_reads_documents():
+    from bpe_spark.cli import build_parser
+    from bpe_spark.cli.train import train_options
+
+    parser = build_parser()
+    for command in (["count", "--out", "c"], ["encode", "--model", "m", "--out", "e"]):
+        assert parser.parse_args([*command, "--input", "x"]).shared_input is False
+        assert parser.parse_args([*command, "--input", "x", "--shared-input"]).shared_input is True
+    assert train_options(parser.parse_args(["train", "--input", "x", "--shared-input"]))["shared_input"] is True
+    assert train_options(parser.parse_args(["train", "--input", "x"]))["shared_input"] is False

@@ -65,6 +65,17 @@ def test_only_plain_local_reads_are_tagged(spark, tmp_path):
     assert source_of(read_documents(spark, str(tmp_path), document="file")) is None
 
 
+def test_tasks_read_local_files_only_where_every_executor_sees_them(spark, tmp_path, monkeypatch):
+    from bpe_spark.spark import io
+
+    (tmp_path / "a.txt").write_text("a\nb\n", encoding="utf-8")
+    assert source_of(read_documents(spark, str(tmp_path / "a.txt"))) is not None  # local[2,2]: the driver's machine
+    monkeypatch.setattr(io, "_local_master", lambda session: False)  # a cluster's master
+    cluster = read_documents(spark, str(tmp_path / "a.txt"))
+    assert source_of(cluster) is None and [row.text for row in cluster.collect()] == ["a\n", "b\n"]  # Spark's reader
+    assert source_of(read_documents(spark, str(tmp_path / "a.txt"), shared_input=True)) is not None
+
+
 @pytest.mark.parametrize("name", CORPUS_NAMES)
 def test_direct_counts_equal_spark_reader_and_core(spark, tmp_path, monkeypatch, name):
     text = corpus_text(name)[:300_000]
