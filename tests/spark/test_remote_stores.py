@@ -16,6 +16,7 @@ import subprocess
 import sys
 import time
 import urllib.request
+import uuid
 from pathlib import Path
 
 import pyarrow.fs as pafs
@@ -36,7 +37,6 @@ SAMPLE = ROOT / "data" / "sample" / "tiny_shakespeare.txt.gz"
 MODEL_FILES = ("merges.parquet", "vocab.parquet", "tokenizer.json", output_guard.MARKER_FILE)
 KEYS = {"fs.s3a.access.key": "testing", "fs.s3a.secret.key": "testing", "fs.s3a.path.style.access": "true",
         "fs.s3a.endpoint.region": "us-east-1"}
-MOUNT = "fs.viewfs.mounttable.bpe.link./data"
 
 
 # --- fixtures -------------------------------------------------------------------------------------
@@ -75,20 +75,20 @@ def s3(endpoint):
 @pytest.fixture
 def hadoop(spark, endpoint, tmp_path):
     """The session's Hadoop settings for the mock store (``fs.s3a.*``, which the tasks' pyarrow
-    S3 file system takes too) and a viewfs mount ``viewfs://bpe/data`` onto a local directory;
-    restored after the test. Yields the mount's local directory."""
+    S3 file system takes too) and a viewfs mount table of its own (a new name each time: Hadoop
+    caches a viewfs by its name) linking ``viewfs://<name>/data`` to a local directory; restored
+    after the test. Yields ``(that directory, "viewfs://<name>/data")``."""
     conf = spark.sparkContext._jsc.hadoopConfiguration()
     mounted = tmp_path / "mounted"
     mounted.mkdir()
-    settings = {**KEYS, "fs.s3a.endpoint": endpoint, MOUNT: mounted.as_uri()}
+    table = f"bpe{uuid.uuid4().hex[:8]}"
+    settings = {**KEYS, "fs.s3a.endpoint": endpoint, f"fs.viewfs.mounttable.{table}.link./data": mounted.as_uri()}
     before = {key: conf.get(key) for key in settings}
     for key, value in settings.items():
         conf.set(key, value)
-    spark.sparkContext._jvm.org.apache.hadoop.fs.FileSystem.closeAll()  # no cached viewfs of another mount
-    yield mounted
+    yield mounted, f"viewfs://{table}/data"
     for key, value in before.items():
         conf.unset(key) if value is None else conf.set(key, value)
-    spark.sparkContext._jvm.org.apache.hadoop.fs.FileSystem.closeAll()
 
 
 @pytest.fixture(scope="module")
@@ -307,36 +307,36 @@ def test_every_uri_is_checked_before_any_work(spark, s3, hadoop, corpus, tmp_pat
 # --- viewfs (Hadoop on the driver) ----------------------------------------------------------------
 def test_driver_outputs_on_viewfs_equal_local_and_encode_is_refused_there(spark, s3, hadoop, corpus, local_model,
                                                                           local_bin, tmp_path, capsys, monkeypatch):
-    mounted = hadoop
-    assert main(train_args(corpus, "viewfs://bpe/data/model", "--checkpoint-dir", "viewfs://bpe/data/ckpt")) == 0
+    mounted, viewfs = hadoop
+    assert main(train_args(corpus, f"{viewfs}/model", "--checkpoint-dir", f"{viewfs}/ckpt")) == 0
     assert model_bytes(mounted / "model") == model_bytes(local_model)
     assert output_guard.kind_of(str(mounted / "ckpt")) == "checkpoint"
     assert {p.name for p in (mounted / "ckpt").iterdir() if not p.name.startswith(".")} >= {"training.json"}
 
     assert main(["count", "--input", str(corpus), "--out", str(tmp_path / "counts")]) == 0
-    assert main(["count", "--input", str(corpus), "--out", "viewfs://bpe/data/counts"]) == 0
-    assert sorted(spark.read.parquet("viewfs://bpe/data/counts").collect()) == \
+    assert main(["count", "--input", str(corpus), "--out", f"{viewfs}/counts"]) == 0
+    assert sorted(spark.read.parquet(f"{viewfs}/counts").collect()) == \
         sorted(spark.read.parquet(str(tmp_path / "counts")).collect())
     assert output_guard.kind_of(str(mounted / "counts")) == "counts"
     # the object-store commit of a Spark-written output, through Hadoop (viewfs taken for an object
     # store): the earlier counts replaced file by file, the complete marker last
     with monkeypatch.context() as patch:
         patch.setattr(file_systems, "OBJECT_STORE_SCHEMES", file_systems.OBJECT_STORE_SCHEMES | {"viewfs"})
-        assert main(["count", "--input", str(corpus), "--out", "viewfs://bpe/data/counts", "--overwrite"]) == 0
+        assert main(["count", "--input", str(corpus), "--out", f"{viewfs}/counts", "--overwrite"]) == 0
     assert json.loads((mounted / "counts" / output_guard.MARKER_FILE).read_text())["kind"] == "counts"
     assert "state" not in json.loads((mounted / "counts" / output_guard.MARKER_FILE).read_text())
     assert not list(mounted.glob(".counts.*"))
-    assert sorted(spark.read.parquet("viewfs://bpe/data/counts").collect()) == \
+    assert sorted(spark.read.parquet(f"{viewfs}/counts").collect()) == \
         sorted(spark.read.parquet(str(tmp_path / "counts")).collect())
 
     # the encoding tasks cannot write viewfs:// (pyarrow has no libhdfs here): refused up front, in one line
-    assert main(["encode", "--model", "viewfs://bpe/data/model", "--input", str(corpus),
-                 "--out", "viewfs://bpe/data/enc"]) == 2
+    assert main(["encode", "--model", f"{viewfs}/model", "--input", str(corpus),
+                 "--out", f"{viewfs}/enc"]) == 2
     err = capsys.readouterr().err.strip()
-    assert "encode output viewfs://bpe/data/enc: pyarrow's viewfs:// needs libhdfs" in err and "\n" not in err
+    assert f"encode output {viewfs}/enc: pyarrow's viewfs:// needs libhdfs" in err and "\n" not in err
     assert not (mounted / "enc").exists() and not list(mounted.glob(".enc.*"))
     # ... and a --model read through Hadoop on the driver gives the local model's ids
-    assert main(["encode", "--out", "s3://bucket/t6/enc", *bin_args(corpus, "viewfs://bpe/data/model")]) == 0
+    assert main(["encode", "--out", "s3://bucket/t6/enc", *bin_args(corpus, f"{viewfs}/model")]) == 0
     assert output_bytes(fetch_tree(s3, "bucket/t6/enc", tmp_path / "f")) == output_bytes(local_bin)
 
 
