@@ -301,6 +301,9 @@ def test_every_uri_is_checked_before_any_work(spark, s3, hadoop, corpus, tmp_pat
     assert main(["encode", "--model", "s3://bucket/none/model", "--input", str(corpus), "--out",
                  str(tmp_path / "x")]) == 2
     assert "s3://bucket/none/model: no such file or directory" in capsys.readouterr().err
+    # counts are written by Spark's Parquet writer: a scheme the JVM has no file system for is refused
+    assert main(["count", "--input", str(corpus), "--out", "s3a://bucket/counts"]) == 2
+    assert "Spark's JVM has no Hadoop file system for s3a:// (for S3, put hadoop-aws" in capsys.readouterr().err
     assert not (tmp_path / "x").exists()
 
 
