@@ -32,7 +32,7 @@ from bpe_spark.errors import ConfigError, EmptyCorpusError
 from bpe_spark.round_plan import words_bytes
 from bpe_spark.spark import resources
 from bpe_spark.spark.checkpoint import Checkpoint, input_fingerprint
-from bpe_spark.spark.columns import INTEGER, STRING, check_columns
+from bpe_spark.spark.columns import INTEGER, STRING, check_columns, require_classic
 from bpe_spark.spark.count import CORPUS_STATS, count_pretokens
 from bpe_spark.spark.encode_tasks import executor_errors
 from bpe_spark.spark.guard import input_paths
@@ -74,6 +74,7 @@ def train(
     ``collected``, ``seconds``). The statistics, rounds and phase timings are in
     ``tok.metadata`` (``"stats"``, ``"rounds"``, ``"timings"``).
     """
+    require_classic(df)
     spark = df.sparkSession
     started = time.perf_counter()
     timings = {"count_seconds": 0.0}
