@@ -102,16 +102,15 @@ def read_marker(path: str, files: Files = LOCAL) -> dict | None:
 
 
 def check_complete(path: str, kind: str, files: Files = LOCAL, *, shown=None) -> None:
-    """What a reader asks of an output directory: the complete marker of ``kind``. A directory
-    without it (a run that stopped while writing it in place, or a copy of one) is a one-line
-    :class:`~bpe_spark.errors.ModelFormatError`."""
+    """What a reader asks of an output directory: no marker of another kind, and none saying a run
+    is still writing it in place (a one-line :class:`~bpe_spark.errors.ModelFormatError`). A
+    directory without a marker reads as before (an earlier version's output, or files put there
+    by hand): an in-place write puts its ``writing`` marker before any file, and a rename
+    publishes a directory whole, so a missing marker never means a half-written output."""
     shown = path if shown is None else shown
     record = read_marker(path, files)
     if record is None:
-        raise ModelFormatError(
-            f"{shown}: no {MARKER_FILE} marker, so this is no complete bpe-spark {kind} output (the marker is "
-            "written last: a run that stopped while writing leaves none); write it again"
-        )
+        return
     if record.get("kind") != kind:
         raise ModelFormatError(f"{shown}: its {MARKER_FILE} marker says {record.get('kind')!r}, not a {kind}")
     if record.get("state") == WRITING:

@@ -148,11 +148,10 @@ def test_read_shards_needs_a_finished_output(tmp_path):
         read_shards(tmp_path / "ds")
 
 
-def test_read_shards_needs_the_complete_marker(tmp_path):
+def test_read_shards_refuses_an_output_being_written(tmp_path):
     _write_dataset(tmp_path / "ds", [DOCS])
-    (tmp_path / "ds" / output_guard.MARKER_FILE).unlink()  # a copy of an output caught while written in place
-    with pytest.raises(ModelFormatError, match="no _BPE_SPARK marker, so this is no complete bpe-spark encoded"):
-        read_shards(tmp_path / "ds")
+    (tmp_path / "ds" / output_guard.MARKER_FILE).unlink()  # an earlier version's output: no marker
+    assert len(read_shards(tmp_path / "ds")) == len(DOCS)
     output_guard.write_marker(tmp_path / "ds", "encoded", complete=False)
     with pytest.raises(ModelFormatError, match="an incomplete bpe-spark encoded output"):
         read_shards(tmp_path / "ds")

@@ -302,7 +302,8 @@ def _read_specials(fields: Fields, meta: dict) -> dict[str, int]:
 
 def read_model(directory) -> dict[str, Any]:
     """The Tokenizer keyword arguments of a model directory: exactly the tokenizer that was saved.
-    The directory must hold its complete ``_BPE_SPARK`` marker (:func:`bpe_spark.output_guard.check_complete`).
+    A directory whose ``_BPE_SPARK`` marker says a run is still writing it is refused
+    (:func:`bpe_spark.output_guard.check_complete`).
 
     What the Tokenizer itself refuses (say an ``unk_token`` it lacks) is for the caller to name:
     :func:`bpe_spark.formats.load_any` reports it as this directory's error.
