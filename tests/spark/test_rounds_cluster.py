@@ -23,12 +23,12 @@ from bpe_spark.spark.rounds import initial_words
 from bpe_spark.trainer import initial_table
 
 pytestmark = pytest.mark.spark
-CFG = TrainerConfig(vocab_size=330)
+CFG = TrainerConfig(vocab_size=300)
 
 
 @pytest.fixture(scope="module")
 def lines():
-    return corpus_lines("tiny_shakespeare", 24_000)
+    return corpus_lines("tiny_shakespeare", 12_000)
 
 
 @pytest.fixture(scope="module")
@@ -106,7 +106,7 @@ def test_nothing_stays_cached_after_training_whatever_its_outcome(spark, lines, 
     tables = [t.name for t in spark.catalog.listTables()]
     shuffle_partitions = spark.conf.get("spark.sql.shuffle.partitions")
 
-    assert train(users, CFG, driver_budget=0.25).merges == expected.merges
+    assert train(users, CFG, driver_budget=0.3).merges == expected.merges
     assert persistent_rdds(spark) == before
     assert train(users, CFG).merges == expected.merges  # on the driver
     assert persistent_rdds(spark) == before
@@ -126,7 +126,7 @@ def test_nothing_stays_cached_after_training_whatever_its_outcome(spark, lines, 
 
     counts = count_pretokens(users, CFG)
     expected_counts = core_train_from_counts({r.pretoken: r["count"] for r in counts.collect()}, CFG)
-    assert train_from_counts(counts, CFG, driver_budget=0.25).merges == expected_counts.merges
+    assert train_from_counts(counts, CFG, driver_budget=0.5).merges == expected_counts.merges
     assert persistent_rdds(spark) == before
     write_pretoken_counts(users, CFG, str(tmp_path / "counts"))
     assert persistent_rdds(spark) == before
@@ -173,13 +173,16 @@ def test_rounds_run_few_tasks_under_200_shuffle_partitions(spark, lines, expecte
 
 
 def test_the_words_get_the_same_ids_on_every_computation(spark, lines):
-    """A partition of the words recomputed after a loss holds the same rows with the same ids:
-    the counts come from a shuffle, whose blocks arrive in any order."""
-    counts = count_pretokens(documents(spark, lines, 5), CFG)
-    words = initial_words(sized_counts(counts, 3), CFG, initial_table(CFG, ()), [])
-    first, second = ([tuple(row) for row in words.collect()] for _ in range(2))
-    assert len(first) > 1000 and sorted(first) == sorted(second)
-    assert len({wid for wid, _, _ in first}) == len(first)
+    """A partition of the words recomputed after a loss holds the same rows with the same ids,
+    though the counts come from a shuffle whose blocks arrive in any order: here the counts of
+    the same documents in 5 and in 7 partitions (other map outputs, other orders)."""
+    computed = []
+    for partitions in (5, 7):
+        counts = count_pretokens(documents(spark, lines, partitions), CFG)
+        words = initial_words(sized_counts(counts, 3), CFG, initial_table(CFG, ()), [])
+        computed.append(sorted(tuple(row) for row in words.collect()))
+    assert len(computed[0]) > 500 and computed[0] == computed[1]
+    assert len({wid for wid, _, _ in computed[0]}) == len(computed[0])
 
 
 # --- the driver budget from the driver's memory -----------------------------------------------------
@@ -196,7 +199,7 @@ def test_the_default_budget_comes_from_the_drivers_memory(spark, lines, expected
 
 
 def test_a_small_driver_goes_to_rounds_and_says_why(spark, lines, expected, monkeypatch, caplog):
-    heap = 80_000  # bytes: about a thousand pretokens' worth
+    heap = 20_000  # bytes: a few hundred pretokens' worth
     monkeypatch.setattr(resources, "driver_memory",
                         lambda spark: driver_budget.DriverMemory(jvm_heap=heap, max_result_size=1 << 30,
                                                                  python_available=1 << 34))
@@ -210,7 +213,7 @@ def test_a_small_driver_goes_to_rounds_and_says_why(spark, lines, expected, monk
     notices = [r.getMessage() for r in caplog.records if "training in rounds" in r.getMessage()]
     assert len(notices) == 1
     assert notices[0].startswith(f"bpe-spark: {stats['distinct_pretokens']:,} distinct pretokens > driver budget "
-                                 f"{stats['driver_budget']:,} from the driver JVM heap 0.1 MiB at "), notices
+                                 f"{stats['driver_budget']:,} from the driver JVM heap 0.0 MiB at "), notices
     # an explicit budget wins over the memory's
     caplog.clear()
     with caplog.at_level(logging.WARNING, logger="bpe_spark"):
