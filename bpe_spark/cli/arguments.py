@@ -2,7 +2,7 @@
 the pretokenizer, Spark and the output, with their defaults and choices taken from
 :class:`TrainerConfig` and the Spark option constants (:mod:`bpe_spark.spark.options`); the one
 Spark session set-up of the commands that run on Spark (train, count, encode); loading a model
-for the commands that only read one (inspect, export).
+for the commands that only read one (inspect, export, decode), from a local path or a URI.
 
 Building the parser imports no pyspark (``bpe-spark --help`` stays quick): Spark is imported
 when a Spark command runs.
@@ -203,8 +203,10 @@ def add_pattern_for_tiktoken(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--pattern", help="pretokenization pattern, for a .tiktoken file that is not OpenAI's")
 
 
-def load_model(path: str, pattern: str | None = None):
-    """A model in any format bpe-spark loads (``pattern``: for a .tiktoken file that is not OpenAI's)."""
-    from bpe_spark.tokenizer import Tokenizer
+def load_model(path: str, pattern: str | None = None, *, option: str = "--model"):
+    """A model in any format bpe-spark loads (``pattern``: for a .tiktoken file that is not OpenAI's),
+    at a local path or a URI pyarrow reaches (``s3://``, ``s3a://``, ``gs://``...: fetched first, see
+    :mod:`bpe_spark.remote_files`)."""
+    from bpe_spark.remote_files import load_model as load
 
-    return Tokenizer.load(path, **({"pattern": pattern} if pattern else {}))
+    return load(path, option=option, **({"pattern": pattern} if pattern else {}))

@@ -1,5 +1,6 @@
 """``bpe-spark decode``: decode token ids (given on the command line, or an encode output) back
-to text, locally, without Spark.
+to text, without Spark. ``--model`` and ``--input`` may be local paths or URIs pyarrow reaches
+(``s3a://...``): a remote encode output is fetched one part file or shard at a time.
 """
 
 from __future__ import annotations
@@ -7,6 +8,7 @@ from __future__ import annotations
 import argparse
 import sys
 
+from bpe_spark.cli.arguments import add_pattern_for_tiktoken, load_model
 from bpe_spark.errors import ConfigError
 
 NAME = "decode"
@@ -16,25 +18,24 @@ examples:
   bpe-spark decode --model models/en32k --ids "15496 995"
   bpe-spark decode --model models/en32k --input shards/ --limit 3
   bpe-spark decode --model gpt2/vocab.json --input gpt2-ids/ --limit 10
+  bpe-spark decode --model s3a://bucket/models/en32k --input s3a://bucket/ids/ --limit 3
 
 Each document is printed as its text (special tokens as their text), followed by a newline
-when it does not end with one. Runs locally, without Spark.
+when it does not end with one. Runs without Spark.
 """
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--model", required=True, metavar="PATH", help="the tokenizer (any format bpe-spark loads)")
+    parser.add_argument("--model", required=True, metavar="PATH", help="the tokenizer (any format bpe-spark loads; a path or a URI)")
     source = parser.add_mutually_exclusive_group(required=True)
     source.add_argument("--ids", metavar="IDS", help='token ids separated by spaces or commas, e.g. "15496 995"')
     source.add_argument("--input", metavar="PATH",
-                        help="an encode output: a Parquet directory or file, or a binary shard directory")
+                        help="an encode output: a Parquet directory or file, or a binary shard directory (a path or a URI)")
     parser.add_argument("--limit", type=int, metavar="N", help="decode only the first N documents of --input")
+    add_pattern_for_tiktoken(parser)
 
 
 def run(args: argparse.Namespace) -> int:
-    from bpe_spark.tokenizer import Tokenizer
-
-    tok = Tokenizer.load(args.model)
     if args.limit is not None and args.limit < 0:
         raise ConfigError(f"--limit must be >= 0, got {args.limit}")
     if args.ids is not None:
@@ -42,9 +43,10 @@ def run(args: argparse.Namespace) -> int:
             raise ConfigError("--limit applies to --input")
         documents = [parse_ids(args.ids)]
     else:
-        from bpe_spark.shards import iter_encoded_documents
+        from bpe_spark.remote_files import encoded_documents
 
-        documents = iter_encoded_documents(args.input, limit=args.limit)
+        documents = encoded_documents(args.input, limit=args.limit)  # a remote --input checked here, before any work
+    tok = load_model(args.model, args.pattern)
     vocab = tok.vocab
     try:
         for ids in documents:

@@ -179,8 +179,7 @@ def export_model(tok, fmt: str, out, *, overwrite: bool = False) -> list[Path]:
         with atomic_directory(out, kind="export", overwrite=overwrite, format=fmt) as staged:
             spec.write(tok, staged)
         return [out / name for name in spec.files]
-    if spec.suffix is not None and (out.is_dir() or out.suffix != spec.suffix):
-        out = out / spec.files[0]
+    out = spec.file_at(out, is_dir=out.is_dir())
     with atomic_file(out, file_format=fmt, overwrite=overwrite) as staged:
         spec.write(tok, staged)
     return [out]

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
-from pathlib import Path
+from pathlib import Path, PurePath
 from typing import Any
 
 from bpe_spark.errors import ConfigError
@@ -39,6 +39,15 @@ class Export:
     needs_byte: bool
     directory: bool = False
     suffix: str | None = None
+
+    def file_at(self, out: PurePath, *, is_dir: bool) -> PurePath:
+        """The file a single-file export to ``out`` writes: ``out`` itself, or ``files[0]`` inside
+        it when ``out`` is a directory (``is_dir``) or lacks this format's ``suffix``.
+
+        >>> EXPORTS["tokenizer.json"].file_at(PurePath("out"), is_dir=False).as_posix()
+        'out/tokenizer.json'
+        """
+        return out / self.files[0] if self.suffix is not None and (is_dir or out.suffix != self.suffix) else out
 
     def write_into(self, tok, directory: Path) -> None:
         """Write this export inside the (staging) model directory ``directory``."""

@@ -2,7 +2,9 @@
 
 Every function takes a DataFrame first and returns a DataFrame or a result: reading
 (``read_documents``, ``read_counts``), training (DESIGN 2.1: ``count_pretokens``, ``train``,
-``train_from_counts``) and encoding (DESIGN 2.2: ``encode``, ``encode_dataset``).
+``train_from_counts``) and encoding (DESIGN 2.2: ``encode``, ``encode_dataset``). Models at any
+URI Spark or pyarrow reaches take the session first: ``save_model(spark, tok, uri)``,
+``load_model(spark, uri)``.
 
 The names load on first use (PEP 562): importing one module of the package, such as the Python
 worker daemon (:mod:`bpe_spark.spark.daemon`), must not import pyarrow, pandas or numpy, which
@@ -23,6 +25,8 @@ _EXPORTS = {
     "InputNotFoundError": "bpe_spark.spark.io",
     "read_counts": "bpe_spark.spark.io",
     "read_documents": "bpe_spark.spark.io",
+    "load_model": "bpe_spark.spark.storage",
+    "save_model": "bpe_spark.spark.storage",
     "DEFAULT_DRIVER_BUDGET": "bpe_spark.spark.options",
     "train": "bpe_spark.spark.training",
     "train_from_counts": "bpe_spark.spark.training",
@@ -36,8 +40,10 @@ __all__ = [
     "count_pretokens",
     "encode",
     "encode_dataset",
+    "load_model",
     "read_counts",
     "read_documents",
+    "save_model",
     "train",
     "train_from_counts",
 ]

@@ -11,11 +11,9 @@ import gzip
 import json
 import os
 import signal
-import socket
 import subprocess
 import sys
 import time
-import urllib.request
 import uuid
 from pathlib import Path
 
@@ -38,40 +36,9 @@ MODEL_FILES = ("merges.parquet", "vocab.parquet", "tokenizer.json", output_guard
 KEYS = {"fs.s3a.access.key": "testing", "fs.s3a.secret.key": "testing", "fs.s3a.path.style.access": "true",
         "fs.s3a.endpoint.region": "us-east-1"}
 
+pytest_plugins = ("s3_mock",)  # the fixtures endpoint (a moto S3 server) and s3 (pyarrow's view of it)
 
 # --- fixtures -------------------------------------------------------------------------------------
-@pytest.fixture(scope="module")
-def endpoint():
-    """A moto S3 server on a free port of 127.0.0.1, for this module."""
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        port = probe.getsockname()[1]
-    server = subprocess.Popen([sys.executable, "-m", "moto.server", "-H", "127.0.0.1", "-p", str(port)],
-                              stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    url = f"http://127.0.0.1:{port}"
-    for _ in range(100):
-        try:
-            urllib.request.urlopen(url, timeout=1).close()
-            break
-        except OSError:
-            time.sleep(0.1)
-    else:
-        server.kill()
-        pytest.fail("the moto server did not start")
-    yield url
-    server.terminate()
-    server.wait(timeout=30)
-
-
-@pytest.fixture(scope="module")
-def s3(endpoint):
-    """pyarrow's view of the mock store, with the bucket ``bucket``."""
-    fs = pafs.S3FileSystem(access_key="testing", secret_key="testing", endpoint_override=endpoint[len("http://"):],
-                           scheme="http", region="us-east-1", allow_bucket_creation=True)
-    fs.create_dir("bucket")
-    return fs
-
-
 @pytest.fixture
 def hadoop(spark, endpoint, tmp_path):
     """The session's Hadoop settings for the mock store (``fs.s3a.*``, which the tasks' pyarrow
