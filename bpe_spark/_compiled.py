@@ -29,7 +29,7 @@ FASTENC_API = 4
 
 _WHAT = {"_fastbpe": "the merge engine", "_fastenc": "the pretokenizer, counter and encoder"}
 # What pure Python costs, measured on en_books on one core (README, Performance).
-_COST = {"_fastbpe": "merging about 10x", "_fastenc": "encoding about 15x (2 MB/s per core instead of 30+)"}
+_COST = {"_fastbpe": "merging about 10x", "_fastenc": "encoding about 15x, 2 MB/s per core instead of 30+"}
 _not_built: list[str] = []
 
 

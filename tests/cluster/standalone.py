@@ -1,5 +1,6 @@
-"""A standalone Spark cluster on this machine, for the cluster tests and benchmark: one master and
-two 1-core workers on 127.0.0.1 (together, local[2]), started from the pyspark installation.
+"""A standalone Spark cluster on this machine, for the cluster tests and benchmark: a master on
+127.0.0.1 and two 1-core workers on 127.0.0.2 and .3 (together, local[2]), started from the pyspark
+installation.
 
     python tests/cluster/standalone.py up | down | status | kill-worker N | restart-worker N
 
@@ -11,8 +12,8 @@ the executors both see at the same path (it stands in for HDFS: inputs and outpu
 Each worker is a machine of its own as far as its executors can tell: it runs in a private
 mount namespace (``unshare -m``) in which the checkout and the driver's virtual environment are
 hidden under empty tmpfs mounts, ``/tmp`` is its own, and only its Spark home (a hard-linked copy
-of pyspark's, since pyspark's own lives in the hidden venv), ``shared/``, ``node-env/`` (a Python
-environment "installed on the nodes", when a test puts one there) and its own directory are
+of pyspark's, since pyspark's own lives in the hidden venv), ``shared/``, ``node-envs/`` (Python
+environments "installed on the nodes", when a test puts them there) and its own directory are
 mounted back, at the same paths. Its executors therefore run the Python the job ships
 (``--archives``) or finds on the node, never the driver's.
 
@@ -40,13 +41,16 @@ RECORD = STATE / "processes.json"
 SPARK_HOME = STATE / "spark-home"
 SHARED = STATE / "shared"
 EVENTS = STATE / "events"
-NODE_ENV = STATE / "node-env"
+NODE_ENVS = STATE / "node-envs"  # Python environments "installed on the nodes"
 
 HOST = "127.0.0.1"
 MASTER_PORT = 7077
 MASTER_URL = f"spark://{HOST}:{MASTER_PORT}"
 MASTER_UI_PORT = 18080
-WORKERS = {"worker-1": 18081, "worker-2": 18082}  # name -> web UI port (its executors' log URLs)
+# name -> (address, web UI port). Each worker has an address of its own, as machines do: Spark
+# reads the shuffle files of an executor on the same host from its disk, which a worker's private
+# namespace hides. Its executors' log URLs name the port.
+WORKERS = {"worker-1": ("127.0.0.2", 18081), "worker-2": ("127.0.0.3", 18082)}
 WORKER_CORES = 1
 WORKER_MEMORY = "4g"
 START_TIMEOUT = 180.0
@@ -177,7 +181,8 @@ def _hidden() -> list[Path]:
 
 
 def _prepare_spark_home() -> None:
-    """The workers' Spark home: pyspark's, hard-linked (the same files, no copy of the jars)."""
+    """The workers' Spark home: pyspark's, hard-linked (the same files, no copy of the jars), or
+    copied where the venv lies on another file system."""
     source = _pyspark_home()
     version = (source / "version.py").read_bytes()
     if (SPARK_HOME / "version.py").is_file() and (SPARK_HOME / "version.py").read_bytes() == version:
@@ -185,7 +190,9 @@ def _prepare_spark_home() -> None:
     shutil.rmtree(SPARK_HOME, ignore_errors=True)
     staged = STATE / "spark-home.tmp"
     shutil.rmtree(staged, ignore_errors=True)
-    subprocess.run(["cp", "-al", str(source), str(staged)], check=True)
+    if subprocess.run(["cp", "-al", str(source), str(staged)], capture_output=True, check=False).returncode:
+        shutil.rmtree(staged, ignore_errors=True)  # another file system: no hard links, a copy
+        shutil.copytree(source, staged, symlinks=True)
     staged.replace(SPARK_HOME)
 
 
@@ -217,10 +224,11 @@ def _base_env() -> dict[str, str]:
     return env
 
 
-def _worker_command(name: str, ui_port: int) -> list[str]:
+def _worker_command(name: str) -> list[str]:
     """The worker, in a mount namespace of its own (see the module docstring)."""
     own = STATE / name
-    keep = [SPARK_HOME, SHARED, NODE_ENV, own]
+    host, ui_port = WORKERS[name]
+    keep = [SPARK_HOME, SHARED, NODE_ENVS, own]
     lines = ["set -e", "mount -t tmpfs bpe-stage /mnt"]
     for number, path in enumerate(keep):
         lines += [f"mkdir /mnt/{number}", f"mount --bind {shlex.quote(str(path))} /mnt/{number}"]
@@ -230,7 +238,7 @@ def _worker_command(name: str, ui_port: int) -> list[str]:
     lines += [f"mount --bind {shlex.quote(str(own / 'tmp'))} /tmp", 'exec "$@"']
     return ["unshare", "-m", "--propagation", "private", "sh", "-c", "\n".join(lines), name,
             str(SPARK_HOME / "bin" / "spark-class"), "org.apache.spark.deploy.worker.Worker", MASTER_URL,
-            "--host", HOST, "--cores", str(WORKER_CORES), "--memory", WORKER_MEMORY,
+            "--host", host, "--cores", str(WORKER_CORES), "--memory", WORKER_MEMORY,
             "--work-dir", str(own / "work"), "--webui-port", str(ui_port)]
 
 
@@ -238,8 +246,8 @@ def _start_worker(name: str) -> None:
     own = STATE / name
     for sub in ("work", "tmp", "home"):
         (own / sub).mkdir(parents=True, exist_ok=True)
-    env = dict(_base_env(), HOME=str(own / "home"), TMPDIR="/tmp")
-    _launch(name, _worker_command(name, WORKERS[name]), env)
+    env = dict(_base_env(), HOME=str(own / "home"), TMPDIR="/tmp", SPARK_LOCAL_IP=WORKERS[name][0])
+    _launch(name, _worker_command(name), env)
 
 
 def _port_open(port: int) -> bool:
@@ -257,15 +265,20 @@ def master_state() -> dict:
         return {}
 
 
+def worker_of_url(url: str) -> str | None:
+    """The worker (by name) whose web UI ``url`` points into (a worker's or an executor's log URL).
+
+    >>> worker_of_url("http://127.0.0.3:18082/logPage/?appId=app-1&executorId=0&logType=stdout")
+    'worker-2'
+    """
+    port = url.split("//", 1)[-1].split("/", 1)[0].rsplit(":", 1)[-1]
+    return next((name for name, (_, ui_port) in WORKERS.items() if str(ui_port) == port), None)
+
+
 def alive_workers() -> set[str]:
     """The workers (by name) the master counts alive."""
-    by_port = {port: name for name, port in WORKERS.items()}
-    alive = set()
-    for worker in master_state().get("workers", []):
-        port = int(worker.get("webuiaddress", ":0").rsplit(":", 1)[-1])
-        if worker.get("state") == "ALIVE" and port in by_port:
-            alive.add(by_port[port])
-    return alive
+    return {worker_of_url(worker.get("webuiaddress", "")) for worker in master_state().get("workers", [])
+            if worker.get("state") == "ALIVE"} - {None}
 
 
 def _wait(condition, what: str, log: str, timeout: float = START_TIMEOUT) -> None:
@@ -279,7 +292,7 @@ def _wait(condition, what: str, log: str, timeout: float = START_TIMEOUT) -> Non
 def up() -> None:
     """Start the master and the workers that are not running; wait until all are registered."""
     _check_isolation_possible()
-    for path in (STATE, SHARED, EVENTS, NODE_ENV):
+    for path in (STATE, SHARED, EVENTS, NODE_ENVS):
         path.mkdir(parents=True, exist_ok=True)
     _prepare_spark_home()
     if not running("master"):
