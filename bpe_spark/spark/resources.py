@@ -7,10 +7,16 @@ Why not ``spark.sql.shuffle.partitions``: its default of 200 made a 1 MB corpus 
 tasks in rounds, and AQE does not coalesce the shuffles of persisted tables
 (``spark.sql.optimizer.canChangeCachedPlanOutputPartitioning`` is off). A shuffle keeps its
 partitions (its map side still combines per partition, and each reduce partition is aggregated
-on its own); ``coalesce`` then runs them in fewer tasks, without another shuffle.
+on its own); ``coalesce`` then runs them in fewer tasks, without another shuffle. Each shuffle
+partition still costs its own fetches and hash map, which dozens of aggregations a run pay in
+full; so the rounds also plan their jobs under :func:`shuffle_partitions`, which sets the
+session's ``spark.sql.shuffle.partitions`` for their time and restores the user's value after.
 """
 
 from __future__ import annotations
+
+import contextlib
+from collections.abc import Iterator
 
 from pyspark.sql import DataFrame, SparkSession
 
@@ -43,6 +49,23 @@ def capped(df: DataFrame, most: int | None) -> DataFrame:
     """``df`` (an aggregation) in at most ``most`` tasks: its shuffle partitions coalesced, no
     new shuffle. Unchanged when ``most`` is None."""
     return df if most is None else df.coalesce(most)
+
+
+@contextlib.contextmanager
+def shuffle_partitions(spark: SparkSession, partitions: int) -> Iterator[None]:
+    """The session's ``spark.sql.shuffle.partitions`` is ``partitions`` inside the block, then
+    as it was (unset again if it was unset). Queries planned meanwhile in other threads of the
+    same session get it too: a training run's own jobs are what it is for."""
+    key = "spark.sql.shuffle.partitions"
+    before = spark.conf.get(key, None)
+    spark.conf.set(key, str(partitions))
+    try:
+        yield
+    finally:
+        if before is None:
+            spark.conf.unset(key)
+        else:
+            spark.conf.set(key, before)
 
 
 def driver_memory(spark: SparkSession) -> DriverMemory:

@@ -239,7 +239,8 @@ def _train_counts(
     else:
         log.warning("bpe-spark: %s distinct pretokens > driver budget %s from %s; training in rounds",
                     f"{distinct:,}", f"{budget:,}", source)
-        trainer.run_rounds(resume, _words_store(counts.sparkSession, checkpoint))
+        with resources.shuffle_partitions(counts.sparkSession, partitions):
+            trainer.run_rounds(resume, _words_store(counts.sparkSession, checkpoint))
     stats["rounds"] = len(trainer.rounds)
     stats["merges"] = len(trainer.merges)
     stats["mode"] = "driver" if driver_mode else "rounds"
