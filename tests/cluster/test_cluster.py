@@ -57,16 +57,25 @@ def inputs(cluster):
     train_dir, encode_dir = WORK / "input" / "train", WORK / "input" / "encode"
     train_dir.mkdir(parents=True)
     encode_dir.mkdir(parents=True)
-    _copy_head(CORPORA / "en_books.txt.gz", train_dir / "en_books.txt", 2_000_000)
+    # two files: two input splits, so that the first stage runs on both workers
+    head = _head(CORPORA / "en_books.txt.gz", 2_000_000)
+    middle = head.index(b"\n", len(head) // 2) + 1
+    (train_dir / "en_books_1.txt").write_bytes(head[:middle])
+    (train_dir / "en_books_2.txt").write_bytes(head[middle:])
     _copy_head(CORPORA / "multilingual.txt.gz", encode_dir / "a_multilingual.txt", 1_500_000)
     _copy_head(CORPORA / "en_books.txt.gz", encode_dir / "b_en_books.txt.gz", 1_500_000, compress=True)
     return {"train": train_dir, "encode": encode_dir}
 
 
-def _copy_head(source: Path, target: Path, size: int, *, compress: bool = False) -> None:
+def _head(source: Path, size: int) -> bytes:
+    """The first ``size`` bytes of a gzipped corpus, cut back to whole lines."""
     with gzip.open(source, "rb") as handle:
         head = handle.read(size)
-    head = head[: head.rfind(b"\n") + 1]
+    return head[: head.rfind(b"\n") + 1]
+
+
+def _copy_head(source: Path, target: Path, size: int, *, compress: bool = False) -> None:
+    head = _head(source, size)
     target.write_bytes(gzip.compress(head, mtime=0) if compress else head)
 
 
@@ -268,29 +277,34 @@ def test_rounds_survive_a_lost_worker(local, inputs, driver_cwd, restore_workers
     process, log, events = submission.start(
         TRAIN_JOB, train_args(inputs, out, "--driver-budget", ROUNDS_BUDGET, "--verbose"),
         name="train-lost-worker", cwd=driver_cwd)
-    lines: list[str] = []
+    streams: dict[str, list[str]] = {"stdout": [], "stderr": []}
     seen_round = threading.Event()
 
-    def read_stderr():
-        for line in process.stderr:
-            lines.append(line)
+    def read(name: str) -> None:
+        # subtle: under spark-submit the Python driver's stderr reaches the stdout of spark-submit
+        for line in getattr(process, name):
+            streams[name].append(line)
             if line.startswith("round 3:"):
                 seen_round.set()
 
-    reader = threading.Thread(target=read_stderr, daemon=True)
-    reader.start()
+    readers = [threading.Thread(target=read, args=(name,), daemon=True) for name in streams]
+    for reader in readers:
+        reader.start()
     try:
-        assert seen_round.wait(600), f"round 3 never ended; see {log}"
+        deadline = time.monotonic() + 600
+        while not seen_round.wait(1.0):
+            assert process.poll() is None and time.monotonic() < deadline, f"no round 3 seen; see {log}"
         standalone.kill_worker("worker-2")
         standalone.restart_worker("worker-2")
-        stdout = process.stdout.read()
         process.wait(900)
-        reader.join(60)
+        for reader in readers:
+            reader.join(60)
     finally:
         if process.poll() is None:
             process.kill()
         with open(log, "a", encoding="utf-8") as handle:
-            handle.writelines(lines)
+            handle.writelines([*streams["stderr"], "--- stdout ---\n", *streams["stdout"]])
+    stdout = "".join(streams["stdout"])
     run = submission.Run("train-lost-worker", process.returncode, stdout, log, events).check()
     on_cluster(run, both_workers=False)
     assert rounds_of(out) > 3
