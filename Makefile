@@ -80,8 +80,8 @@ $(DIST)/env.tar.gz: $(STAMP) $(DIST_SOURCES)
 cluster-up: install
 	@$(PY) tests/cluster/standalone.py up
 
-cluster-down:
-	@$(PY) tests/cluster/standalone.py down
+cluster-down:  # needs no package: the venv's Python if there is one
+	@$(if $(wildcard $(PY)),$(PY),python3) tests/cluster/standalone.py down
 
 # Jobs submitted to that cluster with the packed environment, compared with local mode byte for
 # byte (tests/cluster); the cluster comes down even when a test fails.
@@ -92,5 +92,5 @@ cluster-test: install dist
 lint: install
 	$(VENV)/bin/ruff check bpe_spark jobs tests bench
 
-clean:
-	rm -rf $(VENV) out spark-warehouse .pytest_cache
+clean: cluster-down
+	rm -rf $(VENV) out spark-warehouse .pytest_cache $(DIST) .cluster

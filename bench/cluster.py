@@ -4,11 +4,15 @@ two 1-core workers, each in its own mount namespace) against ``local[2]``, both 
 spark-submit from the checkout's interpreter, alternated in one sitting; the wall time of each
 spark-submit, the median of ``--repeat`` runs; the merges must be the same bytes.
 
-    python -m bench.cluster                        # 3 runs each, executors' Python shipped (--archives)
-    python -m bench.cluster --environments archive,node --repeat 3
+    python -m bench.cluster                        # 3 runs of each setup
+    python -m bench.cluster --setups archive,node-shared --repeat 5
 
-Environments (``tests/cluster/submission.py``): ``archive`` ships ``dist/env.tar.gz`` with every
-application (each executor unpacks it first); ``node`` runs bpe-spark installed on the nodes. Needs
+Setups: the executors' Python (``tests/cluster/submission.py``): ``archive`` ships
+``dist/env.tar.gz`` with every application (each executor unpacks it first), ``node`` runs
+bpe-spark installed on the nodes; ``-shared`` adds ``--shared-input`` (the shared directory is
+mounted alike on every worker: the tasks read the text themselves, as in local mode; without it
+Spark's reader reads it). The jobs do not wait for the executors before their first job (the
+tests do), so the executors start while the driver does. Needs
 ``make dist``; brings the cluster up (and down again if it started it). Results:
 bench-results/cluster-<time>.json and .md, and bench-results/cluster-latest.{json,md}.
 """
@@ -37,15 +41,19 @@ WORK = standalone.SHARED / "bench"
 LOCAL = "local[2]"
 
 
-def timed_train(label: str, text: Path, vocab_size: int, number: int, **options) -> tuple[float, bytes]:
-    """One spark-submit of the training job: its wall time and the merges it wrote."""
-    out = WORK / f"{label}-{number}"
+def timed_train(setup: str, text: Path, vocab_size: int, number: int) -> tuple[float, bytes]:
+    """One spark-submit of the training job in ``setup``: its wall time and the merges it wrote."""
+    out = WORK / f"{setup}-{number}"
     shutil.rmtree(out, ignore_errors=True)
     cwd = WORK / "driver"
     cwd.mkdir(parents=True, exist_ok=True)
+    environment, _, reader = setup.partition("-")
+    args = ["--input", str(text), "--vocab-size", str(vocab_size), "--out", str(out)]
+    if reader == "shared":
+        args.append("--shared-input")  # the tasks read the shared files themselves, as in local mode
+    options = {"master": LOCAL} if setup == "local" else {"environment": environment, "wait_for_executors": False}
     started = time.perf_counter()
-    submission.submit(TRAIN_JOB, ["--input", str(text), "--vocab-size", str(vocab_size), "--out", str(out)],
-                name=f"bench-{label}-{number}", cwd=cwd, **options).check()
+    submission.submit(TRAIN_JOB, args, name=f"bench-{setup}-{number}", cwd=cwd, **options).check()
     seconds = time.perf_counter() - started
     merges = (out / "merges.parquet").read_bytes()
     shutil.rmtree(out)
@@ -56,10 +64,15 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m bench.cluster", description=__doc__.split("\n\n")[0])
     parser.add_argument("--repeat", type=int, default=3)
     parser.add_argument("--vocab-size", type=int, default=32000)
-    parser.add_argument("--environments", default="archive",
-                        help=f"comma-separated, of {', '.join(submission.ENVIRONMENTS[:2])}")
+    parser.add_argument("--setups", default="archive,archive-shared,node-shared",
+                        help="comma-separated cluster setups besides local[2]: ENVIRONMENT (archive or node: "
+                             "the executors' Python) or ENVIRONMENT-shared (with --shared-input)")
     args = parser.parse_args(argv)
-    environments = [name.strip() for name in args.environments.split(",") if name.strip()]
+    setups = [name.strip() for name in args.setups.split(",") if name.strip()]
+    for setup in setups:
+        environment, _, reader = setup.partition("-")
+        if environment not in submission.ENVIRONMENTS[:2] or reader not in ("", "shared"):
+            parser.error(f"--setups: {setup!r} is none of archive, node, archive-shared, node-shared")
     submission.require_dist()
     started_cluster = not standalone.running("master")
     standalone.up()
@@ -70,14 +83,13 @@ def main(argv: list[str] | None = None) -> int:
             shutil.copyfile(inputs.en_books_text(quick=False), text)
         machine = {"cpus": os.cpu_count(), "python": platform.python_version(),
                    "load_average": os.getloadavg()}
-        labels = ["local", *environments]
+        labels = ["local", *setups]
         walls: dict[str, list[float]] = {label: [] for label in labels}
         merges: dict[str, set[bytes]] = {label: set() for label in labels}
         for number in range(args.repeat):
             order = labels if number % 2 == 0 else labels[::-1]  # alternate: the load drifts
             for label in order:
-                options = {"master": LOCAL} if label == "local" else {"environment": label}
-                seconds, written = timed_train(label, text, args.vocab_size, number, **options)
+                seconds, written = timed_train(label, text, args.vocab_size, number)
                 walls[label].append(seconds)
                 merges[label].add(written)
                 print(f"{label} run {number + 1}: {seconds:.1f} s", flush=True)
