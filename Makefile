@@ -85,8 +85,11 @@ cluster-down:  # needs no package: the venv's Python if there is one
 
 # Jobs submitted to that cluster with the packed environment, compared with local mode byte for
 # byte (tests/cluster); the cluster comes down even when a test fails.
+# (A SIGTERM, as from a CI timeout, stops pytest, which tears the cluster down; the trap keeps this
+# shell alive to make sure of it.)
 cluster-test: install dist
-	@status=0; $(PY) -m pytest -q tests/cluster -p no:cacheprovider $(PYTEST_ARGS) || status=$$?; \
+	@trap 'status=143' TERM; status=0; \
+	  $(PY) -m pytest -q tests/cluster -p no:cacheprovider $(PYTEST_ARGS) || status=$$?; \
 	  $(PY) tests/cluster/standalone.py down; exit $$status
 
 lint: install

@@ -9,7 +9,8 @@ spark-submit, the median of ``--repeat`` runs; the merges must be the same bytes
 
 Setups: the executors' Python (``tests/cluster/submission.py``): ``archive`` ships
 ``dist/env.tar.gz`` with every application (each executor unpacks it first), ``node`` runs
-bpe-spark installed on the nodes; ``-shared`` adds ``--shared-input`` (the shared directory is
+bpe-spark installed on the nodes (pyspark too, with ``spark.python.daemon.module`` set to ours,
+which imports it instead of Spark's zip); ``-shared`` adds ``--shared-input`` (the shared directory is
 mounted alike on every worker: the tasks read the text themselves, as in local mode; without it
 Spark's reader reads it). The jobs do not wait for the executors before their first job (the
 tests do), so the executors start while the driver does. Needs
@@ -51,7 +52,12 @@ def timed_train(setup: str, text: Path, vocab_size: int, number: int) -> tuple[f
     args = ["--input", str(text), "--vocab-size", str(vocab_size), "--out", str(out)]
     if reader == "shared":
         args.append("--shared-input")  # the tasks read the shared files themselves, as in local mode
-    options = {"master": LOCAL} if setup == "local" else {"environment": environment, "wait_for_executors": False}
+    if setup == "local":
+        options = {"master": LOCAL}
+    else:
+        options = {"environment": environment, "wait_for_executors": False}
+        if environment == "node":  # installed on the nodes, pyspark too: our daemon imports it (no zip)
+            options["conf"] = {"spark.python.daemon.module": "bpe_spark.spark.daemon"}
     started = time.perf_counter()
     submission.submit(TRAIN_JOB, args, name=f"bench-{setup}-{number}", cwd=cwd, **options).check()
     seconds = time.perf_counter() - started

@@ -2,10 +2,11 @@
 local mode, for the reference), and what a run's event log says about where its tasks ran.
 
 Executors get their Python one of three ways (:data:`ENVIRONMENTS`): ``archive`` ships
-``dist/env.tar.gz`` (``make dist``) with ``--archives`` and runs ``./env/bin/python``; ``node`` runs
-an environment "installed on the nodes" (``.cluster/node-envs/bpe-spark``: the packed one, unpacked);
-``py-files`` runs a node environment with the dependencies only and ships the package as
-``dist/bpe_spark.zip`` on ``--py-files``. The driver always runs the checkout's interpreter.
+``dist/env.tar.gz`` (``make dist``: no pyspark in it) with ``--archives`` and runs
+``./env/bin/python``; ``node`` runs bpe-spark "installed on the nodes" (``.cluster/node-envs/
+bpe-spark``, pyspark included, as pip installs it); ``py-files`` runs a node environment with the
+dependencies only and ships the package as ``dist/bpe_spark.zip`` on ``--py-files``. The driver
+always runs the checkout's interpreter.
 """
 
 from __future__ import annotations
@@ -45,21 +46,30 @@ def require_dist() -> None:
 
 
 def install_on_nodes() -> None:
-    """Unpack the packed environment as the nodes' own Python (once per archive): ``bpe-spark``
-    with the package, ``deps-only`` without it (for ``--py-files``)."""
+    """The nodes' own Python environments, from the packed one (once per archive): ``bpe-spark``
+    as ``pip install dist/bpe_spark-*.whl`` leaves a node (pyspark and py4j too: they are its
+    dependencies; hard-linked from the driver's, the same files), ``deps-only`` with the
+    dependencies but neither bpe-spark nor pyspark (for ``--py-files``)."""
+    import py4j
+    import pyspark
+
     require_dist()
     stamp = str(ENV_ARCHIVE.stat().st_mtime_ns)
-    for target, keep_package in ((NODE_ENV, True), (DEPS_ENV, False)):
+    for target, installed in ((NODE_ENV, True), (DEPS_ENV, False)):
         if (target / ".from-archive").is_file() and (target / ".from-archive").read_text() == stamp:
             continue
         shutil.rmtree(target, ignore_errors=True)
         target.mkdir(parents=True)
         with tarfile.open(ENV_ARCHIVE) as archive:
             archive.extractall(target, filter="tar")
-        if not keep_package:
-            for site in target.glob("lib/python*/site-packages"):
-                for entry in site.glob("bpe_spark*"):
-                    shutil.rmtree(entry)
+        site = next(target.glob("lib/python*/site-packages"))
+        if installed:
+            for package in (pyspark, py4j):
+                source = Path(package.__file__).parent
+                subprocess.run(["cp", "-al", str(source), str(site / source.name)], check=True)
+        else:
+            for entry in site.glob("bpe_spark*"):
+                shutil.rmtree(entry)
         (target / ".from-archive").write_text(stamp)
 
 

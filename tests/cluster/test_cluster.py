@@ -15,6 +15,7 @@ import calendar
 import gzip
 import json
 import shutil
+import signal
 import threading
 import time
 import urllib.request
@@ -36,17 +37,23 @@ DRIVER_UI_PORT = 14040
 STALLED_SECONDS = 8.0  # a first attempt of partition 0 running this long is the injected stall
 
 
+def _interrupted(signum, frame):
+    raise KeyboardInterrupt(f"signal {signum}")  # pytest still tears its fixtures down
+
+
 @pytest.fixture(scope="session")
 def cluster():
-    """The cluster, up for the session; brought down at the end (also when a test failed) if this
-    session started it."""
+    """The cluster, up for the session; brought down at the end (also when a test failed, or the
+    run was stopped with SIGTERM, as a CI timeout does) if this session started it."""
     started = not standalone.running("master")
+    previous = signal.signal(signal.SIGTERM, _interrupted)
     try:
         standalone.up()
         yield
     finally:
         if started:
             standalone.down()
+        signal.signal(signal.SIGTERM, previous)
 
 
 @pytest.fixture(scope="session")
@@ -135,8 +142,13 @@ def driver_cwd(tmp_path):
     return tmp_path
 
 
-def test_executors_share_nothing_with_the_driver(cluster, driver_cwd):
-    run = submission.submit(PROBE_JOB, [str(submission.ROOT), str(submission.DRIVER_PYTHON)], name="probe", cwd=driver_cwd).check()
+@pytest.mark.parametrize("environment", ["archive", "node"])
+def test_executors_share_nothing_with_the_driver(cluster, driver_cwd, environment):
+    """Our worker daemon asked for: with the packed environment (no pyspark in it) it runs Spark's
+    zipped pyspark, with bpe-spark installed on the nodes (pyspark too) the installed one."""
+    run = submission.submit(PROBE_JOB, [str(submission.ROOT), str(submission.DRIVER_PYTHON)],
+                            name=f"probe-{environment}", cwd=driver_cwd, environment=environment,
+                            conf={"spark.python.daemon.module": "bpe_spark.spark.daemon"}).check()
     probe = json.loads(next(line for line in run.stdout.splitlines() if line.startswith("PROBE "))[6:])
     assert probe["master"] == standalone.MASTER_URL
     workers = set()
@@ -145,9 +157,13 @@ def test_executors_share_nothing_with_the_driver(cluster, driver_cwd):
         assert not task["checkout_readme"] and not task["driver_python"], task
         own = Path(task["cwd"])
         workers.add(own.relative_to(standalone.STATE).parts[0])
-        assert task["executable"] == str(own / "env" / "bin" / "python"), task  # the shipped env
-        assert task["bpe_spark"].startswith(str(own / "env")), task
-        assert task["pyspark"].startswith(str(standalone.SPARK_HOME / "python" / "lib" / "pyspark.zip")), task
+        env = own / "env" if environment == "archive" else submission.NODE_ENV
+        assert task["executable"] == str(env / "bin" / "python"), task
+        assert task["bpe_spark"].startswith(str(env)), task
+        if environment == "archive":
+            assert task["pyspark"].startswith(str(standalone.SPARK_HOME / "python" / "lib" / "pyspark.zip")), task
+        else:
+            assert task["pyspark"].startswith(str(env / "lib")), task  # the zips dropped
         assert task["compiled"], task  # the wheel's extensions load
     assert workers == set(standalone.WORKERS)
     on_cluster(run)
@@ -181,8 +197,7 @@ def test_encode_equals_local_mode(local, inputs, driver_cwd, output_format):
 
 
 def test_encode_with_the_package_installed_on_the_nodes(local, inputs, driver_cwd):
-    """No --archives: the nodes' own environment; our worker daemon asked for explicitly, which
-    runs Spark's pyspark there (that environment holds none)."""
+    """No --archives: the nodes' own environment, with our worker daemon (the installed pyspark)."""
     out = WORK / "cluster" / "encoded-node-env"
     run = submission.submit(ENCODE_JOB, encode_args(inputs, local("model"), out, "bin"), name="encode-node-env",
                       cwd=driver_cwd, environment="node",
