@@ -44,13 +44,15 @@ EVENTS = STATE / "events"
 NODE_ENVS = STATE / "node-envs"  # Python environments "installed on the nodes"
 
 HOST = "127.0.0.1"
-MASTER_PORT = 7077
+# Another checkout's cluster on the same machine: BPE_SPARK_CLUSTER_PORT_OFFSET=100 moves every port.
+PORT_OFFSET = int(os.environ.get("BPE_SPARK_CLUSTER_PORT_OFFSET", "0"))
+MASTER_PORT = 7077 + PORT_OFFSET
 MASTER_URL = f"spark://{HOST}:{MASTER_PORT}"
-MASTER_UI_PORT = 18080
+MASTER_UI_PORT = 18080 + PORT_OFFSET
 # name -> (address, web UI port). Each worker has an address of its own, as machines do: Spark
 # reads the shuffle files of an executor on the same host from its disk, which a worker's private
 # namespace hides. Its executors' log URLs name the port.
-WORKERS = {"worker-1": ("127.0.0.2", 18081), "worker-2": ("127.0.0.3", 18082)}
+WORKERS = {"worker-1": ("127.0.0.2", 18081 + PORT_OFFSET), "worker-2": ("127.0.0.3", 18082 + PORT_OFFSET)}
 WORKER_CORES = 1
 WORKER_MEMORY = "4g"
 START_TIMEOUT = 180.0
@@ -268,7 +270,7 @@ def master_state() -> dict:
 def worker_of_url(url: str) -> str | None:
     """The worker (by name) whose web UI ``url`` points into (a worker's or an executor's log URL).
 
-    >>> worker_of_url("http://127.0.0.3:18082/logPage/?appId=app-1&executorId=0&logType=stdout")
+    >>> worker_of_url(f"http://127.0.0.3:{WORKERS['worker-2'][1]}/logPage/?appId=app-1&executorId=0")
     'worker-2'
     """
     port = url.split("//", 1)[-1].split("/", 1)[0].rsplit(":", 1)[-1]

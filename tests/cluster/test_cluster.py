@@ -33,7 +33,7 @@ WORK = standalone.SHARED / "cluster-test"
 VOCAB = 600
 ROUNDS_BUDGET = "70%"  # of the distinct pretokens: 5 rounds on this corpus
 MODEL_FILES = ("merges.parquet", "vocab.parquet", "tokenizer.json")
-DRIVER_UI_PORT = 14040
+DRIVER_UI_PORT = 14040 + standalone.PORT_OFFSET
 STALLED_SECONDS = 8.0  # a first attempt of partition 0 running this long is the injected stall
 
 
