@@ -1,0 +1,1 @@
+"""The steps and runtime of an imported tokenizers pipeline."""
