@@ -1,0 +1,83 @@
+"""Token options: the text or id of a token named by an option (encode's ``--eos``/``--bos``,
+a model folder's ``--eos-token``/``--pad-token``...) resolved to an id, by one rule.
+
+A leaf: it takes any tokenizer object (``special_tokens``, ``token_to_id``, ``id_to_token``,
+``scheme``, ``max_token_id``) and imports nothing of ours but the errors, so the formats that
+write model folders and the batch encoder share it without an import cycle.
+"""
+
+from __future__ import annotations
+
+import re
+
+import numpy as np
+
+from bpe_spark.errors import ConfigError
+
+
+def _id_option(option: str) -> str:
+    """The id form of a token option: ``--eos`` -> ``--eos-id``, ``eos`` -> ``eos_id``."""
+    return option + ("-id" if option.startswith("--") else "_id")
+
+
+def _spell(option: str, value) -> str:
+    """``--eos-id 100`` on the command line, ``eos_id=100`` in Python."""
+    return f"{option} {value}" if option.startswith("--") else f"{option}={value!r}"
+
+
+_NUMBER = re.compile(r"\s*[+-]?\d+\s*")
+
+
+def resolve_token(tok, option: str, *, text: str | None = None, token_id: int | None = None) -> int | None:
+    """The id of an EOS/BOS option: ``text`` names a special token or one token of the
+    vocabulary, ``token_id`` an id; at most one is given (None: neither). ``option`` is how the
+    caller spells the text option (``"eos"``, or ``"--eos"`` on the command line); the id option
+    is its ``_id`` / ``-id`` form.
+
+    Numeric text is never a token: ``text="100"`` is an error that names ``eos_id=100`` (GPT-2's
+    vocabulary holds the text "100" as token 3064, which is not what such an option means).
+
+    >>> from bpe_spark import TrainerConfig, train
+    >>> tok = train(["ab ab"], TrainerConfig(vocab_size=258, special_tokens=("<|eot|>",)))
+    >>> resolve_token(tok, "eos", text="<|eot|>"), resolve_token(tok, "bos", text="a"), resolve_token(tok, "bos", token_id=98)
+    (257, 97, 98)
+    >>> resolve_token(tok, "--eos", text="100")
+    Traceback (most recent call last):
+    ...
+    bpe_spark.errors.ConfigError: --eos '100' looks like a token id, but --eos takes token text; for id 100 use --eos-id 100
+    """
+    id_option = _id_option(option)
+    if text is not None and token_id is not None:
+        raise ConfigError(f"give {option} (token text) or {id_option} (a token id), not both")
+    if token_id is not None:
+        if isinstance(token_id, bool) or not isinstance(token_id, (int, np.integer)):
+            raise ConfigError(f"{id_option} takes a token id (an integer), got {token_id!r}")
+        try:
+            tok.id_to_token(int(token_id))
+        except KeyError:
+            raise ConfigError(
+                f"{id_option} {token_id} is not a token id of the model (ids 0..{tok.max_token_id})"
+            ) from None
+        return int(token_id)
+    if text is None:
+        return None
+    if not isinstance(text, str):
+        hint = f"; for a token id use {_spell(id_option, text)}" if isinstance(text, (int, np.integer)) else ""
+        raise ConfigError(f"{option} takes token text (a string), got {text!r}{hint}")
+    if text in tok.special_tokens:
+        return tok.special_tokens[text]
+    found = tok.token_to_id(text.encode("utf-8") if tok.scheme == "byte" else text)
+    if _NUMBER.fullmatch(text):
+        number = int(text)
+        also = f" (the text {text!r} is the ordinary token {found}: {_spell(id_option, found)})" if found is not None else ""
+        raise ConfigError(
+            f"{option} {text!r} looks like a token id, but {option} takes token text; for id {number} "
+            f"use {_spell(id_option, number)}{also}"
+        )
+    if found is None:
+        specials = sorted(tok.special_tokens) or "none"
+        raise ConfigError(
+            f"{option} {text!r} is neither a special token of the model (it has: {specials}) nor a "
+            f"single token of its vocabulary; give one of those, or an id with {_spell(id_option, 'N')}"
+        )
+    return found
