@@ -20,6 +20,7 @@ hf_json_read    tokenizer.json import
 hf_regex        our patterns in tokenizer.json (Oniguruma <-> Python regex)
 gpt2            vocab.json + merges.txt (and the printable byte form tokenizer.json shares)
 tiktoken_file   .tiktoken files and the merges derived from their ranks
+tekken          Mistral's tekken JSON (mistral-common)
 subword_nmt     subword-nmt codes files and its ``@@`` segmentation
 =============== ==================================================================================
 
@@ -45,6 +46,7 @@ from bpe_spark.formats.files import atomic_directory, atomic_file
 from bpe_spark.formats.gpt2 import read_gpt2
 from bpe_spark.formats.hf_json_read import read_tokenizer_json
 from bpe_spark.formats.registry import EXPORT_FORMATS, MODEL_META_FILE, export_spec
+from bpe_spark.formats.tekken import looks_like_tekken, read_tekken
 from bpe_spark.formats.tiktoken_file import read_tiktoken
 from bpe_spark.patterns import PRESETS, pattern_source
 
@@ -62,7 +64,8 @@ __all__ = [
 
 # --- recognising and loading ------------------------------------------------------------------
 def detect_format(path) -> str:
-    """What ``path`` holds: ``"model_dir"``, ``"tokenizer.json"``, ``"gpt2"`` or ``"tiktoken"``."""
+    """What ``path`` holds: ``"model_dir"``, ``"tokenizer.json"``, ``"gpt2"``, ``"tiktoken"`` or
+    ``"tekken"``."""
     path = Path(path)
     if path.is_dir():
         if (path / MODEL_META_FILE).is_file():
@@ -71,6 +74,8 @@ def detect_format(path) -> str:
             return "tokenizer.json"
         if (path / "vocab.json").is_file() and (path / "merges.txt").is_file():
             return "gpt2"
+        if (path / "tekken.json").is_file():
+            return "tekken"
         tiktoken_files = sorted(path.glob("*.tiktoken"))
         if len(tiktoken_files) == 1:
             return "tiktoken"
@@ -96,6 +101,8 @@ def detect_format(path) -> str:
                 top = json.load(fh)
         except (ValueError, UnicodeDecodeError, RecursionError):
             return "tokenizer.json"  # its reader reports the line and column of the damage
+        if looks_like_tekken(top):
+            return "tekken"
         return (
             "tokenizer.json"
             if isinstance(top, dict) and isinstance(top.get("model"), dict)
@@ -114,7 +121,8 @@ def read_any(path, kind: str | None = None, **options) -> dict[str, Any]:
     """The Tokenizer keyword arguments of any supported file: our model directory (or its
     ``bpe_spark.json``), a ``tokenizer.json`` (or a directory holding one and no
     ``bpe_spark.json``), GPT-2 files (a directory with ``vocab.json`` + ``merges.txt``, or the
-    ``vocab.json`` path), or a ``.tiktoken`` file. ``kind`` is :func:`detect_format`'s answer
+    ``vocab.json`` path), a ``.tiktoken`` file, or a tekken JSON (or a directory holding
+    ``tekken.json``). ``kind`` is :func:`detect_format`'s answer
     (found here when None); ``options`` go to the format's reader (e.g. ``pattern=``,
     ``special_tokens=``).
     """
@@ -131,6 +139,8 @@ def read_any(path, kind: str | None = None, **options) -> dict[str, Any]:
         return read_model(path.parent if path.is_file() else path)
     if kind == "tokenizer.json":
         return read_tokenizer_json(path / "tokenizer.json" if path.is_dir() else path, **options)
+    if kind == "tekken":
+        return read_tekken(path / "tekken.json" if path.is_dir() else path, **options)
     if kind == "gpt2":
         if path.is_dir():
             return read_gpt2(path / "vocab.json", path / "merges.txt", **options)
