@@ -1,0 +1,188 @@
+"""The BPE model of ``tokenizers`` 0.23 on string tokens, as a ``tokenizer.json`` holds them: the
+vocabulary, the merges by rank, and the model's options (``ignore_merges``, ``byte_fallback``,
+``unk_token`` + ``fuse_unk``, ``continuing_subword_prefix``, ``end_of_word_suffix``).
+
+What ``tokenizers`` does, reproduced here (``models/bpe/model.rs``, ``word.rs``):
+
+- a merge ``"a b"`` makes ``a + b`` with the ``continuing_subword_prefix`` cut off ``b``; when two
+  merges name the same pair, the later one counts (the merge map is built by overwriting);
+- ``ignore_merges``: a pretoken that is itself a vocabulary token (looked up as it is, without
+  prefix or suffix) is that token; otherwise merges apply, so files listing every split of each
+  token (transformers' ``TikTokenConverter``) give tiktoken's ids;
+- a pretoken starts as its characters, each looked up with the prefix (all but the first) and the
+  suffix (the last); a character not in the vocabulary becomes its ``<0xXX>`` byte tokens
+  (``byte_fallback``, when all of them exist), else ``unk_token`` (consecutive ones fused into one
+  with ``fuse_unk``), else it is dropped;
+- then the adjacent pair of lowest rank merges, leftmost first, until none is left.
+
+BPE dropout above 0 is refused (it is random). ``model.tokenize(pretoken) -> list[int]`` caches
+its answers, as ``tokenizers`` does.
+
+>>> m = BpeModel({"type": "BPE", "vocab": {"a": 0, "b": 1, "ab": 2}, "merges": ["a b"]})
+>>> m.tokenize("abba")
+[2, 1, 0]
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+from bpe_spark.errors import ModelFormatError
+from bpe_spark.formats.fields import ID_RANGE, MAX_TOKENS, check_token, is_id, show
+from bpe_spark.words import bpe_merge
+
+_CACHE_LIMIT = 500_000
+MODEL_KEYS = frozenset({
+    "type", "dropout", "unk_token", "continuing_subword_prefix", "end_of_word_suffix", "fuse_unk",
+    "byte_fallback", "ignore_merges", "vocab", "merges",
+})
+
+
+def _default_error(field: str, message: str) -> Exception:
+    return ModelFormatError(f"tokenizer.json: field '{field}': {message}")
+
+
+def byte_fallback_token(byte: int) -> str:
+    """The token ``byte_fallback`` uses for one byte: ``<0x0A>`` (upper-case hex digits)."""
+    return f"<0x{byte:02X}>"
+
+
+class BpeModel:
+    """The ``model`` object of a ``tokenizer.json`` (``type`` BPE), checked and ready to encode.
+
+    ``field`` is its path in the file, ``error(field, message)`` the exception to raise for
+    anything ``tokenizers`` would refuse or that cannot be reproduced.
+    """
+
+    def __init__(self, spec: Any, field: str = "model", error: Callable[[str, str], Exception] = _default_error):
+        if not isinstance(spec, dict):
+            raise error(field, f"{show(spec)} is not an object")
+        kind = spec.get("type", "BPE")
+        if kind != "BPE":
+            raise error(f"{field}.type", f"{kind!r} is not supported; bpe-spark reads BPE models only")
+        unknown = sorted(set(spec) - MODEL_KEYS)
+        if unknown:
+            raise error(f"{field}.{unknown[0]}", f"{show(spec[unknown[0]])}: an option of the BPE model bpe-spark does not know")
+        dropout = spec.get("dropout")
+        if dropout not in (None, 0, 0.0):
+            raise error(f"{field}.dropout", f"{show(dropout)}: BPE dropout is random, so no ids can be reproduced")
+
+        def option(key: str, kind: type, default):
+            value = spec.get(key, default)
+            if value is None:
+                return default
+            if not isinstance(value, kind) or (kind is str and not value and key != "unk_token"):
+                raise error(f"{field}.{key}", f"{show(value)} is not {'a boolean' if kind is bool else 'a non-empty string'}")
+            return value
+
+        self.unk_token: str | None = option("unk_token", str, None)
+        self.fuse_unk: bool = option("fuse_unk", bool, False)
+        self.byte_fallback: bool = option("byte_fallback", bool, False)
+        self.ignore_merges: bool = option("ignore_merges", bool, False)
+        self.prefix: str | None = option("continuing_subword_prefix", str, None)
+        self.suffix: str | None = option("end_of_word_suffix", str, None)
+
+        vocab = spec.get("vocab")
+        if not isinstance(vocab, dict):
+            raise error(f"{field}.vocab", f"{show(vocab)} is not an object of token: id")
+        if len(vocab) > MAX_TOKENS:
+            raise error(f"{field}.vocab", f"{len(vocab):,} entries; at most {MAX_TOKENS:,} are allowed")
+        self.vocab: dict[str, int] = {}
+        self.id_to_token: dict[int, str] = {}
+        for token, token_id in vocab.items():
+            if not is_id(token_id):
+                raise error(f"{field}.vocab[{token[:40]!r}]", f"id {show(token_id)} is not {ID_RANGE}")
+            if token_id in self.id_to_token:
+                raise error(f"{field}.vocab[{token[:40]!r}]", f"id {token_id} is also the id of {self.id_to_token[token_id][:40]!r}")
+            check_token(token, f"{field}.vocab")
+            self.vocab[token] = token_id
+            self.id_to_token[token_id] = token
+        if self.unk_token is not None and self.unk_token not in self.vocab:
+            raise error(f"{field}.unk_token", f"{show(self.unk_token)} is not in {field}.vocab")
+
+        merges = spec.get("merges", [])
+        if not isinstance(merges, list):
+            raise error(f"{field}.merges", f"{show(merges)} is not a list")
+        if len(merges) > MAX_TOKENS:
+            raise error(f"{field}.merges", f"{len(merges):,} merges; at most {MAX_TOKENS:,} are allowed")
+        cut = len(self.prefix) if self.prefix else 0
+        self.merges: dict[tuple[int, int], tuple[int, int]] = {}
+        self.merge_list: list[tuple[int, int, int]] = []
+        for rank, entry in enumerate(merges):
+            where = f"{field}.merges[{rank}]"
+            parts = entry.split(" ") if isinstance(entry, str) else entry
+            if not (isinstance(parts, list) and len(parts) == 2 and all(isinstance(p, str) for p in parts)):
+                raise error(where, f'{show(entry)} is neither "left right" nor [left, right]')
+            left, right = parts
+            ids = [self.vocab.get(left), self.vocab.get(right)]
+            for part, token_id in zip(parts, ids):
+                if token_id is None:
+                    raise error(where, f"token {part!r} is not in {field}.vocab")
+            if cut and not right.startswith(self.prefix):
+                raise error(where, f"{right!r} does not start with continuing_subword_prefix {self.prefix!r}")
+            merged = left + right[cut:]
+            new_id = self.vocab.get(merged)
+            if new_id is None:
+                raise error(where, f"the merged token {merged!r} is not in {field}.vocab")
+            # subtle: tokenizers builds its merge map by overwriting, so a repeated pair takes
+            # the rank of its last listing
+            self.merges[(ids[0], ids[1])] = (rank, new_id)
+            self.merge_list.append((ids[0], ids[1], new_id))
+        self._fallback: list[int | None] | None = None
+        if self.byte_fallback:
+            self._fallback = [self.vocab.get(byte_fallback_token(b)) for b in range(256)]
+        self._cache: dict[str, list[int]] = {}
+        merge_map = self.merges
+        self._priority = lambda left, right: merge_map.get((left, right))
+
+    # --- encoding ---------------------------------------------------------------------------------
+    def initial_ids(self, pretoken: str) -> list[int]:
+        """The ids of the characters of ``pretoken`` before any merge (``merge_word``)."""
+        vocab, prefix, suffix = self.vocab, self.prefix, self.suffix
+        ids: list[int] = []
+        unk: list[int] | None = None  # [id] of the unknown run not yet added (fuse_unk)
+        last = len(pretoken) - 1
+        for position, char in enumerate(pretoken):
+            symbol = char
+            if prefix and position:
+                symbol = prefix + symbol
+            if suffix and position == last:
+                symbol = symbol + suffix
+            token_id = vocab.get(symbol)
+            if token_id is not None:
+                if unk is not None:
+                    ids.append(unk[0])
+                    unk = None
+                ids.append(token_id)
+                continue
+            if self._fallback is not None:
+                fallback = [self._fallback[b] for b in symbol.encode("utf-8")]
+                if None not in fallback:
+                    # subtle: tokenizers adds these without first adding a pending unk token
+                    ids.extend(fallback)
+                    continue
+            if self.unk_token is not None:
+                unk_id = vocab[self.unk_token]
+                if unk is not None and not self.fuse_unk:
+                    ids.append(unk[0])
+                unk = [unk_id]
+        if unk is not None:
+            ids.append(unk[0])
+        return ids
+
+    def tokenize(self, pretoken: str) -> list[int]:
+        """The ids of one pretoken (cached)."""
+        if not pretoken:
+            return []
+        if self.ignore_merges:
+            whole = self.vocab.get(pretoken)
+            if whole is not None:
+                return [whole]
+        ids = self._cache.get(pretoken)
+        if ids is None:
+            ids = bpe_merge(self.initial_ids(pretoken), self._priority)
+            if len(self._cache) >= _CACHE_LIMIT:
+                self._cache.clear()
+            self._cache[pretoken] = ids
+        return ids
