@@ -1,27 +1,398 @@
-"""Our pretokenization patterns in a ``tokenizer.json``: translation between Python's ``regex``
-(ours, tiktoken's) and the Oniguruma dialect ``tokenizers`` compiles, recognising a preset, and
-the presets whose ``Split`` keeps all text. Used by the export (``hf_json``) and the import
-(``hf_json_read``).
+r"""Patterns in a ``tokenizer.json``: translation between Python's ``regex`` (ours, tiktoken's) and
+the Oniguruma dialect ``tokenizers`` compiles (``onig::Regex::new``: Ruby syntax), recognising a
+preset by its translation, and matching a pattern as ``tokenizers`` iterates it. Used by the export
+(``hf_json``), the import (``hf_json_read``) and the imported pipeline's steps
+(:mod:`bpe_spark.pipeline`).
+
+Entry points:
+
+- :func:`python_pattern` (Oniguruma -> Python ``regex`` text with the same meaning; raises
+  :class:`UnsupportedPattern`, a ValueError whose message says what construct was found, for
+  anything it cannot reproduce exactly) and :func:`onig_pattern` (ours -> Oniguruma);
+- :func:`onig_preset_name` (the preset ``python_pattern(source)`` is, by its text, or None);
+- :func:`compile_onig` (the compiled translation, cached) and :func:`find_matches` (tokenizers'
+  ``Pattern::find_matches``: ``(start, end, is_match)`` pieces covering the text, Oniguruma's
+  iteration of empty matches).
+
+Where Oniguruma's Ruby syntax means something else than Python's (each checked against
+``tokenizers`` in tests/test_hf_regex.py):
+
+- ``X{n,m}+`` is not possessive but a greedy repeat of ``X{n,m}``: ``(?:X{n,m})+`` (tiktoken's raw
+  cl100k ``\p{N}{1,3}+`` keeps "1870" whole there, which BPE then merges as ``18|70``); ``X{n}?``
+  is ``(?:X{n})?``. The atomic ``(?>X{n,m})`` is written back as Python's possessive ``X{n,m}+``.
+- ``^`` and ``$`` are line anchors (Python's ``(?m:^)``, ``(?m:$)``); ``$`` right after a
+  possessive whitespace run (``\s++$``, cl100k) can only meet the end of the text, so it stays.
+  ``\Z`` is "end, or before a final newline", ``\z`` the end (Python's ``\Z``).
+- ``(?m)`` is Python's ``(?s)`` (dot matches a newline); ``\h`` is a hex digit.
+- Nested classes and ``&&`` inside ``[...]``, ``\R \X \K \G \O \y \Y \N`` named back-references,
+  calls and absent groups are refused.
+- Unicode tables: Oniguruma's (Unicode 15.0 in tokenizers 0.23) are older than the ``regex``
+  module's; characters assigned since differ in ``\p{..}``, ``\w``, ``\d`` (tested on every code
+  point for the classes hub patterns use: only those).
 """
 
 from __future__ import annotations
 
 from collections.abc import Iterator
+from functools import lru_cache
 
 import regex
 
-from bpe_spark.patterns import PRESETS, preset_name
+from bpe_spark.patterns import preset_name
 
 # Presets whose regex matches every character of any text: Split "Isolated" (which keeps the text
 # between matches too) then gives exactly our pretokens. Other patterns drop unmatched text, which
 # Split "Removed" with invert=True reproduces.
 COVERING_PRESETS = ("gpt2", "cl100k", "o200k")
+# the regex tokenizers' ByteLevel pre-tokenizer splits with when use_regex is true
+GPT2_ONIG_PATTERN = r"""'s|'t|'re|'ve|'m|'ll|'d| ?\p{L}+| ?\p{N}+| ?[^\s\p{L}\p{N}]+|\s+(?!\S)|\s+"""
 
 
-# subtle: tokenizers compiles Split patterns with Oniguruma (Ruby syntax), where ``X{1,3}+`` is not
-# a possessive interval (as in Python's regex and tiktoken) but ``(?:X{1,3})+``. cl100k uses it.
-# Export rewrites it as the atomic group ``(?>X{1,3})``; import reads Onig's meaning back.
+class UnsupportedPattern(ValueError):
+    """An Oniguruma construct :func:`python_pattern` does not reproduce; the message names it."""
+
+
+_QUANT_START = "*+?{"
+_INTERVAL = regex.compile(r"\{(\d*)(?:(,)(\d*))?\}")
+_REFUSED_ESCAPES = {
+    "R": "\\R (a linebreak)",
+    "X": "\\X (a grapheme cluster)",
+    "K": "\\K (keep)",
+    "G": "\\G (the search start)",
+    "O": "\\O (any character, multiline)",
+    "y": "\\y (a grapheme boundary)",
+    "Y": "\\Y (no grapheme boundary)",
+    "N": "\\N (no newline)",
+    "k": "\\k (a named back-reference)",
+    "g": "\\g (a subexpression call)",
+}
+_PASSED_ESCAPES = set("tnrfvaAbBdDwWsSpPx0123456789u")
+_HEX = "0-9a-fA-F"
+
+
+class _Translator:
+    """One left-to-right pass over an Oniguruma pattern; each group is one atom for quantifiers."""
+
+    def __init__(self, source: str) -> None:
+        self.s = source
+        self.i = 0
+
+    def fail(self, what: str) -> UnsupportedPattern:
+        return UnsupportedPattern(f"{what} at position {self.i} of the pattern is not supported")
+
+    def sequence(self, *, top: bool) -> str:
+        atoms: list[str] = []
+        s = self.s
+        while self.i < len(s):
+            c = s[self.i]
+            if c == ")":
+                if top:
+                    raise self.fail("an unbalanced ')'")
+                break
+            if c == "|":
+                atoms.append("|")
+                self.i += 1
+                continue
+            if c in _QUANT_START and atoms and atoms[-1] != "|" and self._is_quantifier():
+                atoms[-1] = self.quantify(atoms[-1], atoms)
+                continue
+            atoms.append(self.atom(atoms))
+        return "".join(atoms)
+
+    def _is_quantifier(self) -> bool:
+        if self.s[self.i] != "{":
+            return True
+        return _INTERVAL.match(self.s, self.i) is not None and _INTERVAL.match(self.s, self.i).group() != "{}"
+
+    def quantify(self, atom: str, atoms: list[str]) -> str:
+        s = self.s
+        if s[self.i] == "{":
+            match = _INTERVAL.match(s, self.i)
+            interval = match.group()
+            self.i = match.end()
+            follow = s[self.i : self.i + 1]
+            if follow == "+":  # Ruby syntax: a repeat of the interval, not a possessive one
+                self.i += 1
+                return f"(?:{atom}{interval})+"
+            if follow == "?" and match.group(2) is None:  # X{n}? is an optional X{n}
+                self.i += 1
+                return f"(?:{atom}{interval})?"
+            if follow == "?":
+                self.i += 1
+                return atom + interval + "?"
+            return atom + interval
+        op = s[self.i]
+        self.i += 1
+        if s[self.i : self.i + 1] in ("+", "?"):
+            op += s[self.i]
+            self.i += 1
+        return atom + op
+
+    def atom(self, atoms: list[str]) -> str:
+        s = self.s
+        c = s[self.i]
+        if c == "(":
+            return self.group()
+        if c == "[":
+            return self.char_class()
+        if c == "\\":
+            return self.escape(in_class=False)
+        self.i += 1
+        if c == "^":
+            return "(?m:^)"
+        if c == "$":
+            previous = atoms[-1] if atoms else ""
+            if previous in (r"\s++", r"\s*+"):
+                return "$"  # after a possessive whitespace run only the end of the text is left
+            return "(?m:$)"
+        return c
+
+    def group(self) -> str:
+        s = self.s
+        start = self.i
+        self.i += 1
+        if not s.startswith("?", self.i):
+            body = self.sequence(top=False)
+            self.close(start)
+            return f"({body})"
+        for opener in ("?:", "?=", "?!", "?<=", "?<!", "?>"):
+            if s.startswith(opener, self.i):
+                self.i += len(opener)
+                body = self.sequence(top=False)
+                self.close(start)
+                if opener == "?>":
+                    possessive = self._atomic_interval(body)
+                    if possessive is not None:
+                        return possessive
+                return f"({opener}{body})"
+        named = regex.compile(r"\?<([A-Za-z_]\w*)>").match(s, self.i)
+        if named:
+            self.i = named.end()
+            body = self.sequence(top=False)
+            self.close(start)
+            return f"(?P<{named.group(1)}>{body})"
+        flags = regex.compile(r"\?([im]*)(?:-([im]*))?([:)])").match(s, self.i)
+        if not flags:
+            raise self.fail(f"the group {s[start : start + 4]!r}")
+        self.i = flags.end()
+        on, off = (flags.group(1) or "").replace("m", "s"), (flags.group(2) or "").replace("m", "s")
+        spec = on + (f"-{off}" if off else "")
+        if flags.group(3) == ")":
+            # (?i) switches the flag until the end of the enclosing group: scope it explicitly
+            body = self.sequence(top=False)
+            return f"(?{spec}:{body})" if spec else f"(?:{body})"
+        body = self.sequence(top=False)
+        self.close(start)
+        return f"(?{spec}:{body})" if spec else f"(?:{body})"
+
+    def _atomic_interval(self, body: str) -> str | None:
+        """``(?>X{n,m})`` (one atom, one interval) as Python's possessive ``X{n,m}+``."""
+        match = regex.fullmatch(r"(\\p\{\w+\}|\\[a-zA-Z]|\[[^\[\]]*\]|[^\\\[\]()|*+?{}])(\{\d+(?:,\d*)?\})", body)
+        return f"{match.group(1)}{match.group(2)}+" if match else None
+
+    def close(self, start: int) -> None:
+        if self.i >= len(self.s) or self.s[self.i] != ")":
+            self.i = start
+            raise self.fail("an unclosed '('")
+        self.i += 1
+
+    def escape(self, *, in_class: bool) -> str:
+        s = self.s
+        if self.i + 1 >= len(s):
+            raise self.fail("a trailing backslash")
+        c = s[self.i + 1]
+        if c in _REFUSED_ESCAPES and not in_class:
+            raise self.fail(_REFUSED_ESCAPES[c])
+        if c == "p" or c == "P":
+            return self.property()
+        self.i += 2
+        if c == "h":
+            return _HEX if in_class else f"[{_HEX}]"
+        if c == "H":
+            if in_class:
+                raise self.fail("\\H inside a class")
+            return f"[^{_HEX}]"
+        if c == "z" and not in_class:
+            return r"\Z"
+        if c == "Z" and not in_class:
+            return r"(?=\n?\Z)"
+        if c == "e":
+            return r"\x1b"
+        if c == "x" and s.startswith("{", self.i):
+            end = s.find("}", self.i)
+            if end < 0:
+                raise self.fail("an unclosed \\x{")
+            text = s[self.i - 2 : end + 1]
+            self.i = end + 1
+            return text
+        if c == "u":
+            text = s[self.i - 2 : self.i + 4]
+            self.i += 4
+            return text
+        if c.isalpha() and c not in _PASSED_ESCAPES:
+            self.i -= 2
+            raise self.fail(f"the escape \\{c}")
+        if c.isdigit() and c != "0" and not in_class:
+            raise self.fail(f"the back-reference \\{c}")
+        return "\\" + c
+
+    def property(self) -> str:
+        s = self.s
+        negated = s[self.i + 1] == "P"
+        if s.startswith("{", self.i + 2):
+            end = s.find("}", self.i)
+            if end < 0:
+                raise self.fail("an unclosed \\p{")
+            name = s[self.i + 3 : end]
+            self.i = end + 1
+        else:
+            name = s[self.i + 2 : self.i + 3]
+            self.i += 3
+        if name.startswith("^"):
+            negated, name = not negated, name[1:]
+        if not regex.fullmatch(r"[A-Za-z_]+", name):
+            raise self.fail(f"the property \\p{{{name}}}")
+        return f"\\{'P' if negated else 'p'}{{{name}}}"
+
+    def char_class(self) -> str:
+        s = self.s
+        start = self.i
+        out = ["["]
+        self.i += 1
+        if s.startswith("^", self.i):
+            out.append("^")
+            self.i += 1
+        first = True
+        while True:
+            if self.i >= len(s):
+                self.i = start
+                raise self.fail("an unclosed '['")
+            c = s[self.i]
+            if c == "]" and not first:
+                self.i += 1
+                out.append("]")
+                break
+            if c == "\\":
+                out.append(self.escape(in_class=True))
+            elif c == "[":
+                posix = regex.compile(r"\[:\^?[a-z]+:\]").match(s, self.i)
+                if not posix:
+                    raise self.fail("a nested character class")
+                out.append(posix.group())
+                self.i = posix.end()
+            elif s.startswith("&&", self.i):
+                raise self.fail("a class intersection '&&'")
+            else:
+                out.append("\\]" if c == "]" else c)
+                self.i += 1
+            first = False
+        return "".join(out)
+
+
+@lru_cache(maxsize=256)
+def python_pattern(source: str) -> str:
+    r"""An Oniguruma pattern from a ``tokenizer.json`` in Python ``regex`` syntax, same meaning.
+
+    >>> python_pattern(r"\p{N}{1,3}+| ?\p{L}+|\s+$")
+    '(?:\\p{N}{1,3})+| ?\\p{L}+|\\s+(?m:$)'
+    >>> python_pattern(r"(?>\p{N}{1,3})|\s++$")
+    '\\p{N}{1,3}+|\\s++$'
+    """
+    translator = _Translator(source)
+    out = translator.sequence(top=True)
+    try:
+        regex.compile(out)
+    except regex.error as exc:
+        raise UnsupportedPattern(f"the pattern does not compile as translated ({exc})") from None
+    return out
+
+
+def onig_pattern(source: str) -> str:
+    r"""Our (Python ``regex``) pattern in the Oniguruma syntax ``tokenizers`` compiles: a
+    possessive interval ``X{n,m}+`` becomes the atomic group ``(?>X{n,m})``.
+
+    >>> onig_pattern(r"\p{N}{1,3}+|\s")
+    '(?>\\p{N}{1,3})|\\s'
+    """
+    return _rewrite_interval_plus(source)
+
+
+def onig_preset_name(source: str) -> str | None:
+    """The preset an Oniguruma pattern is: the one whose Python source is exactly
+    ``python_pattern(source)`` (never by the original text, whose meaning may differ); None for
+    any other pattern and for one that does not translate."""
+    try:
+        return preset_name(python_pattern(source))
+    except UnsupportedPattern:
+        return None
+
+
+@lru_cache(maxsize=256)
+def compile_onig(source: str) -> regex.Pattern:
+    """The translation of an Oniguruma pattern, compiled (raises :class:`UnsupportedPattern`)."""
+    return regex.compile(python_pattern(source))
+
+
+def find_matches(pattern: regex.Pattern, text: str) -> list[tuple[int, int, bool]]:
+    """tokenizers' ``find_matches`` of a regex: ``(start, end, is_match)`` pieces in order
+    covering ``text`` (the gaps with False), ``[(0, 0, False)]`` for the empty text.
+
+    The matches are Oniguruma's ``find_iter``: an empty match right where the previous match
+    ended is skipped (the search moves one character on), unlike Python's ``finditer``.
+    """
+    if not text:
+        return [(0, 0, False)]
+    out: list[tuple[int, int, bool]] = []
+    prev = 0
+    for start, end in _onig_iter(pattern, text):
+        if prev != start:
+            out.append((prev, start, False))
+        out.append((start, end, True))
+        prev = end
+    if prev != len(text):
+        out.append((prev, len(text), False))
+    return out
+
+
+def _onig_iter(pattern: regex.Pattern, text: str) -> Iterator[tuple[int, int]]:
+    fast = []
+    for match in pattern.finditer(text):
+        start, end = match.span()
+        if start == end:
+            break  # empty matches: follow Oniguruma's iteration exactly, below
+        fast.append((start, end))
+    else:
+        yield from fast
+        return
+    pos, last_end = 0, None
+    while pos <= len(text):
+        match = pattern.search(text, pos)
+        if match is None:
+            return
+        start, end = match.span()
+        if start == end and last_end == end:
+            pos += 1
+            continue
+        pos = last_end = end
+        yield start, end
+
+
 _INTERVAL_PLUS = regex.compile(r"\{\d+(?:,\d*)?\}\+")
+
+
+def _rewrite_interval_plus(source: str) -> str:
+    """``X{n,m}+`` (Python's possessive interval) as the atomic ``(?>X{n,m})``."""
+    out = source
+    offset = 0
+    for match in list(_INTERVAL_PLUS.finditer(source)):
+        start = match.start()
+        if _escaped(source, start) or _in_class(source, start):
+            continue
+        atom = _atom_start(source, start)
+        replacement = f"(?>{source[atom:start]}{match.group()[:-1]})"
+        out = out[: atom + offset] + replacement + out[match.end() + offset :]
+        offset += len(replacement) - (match.end() - atom)
+    return out
 
 
 def _atom_start(source: str, end: int) -> int:
@@ -36,7 +407,6 @@ def _atom_start(source: str, end: int) -> int:
                     return i
         return 0
     if last == "]" and not _escaped(source, end - 1):
-        # the class that closes here, found from the start (classes may hold escaped brackets)
         for start, close in _classes(source, end):
             if close == end - 1:
                 return start
@@ -93,46 +463,3 @@ def _classes(source: str, stop: int) -> Iterator[tuple[int, int]]:
 def _in_class(source: str, position: int) -> bool:
     return any(end >= position for _, end in _classes(source, position))
 
-
-def _rewrite_interval_plus(source: str, *, to: str) -> str:
-    """``X{n,m}+`` as ``(?>X{n,m})`` (``to="atomic"``, Python's meaning for Onig) or
-    ``(?:X{n,m})+`` (``to="repeat"``, Onig's meaning for Python)."""
-    out = source
-    offset = 0
-    for match in list(_INTERVAL_PLUS.finditer(source)):
-        start = match.start()
-        if _escaped(source, start) or _in_class(source, start):
-            continue
-        atom = _atom_start(source, start)
-        interval = match.group()[:-1]
-        body = source[atom:start] + interval
-        replacement = f"(?>{body})" if to == "atomic" else f"(?:{body})+"
-        out = out[: atom + offset] + replacement + out[match.end() + offset :]
-        offset += len(replacement) - (match.end() - atom)
-    return out
-
-
-def onig_pattern(source: str) -> str:
-    r"""Our (Python ``regex``) pattern in the Oniguruma syntax ``tokenizers`` compiles.
-
-    >>> onig_pattern(r"\p{N}{1,3}+|\s")
-    '(?>\\p{N}{1,3})|\\s'
-    """
-    return _rewrite_interval_plus(source, to="atomic")
-
-
-def python_pattern(source: str) -> str:
-    """An Oniguruma pattern from a ``tokenizer.json`` in Python ``regex`` syntax."""
-    return _rewrite_interval_plus(source, to="repeat")
-
-
-def onig_preset_name(source: str) -> str | None:
-    """The preset whose regex ``source`` is, as we write it or in its Oniguruma form; None for
-    any other regex (:func:`bpe_spark.patterns.preset_name`, which knows our form only)."""
-    name = preset_name(source)
-    if name is not None:
-        return name
-    for name, preset in PRESETS.items():
-        if source == onig_pattern(preset):
-            return name
-    return None
