@@ -28,11 +28,13 @@ def _spell(option: str, value) -> str:
 _NUMBER = re.compile(r"\s*[+-]?\d+\s*")
 
 
-def resolve_token(tok, option: str, *, text: str | None = None, token_id: int | None = None) -> int | None:
+def resolve_token(
+    tok, option: str, *, text: str | None = None, token_id: int | None = None, id_form: bool = True
+) -> int | None:
     """The id of an EOS/BOS option: ``text`` names a special token or one token of the
     vocabulary, ``token_id`` an id; at most one is given (None: neither). ``option`` is how the
     caller spells the text option (``"eos"``, or ``"--eos"`` on the command line); the id option
-    is its ``_id`` / ``-id`` form.
+    is its ``_id`` / ``-id`` form (``id_form=False``: the option has none, and errors name none).
 
     Numeric text is never a token: ``text="100"`` is an error that names ``eos_id=100`` (GPT-2's
     vocabulary holds the text "100" as token 3064, which is not what such an option means).
@@ -62,13 +64,15 @@ def resolve_token(tok, option: str, *, text: str | None = None, token_id: int | 
     if text is None:
         return None
     if not isinstance(text, str):
-        hint = f"; for a token id use {_spell(id_option, text)}" if isinstance(text, (int, np.integer)) else ""
+        hint = f"; for a token id use {_spell(id_option, text)}" if id_form and isinstance(text, (int, np.integer)) else ""
         raise ConfigError(f"{option} takes token text (a string), got {text!r}{hint}")
     if text in tok.special_tokens:
         return tok.special_tokens[text]
     found = tok.token_to_id(text.encode("utf-8") if tok.scheme == "byte" else text)
     if _NUMBER.fullmatch(text):
         number = int(text)
+        if not id_form:
+            raise ConfigError(f"{option} {text!r} looks like a token id, but {option} takes token text")
         also = f" (the text {text!r} is the ordinary token {found}: {_spell(id_option, found)})" if found is not None else ""
         raise ConfigError(
             f"{option} {text!r} looks like a token id, but {option} takes token text; for id {number} "
@@ -76,8 +80,9 @@ def resolve_token(tok, option: str, *, text: str | None = None, token_id: int | 
         )
     if found is None:
         specials = sorted(tok.special_tokens) or "none"
+        by_id = f", or an id with {_spell(id_option, 'N')}" if id_form else ""
         raise ConfigError(
             f"{option} {text!r} is neither a special token of the model (it has: {specials}) nor a "
-            f"single token of its vocabulary; give one of those, or an id with {_spell(id_option, 'N')}"
+            f"single token of its vocabulary; give one of those{by_id}"
         )
     return found

@@ -58,7 +58,9 @@ def test_byte_model_round_trip(tmp_path, byte_tok):
         "_BPE_SPARK",
         "bpe_spark.json",
         "merges.parquet",
+        "special_tokens_map.json",
         "tokenizer.json",
+        "tokenizer_config.json",
         "vocab.parquet",
     ]
     back = Tokenizer.load(out)
@@ -135,7 +137,12 @@ def test_char_model_round_trip(tmp_path, end_of_word):
     tok = train(["Ünïcode wörds and more wörds, lower lowest newest widest"] * 3, cfg)
     out = tmp_path / "char"
     tok.save(out)
-    assert not (out / "tokenizer.json").exists()  # tokenizer.json is for the byte scheme
+    # tokenizers fuses its end_of_word_suffix onto the last character: no tokenizer.json for "separate"
+    assert (out / "tokenizer.json").exists() == (end_of_word == "fused")
+    if end_of_word == "fused":
+        hf = HfTokenizer.from_file(str(out / "tokenizer.json"))
+        for text in ("Wörds lowest ☃", "ünïcode, more<s>newest"):
+            assert hf.encode(text).ids == tok.encode(text, allowed_special="all")
     kinds = {r["id"]: r["kind"] for r in pq.read_table(out / "vocab.parquet").to_pylist()}
     assert kinds[0] == kinds[1] == "special" and kinds[2] == "char" and "merge" in kinds.values()
     back = Tokenizer.load(out)
@@ -167,7 +174,9 @@ def test_save_with_exports(tmp_path, byte_tok):
         "merges.parquet",
         "merges.txt",
         "model.tiktoken",
+        "special_tokens_map.json",
         "tokenizer.json",
+        "tokenizer_config.json",
         "vocab.json",
         "vocab.parquet",
     ]
@@ -722,6 +731,8 @@ def test_cli_inspect_and_export(tmp_path, byte_tok, capsys):
     assert capsys.readouterr().out.split() == [
         str(tmp_path / "g" / "vocab.json"),
         str(tmp_path / "g" / "merges.txt"),
+        str(tmp_path / "g" / "tokenizer_config.json"),
+        str(tmp_path / "g" / "special_tokens_map.json"),
         str(tmp_path / "t.tiktoken"),
         str(tmp_path / "t.json"),
     ]

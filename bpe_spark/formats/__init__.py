@@ -172,27 +172,74 @@ def load_any(path, *, build: Callable[..., Any], **options):
 
 
 # --- exporting --------------------------------------------------------------------------------
-def export_model(tok, fmt: str, out, *, overwrite: bool = False) -> list[Path]:
+def export_model(
+    tok,
+    fmt: str,
+    out,
+    *,
+    overwrite: bool = False,
+    bos_token: str | None = None,
+    eos_token: str | None = None,
+    pad_token: str | None = None,
+    unk_token: str | None = None,
+    model_max_length: int | None = None,
+    cli: bool = False,
+) -> list[Path]:
     """Write ``tok`` in an export format; returns the files written.
 
-    - ``tokenizer.json``: ``out`` is the file (or a directory to put ``tokenizer.json`` in);
-    - ``gpt2``: ``out`` is a directory that receives ``vocab.json`` and ``merges.txt``;
+    - ``tokenizer.json``: ``out`` is the file (or a directory to put ``tokenizer.json`` in); a
+      file named ``tokenizer.json`` gets transformers' ``tokenizer_config.json`` and
+      ``special_tokens_map.json`` beside it (a folder ``AutoTokenizer`` loads);
+    - ``gpt2``: ``out`` is a directory that receives ``vocab.json`` and ``merges.txt``, the same
+      two config files, and ``tokenizer.json`` when transformers' GPT2Tokenizer would not give
+      our ids (:func:`bpe_spark.formats.gpt2.gpt2_class_differs`);
     - ``tiktoken``: ``out`` is the ``.tiktoken`` file (rank = token id);
     - ``subword-nmt``: ``out`` is the codes file.
 
+    ``bos_token``, ``eos_token``, ``pad_token``, ``unk_token`` (special tokens' text) and
+    ``model_max_length`` go into the config files, over the model's own
+    (:mod:`bpe_spark.formats.hf_config`); ``cli``: errors spell them as options (``--eos-token``).
     ``overwrite`` replaces an earlier export only: a directory with the ``_BPE_SPARK`` marker of
-    kind ``export``, or a file that reads as ``fmt`` (:mod:`bpe_spark.output_guard`).
+    kind ``export``, or a file that reads as ``fmt`` (:mod:`bpe_spark.output_guard`), with the
+    config files beside it.
     """
+    from bpe_spark.formats.hf_config import FOLDER_FILES, OPTIONS, folder_options, option_name
+
     out = Path(out)
     spec = export_spec(fmt)
+    given = dict(zip(OPTIONS, (bos_token, eos_token, pad_token, unk_token, model_max_length)))
+    if spec.folder is None:
+        named = [option_name(name, cli=cli) for name, value in given.items() if value is not None]
+        if named:
+            raise ConfigError(f"{', '.join(named)} apply to the tokenizer.json and gpt2 exports, not {fmt}")
+    options = folder_options(tok, given, cli=cli) if spec.folder is not None else None
     if spec.directory:
         with atomic_directory(out, kind="export", overwrite=overwrite, format=fmt) as staged:
             spec.write(tok, staged)
-        return [out / name for name in spec.files]
+            beside = spec.folder(tok, staged, options) if spec.folder is not None else []
+        return [out / name for name in spec.files] + [out / path.name for path in beside]
     out = spec.file_at(out, is_dir=out.is_dir())
+    folder = spec.folder is not None and out.name == spec.files[0]
+    if folder:
+        for name in FOLDER_FILES:  # before anything is written
+            check_beside(out.with_name(name), overwrite=overwrite)
     with atomic_file(out, file_format=fmt, overwrite=overwrite) as staged:
         spec.write(tok, staged)
-    return [out]
+        beside = spec.folder(tok, out.parent, options) if folder else []
+    return [out, *beside]
+
+
+def check_beside(path: Path, *, overwrite: bool) -> None:
+    """A config file to be written beside an export file: new, or a file ``overwrite`` replaces."""
+    from bpe_spark import output_guard
+    from bpe_spark.errors import OutputRefusedError
+
+    if not (path.exists() or path.is_symlink()):
+        return
+    if not overwrite:
+        output_guard.check_replaceable(str(path), "export", overwrite=False)  # it exists: raises
+    if not path.is_file():
+        raise OutputRefusedError(f"{path} exists and is not a file; remove it yourself or choose another path")
 
 
 def describe(tok, *, first_merges: int = 10) -> dict:

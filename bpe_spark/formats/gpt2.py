@@ -56,6 +56,19 @@ def display_merges(tok) -> list[str]:
     return [f"{bytes_to_display(left)} {bytes_to_display(right)}" for left, right in tok.merges]
 
 
+def gpt2_class_differs(tok) -> str | None:
+    """What transformers' ``GPT2Tokenizer`` (GPT-2's ByteLevel pre-tokenizer without prefix space,
+    the merges by pair, no normalizer) would do otherwise than ``tok``, or None when it gives our
+    ids; a GPT-2 export folder of such a model holds tokenizer.json too, for transformers to use."""
+    if tok.pattern != "gpt2":
+        return f"the pattern is {tok.pattern if tok.pattern.isidentifier() else 'a custom regex'}, not gpt2"
+    if tok.lowercase or tok.normalization:
+        return "the model lowercases or normalizes the text"
+    if tok.merge_rule != "pairs" or getattr(tok, "pipeline", None) is not None:
+        return "the model does not merge as GPT-2 does (merge rule, or an imported pipeline)"
+    return None
+
+
 def write_gpt2(tok, directory) -> None:
     """Write ``vocab.json`` and ``merges.txt`` of a byte-scheme tokenizer into ``directory``."""
     if tok.scheme != "byte":

@@ -1,9 +1,14 @@
-"""Hugging Face ``tokenizer.json`` export (byte scheme); the import is ``hf_json_read``.
+"""Hugging Face ``tokenizer.json`` export; the import is ``hf_json_read``.
 
 Export writes what ``tokenizers.Tokenizer.from_file`` and ``transformers.PreTrainedTokenizerFast``
-load, with our ids: a BPE model whose vocab is in GPT-2's printable byte form, the merges in rank
-order, a pre-tokenizer that reproduces our pretokens, a ByteLevel decoder, the special tokens as
-``added_tokens``, and a normalizer when the tokenizer lowercases or normalizes.
+load, with our ids: a BPE model with the merges in rank order, a pre-tokenizer that reproduces our
+pretokens, the special tokens as ``added_tokens``, and a normalizer when the tokenizer lowercases
+or normalizes. Byte scheme: the vocab in GPT-2's printable byte form, ByteLevel steps. Char scheme
+with ``end_of_word="fused"`` (subword-nmt's layout): the marker is the BPE model's
+``end_of_word_suffix`` (tokenizers appends it to each word's last character, as we fuse it) and
+the decoder a BPEDecoder of that suffix; ``"separate"`` (``</w>`` a symbol of its own) has no
+tokenizers form and is refused (:func:`refusal`). A character outside the training alphabet
+gives the ``unk_token`` in both; without one we raise and tokenizers leaves it out (no error).
 
 >>> from bpe_spark import TrainerConfig, train
 >>> data = to_hf_dict(train(["ab ab"], TrainerConfig(vocab_size=257)))
@@ -43,7 +48,8 @@ def _byte_level(*, use_regex: bool) -> dict:
 
 
 def _pre_tokenizer(tok) -> dict:
-    if tok.pattern == "gpt2":
+    byte_level = tok.scheme == "byte"
+    if tok.pattern == "gpt2" and byte_level:
         return _byte_level(use_regex=True)  # ByteLevel's own regex is the GPT-2 pattern
     source = onig_pattern(pattern_source(tok.pattern))
     covering = tok.pattern in COVERING_PRESETS
@@ -53,48 +59,76 @@ def _pre_tokenizer(tok) -> dict:
         "behavior": "Isolated" if covering else "Removed",
         "invert": not covering,
     }
+    if not byte_level:
+        return split
     return {"type": "Sequence", "pretokenizers": [split, _byte_level(use_regex=False)]}
 
 
-def to_hf_dict(tok) -> dict[str, Any]:
-    """The ``tokenizer.json`` content of a byte-scheme tokenizer."""
-    if tok.scheme != "byte":
-        raise ConfigError(
-            "tokenizer.json export needs a byte-scheme tokenizer; this one is char scheme"
+def refusal(tok) -> str | None:
+    """Why ``tok`` has no tokenizer.json form (one line naming the option), or None."""
+    if tok.scheme == "char" and tok.end_of_word == "separate":
+        return (
+            "tokenizer.json cannot hold a char-scheme model with end_of_word 'separate' (--end-of-word "
+            f"separate: {tok.end_of_word_marker} a symbol of its own): tokenizers' end_of_word_suffix fuses "
+            "it onto the last character; train with end_of_word 'fused', or export to subword-nmt"
         )
-    model_vocab = display_vocab(tok)
-    added_tokens = []
-    for token, token_id in sorted(tok.special_tokens.items(), key=lambda item: item[1]):
+    return None
+
+
+def added_tokens(tok) -> list[dict[str, Any]]:
+    """The ``added_tokens`` of tokenizer.json (transformers' ``added_tokens_decoder`` too): the
+    special tokens in id order, matched in the text as it is."""
+    return [
+        {
+            "id": token_id,
+            "content": token,
+            "single_word": False,
+            "lstrip": False,
+            "rstrip": False,
+            "normalized": False,
+            "special": True,
+        }
+        for token, token_id in sorted(tok.special_tokens.items(), key=lambda item: item[1])
+    ]
+
+
+def to_hf_dict(tok) -> dict[str, Any]:
+    """The ``tokenizer.json`` content of a tokenizer (:func:`refusal` says which cannot have one)."""
+    reason = refusal(tok)
+    if reason is not None:
+        raise ConfigError(reason)
+    byte_level = tok.scheme == "byte"
+    if byte_level:
+        model_vocab = display_vocab(tok)
+        merges: list = display_merges(tok)
+        decoder: dict | None = _byte_level(use_regex=True)
+    else:
+        model_vocab = {}
+        for token_id in sorted(tok.ordinary_vocab):
+            model_vocab.setdefault(tok.ordinary_vocab[token_id], token_id)
+        merges = [list(pair) for pair in tok.merges]  # pairs: a char token may hold a space
+        fused = tok.end_of_word == "fused"
+        decoder = {"type": "BPEDecoder", "suffix": tok.end_of_word_marker} if fused else {"type": "Fuse"}
+    entries = added_tokens(tok)
+    for entry in entries:
         # subtle: a special token also in the model vocab keeps its id when tokenizers loads it;
         # otherwise tokenizers numbers added tokens after the vocab, which breaks gaps in ids.
-        model_vocab.setdefault(token, token_id)
-        added_tokens.append(
-            {
-                "id": token_id,
-                "content": token,
-                "single_word": False,
-                "lstrip": False,
-                "rstrip": False,
-                "normalized": False,
-                "special": True,
-            }
-        )
-    merges = display_merges(tok)
+        model_vocab.setdefault(entry["content"], entry["id"])
     return {
         "version": "1.0",
         "truncation": None,
         "padding": None,
-        "added_tokens": added_tokens,
+        "added_tokens": entries,
         "normalizer": _normalizer(tok),
         "pre_tokenizer": _pre_tokenizer(tok),
         "post_processor": None,
-        "decoder": _byte_level(use_regex=True),
+        "decoder": decoder,
         "model": {
             "type": "BPE",
             "dropout": None,
-            "unk_token": None,
+            "unk_token": None if byte_level else tok.unk_token,
             "continuing_subword_prefix": None,
-            "end_of_word_suffix": None,
+            "end_of_word_suffix": tok.end_of_word_marker if tok.end_of_word == "fused" else None,
             "fuse_unk": False,
             "byte_fallback": False,
             # ranks rule (tiktoken): a pretoken that is a whole token is that token.

@@ -1,5 +1,6 @@
 """Our model directory (DESIGN section 3): ``merges.parquet``, ``vocab.parquet``, ``bpe_spark.json``
-and, for the byte scheme, ``tokenizer.json``.
+and, where tokenizers can express the model (byte scheme; char scheme with ``</w>`` fused),
+``tokenizer.json`` with transformers' ``tokenizer_config.json`` and ``special_tokens_map.json``.
 
 Writing takes any tokenizer object; reading gives the keyword arguments of
 :class:`~bpe_spark.tokenizer.Tokenizer` (``Tokenizer.load`` builds it). Reading uses pyarrow and
@@ -13,7 +14,7 @@ definition of the merges table, which the Spark checkpoint writes too.
 >>> out = pathlib.Path(tempfile.mkdtemp()) / "m"
 >>> save_model(tok, out)
 >>> sorted(p.name for p in out.iterdir())
-['_BPE_SPARK', 'bpe_spark.json', 'merges.parquet', 'tokenizer.json', 'vocab.parquet']
+['_BPE_SPARK', 'bpe_spark.json', 'merges.parquet', 'special_tokens_map.json', 'tokenizer.json', 'tokenizer_config.json', 'vocab.parquet']
 >>> Tokenizer(**read_model(out)).to_dict() == tok.to_dict()
 True
 """
@@ -33,6 +34,7 @@ from bpe_spark import output_guard
 from bpe_spark._version import __version__
 from bpe_spark.config import TrainerConfig
 from bpe_spark.errors import BpeSparkError, ConfigError, ModelFormatError
+from bpe_spark.formats import hf_config, hf_json
 from bpe_spark.formats.fields import (
     ID_RANGE,
     Fields,
@@ -194,7 +196,7 @@ def model_metadata(tok, exports: Iterable[str] = ()) -> dict[str, Any]:
         "files": {
             "merges": MERGES_FILE,
             "vocab": VOCAB_FILE,
-            "tokenizer_json": HF_FILE if tok.scheme == "byte" else None,
+            "tokenizer_json": HF_FILE if hf_json.refusal(tok) is None else None,
             "exports": {fmt: list(EXPORTS[fmt].files) for fmt in exports},
         },
     }
@@ -214,13 +216,18 @@ def save_model(tok, directory, *, overwrite: bool = False, exports: Iterable[str
     if tok.scheme != "byte" and byte_only:
         raise ConfigError(f"exports {byte_only} need a byte-scheme tokenizer")
     meta = model_metadata(tok, exports)  # validates metadata before anything is written
-    # A byte-scheme model always holds tokenizer.json (DESIGN section 3).
-    written = dict.fromkeys((("tokenizer.json",) if tok.scheme == "byte" else ()) + exports)
+    # A model tokenizers can express always holds tokenizer.json (DESIGN section 3), and the
+    # files that make the directory a folder transformers loads.
+    has_hf = hf_json.refusal(tok) is None
+    folder = hf_config.folder_options(tok) if has_hf else None
+    written = dict.fromkeys((("tokenizer.json",) if has_hf else ()) + exports)
     with atomic_directory(directory, kind="model", overwrite=overwrite) as staged:
         pq.write_table(merges_table(tok), staged / MERGES_FILE)
         pq.write_table(vocab_table(tok), staged / VOCAB_FILE)
         for fmt in written:
             EXPORTS[fmt].write_into(tok, staged)
+        if folder is not None:
+            hf_config.write_folder_files(tok, staged, folder)
         with open(staged / MODEL_META_FILE, "w", encoding="utf-8") as fh:
             json.dump(meta, fh, ensure_ascii=False, indent=2)
             fh.write("\n")

@@ -4,8 +4,12 @@
 ``exports=`` (files inside the model directory) both write through this table. Also the name of
 the model directory's own description file. Imports only the writers' modules.
 
+The formats transformers loads as a folder (``tokenizer.json``, ``gpt2``) have a ``folder``
+writer: ``tokenizer_config.json`` and ``special_tokens_map.json`` (:mod:`.hf_config`), written
+inside a directory export, and beside a single file named ``files[0]`` (``tokenizer.json``).
+
 >>> [name for name, spec in EXPORTS.items() if not spec.needs_byte]
-['subword-nmt']
+['tokenizer.json', 'subword-nmt']
 """
 
 from __future__ import annotations
@@ -17,6 +21,7 @@ from typing import Any
 
 from bpe_spark.errors import ConfigError
 from bpe_spark.formats.gpt2 import write_gpt2
+from bpe_spark.formats.hf_config import write_folder_files, write_gpt2_folder
 from bpe_spark.formats.hf_json import write_tokenizer_json
 from bpe_spark.formats.subword_nmt import write_codes
 from bpe_spark.formats.tiktoken_file import write_tiktoken
@@ -31,7 +36,9 @@ class Export:
     ``write(tok, target)`` writes a file at ``target``, or, when ``directory``, the ``files`` into
     the directory ``target``. ``files``: the names it has inside a model directory. ``needs_byte``:
     only a byte-scheme tokenizer can be written. ``suffix``: an ``out`` of ``export_model`` that
-    is a directory or lacks this suffix gets ``files[0]`` inside it.
+    is a directory or lacks this suffix gets ``files[0]`` inside it. ``folder(tok, directory,
+    options)``: writes transformers' folder files (``options``: ``hf_config.folder_options``),
+    returns their paths; a model directory writes its own (beside its tokenizer.json).
     """
 
     write: Callable[[Any, Path], None]
@@ -39,6 +46,7 @@ class Export:
     needs_byte: bool
     directory: bool = False
     suffix: str | None = None
+    folder: Callable[[Any, Path, Any], list[Path]] | None = None
 
     def file_at(self, out: PurePath, *, is_dir: bool) -> PurePath:
         """The file a single-file export to ``out`` writes: ``out`` itself, or ``files[0]`` inside
@@ -56,9 +64,11 @@ class Export:
 
 EXPORTS: dict[str, Export] = {
     "tokenizer.json": Export(
-        write_tokenizer_json, ("tokenizer.json",), needs_byte=True, suffix=".json"
+        write_tokenizer_json, ("tokenizer.json",), needs_byte=False, suffix=".json", folder=write_folder_files
     ),
-    "gpt2": Export(write_gpt2, ("vocab.json", "merges.txt"), needs_byte=True, directory=True),
+    "gpt2": Export(
+        write_gpt2, ("vocab.json", "merges.txt"), needs_byte=True, directory=True, folder=write_gpt2_folder
+    ),
     "tiktoken": Export(write_tiktoken, ("model.tiktoken",), needs_byte=True),
     "subword-nmt": Export(write_codes, ("codes.bpe",), needs_byte=False),
 }
