@@ -18,7 +18,8 @@ from bpe_spark.tokenizer import Tokenizer
 
 pytestmark = pytest.mark.spark
 
-MODEL_FILES = {"_BPE_SPARK", "bpe_spark.json", "merges.parquet", "vocab.parquet", "tokenizer.json"}
+MODEL_FILES = {"_BPE_SPARK", "bpe_spark.json", "merges.parquet", "vocab.parquet", "tokenizer.json",
+               "tokenizer_config.json", "special_tokens_map.json"}
 
 
 @pytest.fixture(scope="module")
