@@ -131,12 +131,12 @@ class PreTokenizer:
 
 
 class SplitStep(PreTokenizer):
-    def __init__(self, pattern: regex.Pattern | None, behavior: str, invert: bool) -> None:
+    def __init__(self, pattern: regex.Pattern, behavior: str, invert: bool) -> None:
         self.pattern, self.behavior, self.invert = pattern, behavior, invert
 
     def one(self, piece: Piece) -> list[Piece]:
         text = piece[0]
-        matches = [(0, len(text), False)] if self.pattern is None else find_matches(self.pattern, text)
+        matches = find_matches(self.pattern, text)
         if self.invert:
             matches = [(s, e, not m) for s, e, m in matches]
         return _cut(piece, matches, self.behavior)
@@ -218,9 +218,9 @@ def only_options(spec: dict, keys: set[str], field: str, error: ErrorFactory) ->
             raise error(f"{field}.{key}", f"is {value!r}: an option bpe-spark does not know, refused")
 
 
-def pattern_of(spec: dict, field: str, error: ErrorFactory) -> regex.Pattern | None:
-    """The compiled ``{"String": s}`` or ``{"Regex": onig}`` pattern of a Split or Replace; None for
-    the empty string (which matches nothing in tokenizers)."""
+def pattern_of(spec: dict, field: str, error: ErrorFactory) -> regex.Pattern:
+    """The compiled ``{"String": s}`` or ``{"Regex": onig}`` pattern of a Split or Replace (a
+    String is matched literally; the empty one matches empty at every character)."""
     pattern = get_option(spec, "pattern", dict, field, error)
     if len(pattern) != 1 or next(iter(pattern)) not in ("String", "Regex"):
         raise error(f"{field}.pattern", f"is {pattern!r}; expected {{\"String\": ...}} or {{\"Regex\": ...}}")
@@ -228,7 +228,7 @@ def pattern_of(spec: dict, field: str, error: ErrorFactory) -> regex.Pattern | N
     if not isinstance(source, str):
         raise error(f"{field}.pattern.{kind}", f"is {source!r}; expected a string")
     if kind == "String":
-        return regex.compile(regex.escape(source)) if source else None
+        return regex.compile(regex.escape(source))
     try:
         return compile_onig(source)
     except UnsupportedPattern as exc:
