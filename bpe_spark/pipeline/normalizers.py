@@ -62,7 +62,9 @@ def lowercase(text: str) -> str:
     return "".join(c.lower() for c in text)
 
 
-def _replace(pattern: regex.Pattern, content: str) -> Callable[[str], str]:
+def replace_function(pattern: regex.Pattern, content: str) -> Callable[[str], str]:
+    """Each match of ``pattern`` replaced by ``content`` (Replace normalizer and decoder)."""
+
     def replace(text: str) -> str:
         return "".join(content if is_match else text[s:e] for s, e, is_match in find_matches(pattern, text))
 
@@ -100,7 +102,7 @@ def _function(spec: Any, field: str, error: ErrorFactory) -> Callable[[str], str
         return lowercase
     if kind == "Replace":
         only_options(spec, {"pattern", "content"}, field, error)
-        return _replace(pattern_of(spec, field, error), get_option(spec, "content", str, field, error))
+        return replace_function(pattern_of(spec, field, error), get_option(spec, "content", str, field, error))
     if kind == "Prepend":
         only_options(spec, {"prepend"}, field, error)
         prepend = get_option(spec, "prepend", str, field, error)

@@ -299,6 +299,12 @@ def _behavior(spec: dict, field: str, error: ErrorFactory, default: str | None) 
 
 
 def _metaspace(spec: dict, field: str, error: ErrorFactory) -> Metaspace:
+    return Metaspace(*metaspace_options(spec, field, error))
+
+
+def metaspace_options(spec: dict, field: str, error: ErrorFactory) -> tuple[str, str, bool]:
+    """``(replacement, prepend_scheme, split)`` of a Metaspace pre-tokenizer or decoder, the legacy
+    ``add_prefix_space`` read as tokenizers reads it."""
     only_options(spec, {"replacement", "prepend_scheme", "split", "add_prefix_space", "str_rep"}, field, error)
     replacement = get_option(spec, "replacement", str, field, error)
     if len(replacement) != 1:
@@ -310,4 +316,4 @@ def _metaspace(spec: dict, field: str, error: ErrorFactory) -> Metaspace:
     scheme = scheme or "always"
     if legacy is False and scheme != "never":  # tokenizers refuses the file too
         raise error(f"{field}.add_prefix_space", f"is false but prepend_scheme is {scheme!r}")
-    return Metaspace(replacement, scheme, get_option(spec, "split", bool, field, error, True))
+    return replacement, scheme, get_option(spec, "split", bool, field, error, True)
