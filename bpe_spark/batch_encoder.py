@@ -21,6 +21,7 @@ import numpy as np
 
 from bpe_spark.long_documents import LongDocument, encode_pieces
 from bpe_spark.pretokenize import SpecialTokenMatcher
+from bpe_spark.text import clean
 from bpe_spark.token_options import resolve_token
 from bpe_spark.tokenizer import Tokenizer
 
@@ -87,9 +88,12 @@ class BatchEncoder:
         self.bos_id = bos_id
         self.eos_id = eos_id
         self._matcher = SpecialTokenMatcher(allowed)
-        self._normalize = tok.pretokenizer.normalize
-        self._findall = tok.pretokenizer.findall
-        self._plain = not (tok.pretokenizer.lowercase or tok.pretokenizer.normalization)
+        self._allowed = frozenset(allowed)
+        self.pipeline = tok.pipeline  # an imported tokenizers pipeline encodes text by text
+        if self.pipeline is None:
+            self._normalize = tok.pretokenizer.normalize
+            self._findall = tok.pretokenizer.findall
+            self._plain = not (tok.pretokenizer.lowercase or tok.pretokenizer.normalization)
         self.compiled = bool(getattr(tok, "compiled_encoding", False))
         self._special_ids = np.array(list(tok.special_tokens.values()), dtype=np.int32)
         self._special_index = {token: i for i, token in enumerate(tok.special_tokens)}
@@ -161,6 +165,8 @@ class BatchEncoder:
                     check(text, disallowed)
         if self.compiled:
             return self._encode_compiled(texts)
+        if self.pipeline is not None:
+            return self._encode_pipeline(texts)
         if self._plain and not self.allow_special:
             findall = self._findall  # the common case, without a method call per document
             pieces = [findall(text) if text is not None else () for text in texts]
@@ -180,6 +186,14 @@ class BatchEncoder:
             values = encode_pieces(self.tok._fast_encoder(), document.pieces())
             return self.frame(values, np.array([len(values)]), np.zeros(1, dtype=bool))
         return self.encode_texts([document.text()])
+
+    def _encode_pipeline(self, texts: Sequence[str | None]):
+        encode, allowed = self.pipeline.encode, self._allowed
+        rows = [() if text is None else encode(clean(text), allowed) for text in texts]
+        lengths = np.fromiter(map(len, rows), dtype=np.int64, count=len(rows))
+        values = np.fromiter(itertools.chain.from_iterable(rows), dtype=np.int32, count=int(lengths.sum()))
+        nulls = np.fromiter((text is None for text in texts), dtype=bool, count=len(texts))
+        return self.frame(values, lengths, nulls)
 
     def _encode_compiled(self, texts: Sequence[str | None]):
         nulls = np.fromiter((text is None for text in texts), dtype=bool, count=len(texts))

@@ -31,14 +31,19 @@ class Tokenizer:
     ``merge_rule="pairs"`` encodes with the merge table (GPT-2 ``encoder.py`` / ``tokenizers``);
     ``"ranks"`` merges the adjacent pair whose concatenation has the lowest rank and looks whole
     pretokens up first (tiktoken), for models imported from ``.tiktoken`` files.
+
+    ``pipeline=``: an imported ``tokenizer.json`` that runs as ``tokenizers`` runs it (its spec,
+    or a :class:`~bpe_spark.pipeline.Pipeline`); the vocabulary, merges and special tokens are
+    then the pipeline's (``scheme``, ``vocab``, ``merges``, ``special_tokens`` and the pattern
+    options are not given) and encode / decode run through it.
     """
 
     def __init__(
         self,
         *,
-        scheme: str,
-        vocab: Mapping[int, bytes | str],
-        merges: Iterable[tuple[int, int]],
+        scheme: str | None = None,
+        vocab: Mapping[int, bytes | str] | None = None,
+        merges: Iterable[tuple[int, int]] = (),
         special_tokens: Mapping[str, int] | None = None,
         pattern: str = "gpt2",
         lowercase: bool = False,
@@ -49,7 +54,19 @@ class Tokenizer:
         merge_rule: str = "pairs",
         config: TrainerConfig | None = None,
         metadata: dict[str, Any] | None = None,
+        pipeline: Any = None,
     ):
+        self.pipeline = None
+        if pipeline is not None:
+            from bpe_spark.pipeline import Pipeline
+
+            if vocab is not None or special_tokens or tuple(merges):
+                raise ConfigError("a pipeline= tokenizer takes its vocab, merges and special tokens from the pipeline")
+            self.pipeline = pipeline if isinstance(pipeline, Pipeline) else Pipeline(pipeline, path="pipeline")
+            scheme, vocab, special_tokens = self.pipeline.views()
+            pattern = None
+        elif vocab is None:
+            raise ConfigError("Tokenizer needs vocab= (or pipeline=)")
         if scheme not in ("byte", "char"):
             raise ConfigError(f"scheme must be 'byte' or 'char', got {scheme!r}")
         if merge_rule not in MERGE_RULES:
@@ -84,7 +101,9 @@ class Tokenizer:
                 raise ConfigError(f"merge {rank} makes {merged!r}, which is not in the vocabulary")
             self._merge_ids.append((left, right, new_id))
             self._pair_rank.setdefault((left, right), (rank, new_id))
-        self._pretokenizer = Pretokenizer(pattern, lowercase=lowercase, normalization=normalization)
+        if self.pipeline is not None:
+            self._merge_ids = self.pipeline.model.merge_list
+        self._pretokenizer = None if pattern is None else Pretokenizer(pattern, lowercase=lowercase, normalization=normalization)
         self._special_matcher = SpecialTokenMatcher(self.special_tokens)
         if unk_token is not None and unk_token not in self._token_to_id and unk_token not in self.special_tokens:
             raise ConfigError(f"unk_token {unk_token!r} is neither in the vocabulary nor a special token")
@@ -94,7 +113,7 @@ class Tokenizer:
         self._byte_ids: list[int] | None = None
         if scheme == "byte":
             missing = missing_bytes(self._token_to_id)
-            if missing and merge_rule == "pairs":
+            if missing and merge_rule == "pairs" and self.pipeline is None:
                 raise ConfigError(f"a byte-scheme vocabulary needs all 256 single bytes; missing {missing[:8]}")
             self._byte_ids = [self._token_to_id.get(bytes([b]), -1) for b in range(256)]
         if merge_rule == "ranks":
@@ -104,7 +123,7 @@ class Tokenizer:
             self._priority = lambda left, right: pair_rank.get((left, right))
         self._cache: dict[str, list[int]] = {}
         self._fast = None  # the compiled encoder (bpe_spark._fastenc), built on first use
-        self._fast_ready = False
+        self._fast_ready = self.pipeline is not None  # a pipeline encodes in Python
         self._fast_split = False
 
     # --- construction ---------------------------------------------------------------------------
@@ -135,6 +154,8 @@ class Tokenizer:
 
     def to_dict(self) -> dict[str, Any]:
         """Plain data (no code): what pickling and Spark broadcasts carry."""
+        if self.pipeline is not None:
+            return {"pipeline": self.pipeline.spec, "config": None, "metadata": self.metadata}
         return {
             "scheme": self.scheme,
             "vocab": dict(self._vocab),
@@ -272,6 +293,8 @@ class Tokenizer:
         ids = self._cache.get(pretoken)
         if ids is not None:
             return ids
+        if self.pipeline is not None:
+            return self.pipeline.model.tokenize(pretoken)
         if self.merge_rule == "ranks":
             whole = self._token_to_id.get(pretoken.encode("utf-8") if self.scheme == "byte" else pretoken)
             if whole is not None:
@@ -295,6 +318,8 @@ class Tokenizer:
         [256]
         """
         text = clean(text)  # lone surrogates become U+FFFD (bpe_spark.text)
+        if self.pipeline is not None:  # non-special added tokens still match, as in tokenizers
+            return self.pipeline.encode(text, frozenset())
         fast = self._fast if self._fast_ready else self._fast_encoder()
         if self._fast_split:
             return fast.encode(self._pretokenizer.normalize(text))
@@ -385,6 +410,8 @@ class Tokenizer:
         self.check_disallowed(text, disallowed)
         if not allowed:
             return self.encode_ordinary(text)
+        if self.pipeline is not None:
+            return self.pipeline.encode(text, allowed)
         matcher = self._special_matcher if allowed == set(self.special_tokens) else SpecialTokenMatcher(allowed)
         out: list[int] = []
         for segment, is_special in matcher.split(text):
@@ -409,8 +436,8 @@ class Tokenizer:
         return values
 
     def decode_bytes(self, ids: Iterable[int]) -> bytes:
-        """The bytes of ``ids`` joined (char scheme: the decoded text as UTF-8)."""
-        if self.scheme == "byte":
+        """The bytes of ``ids`` joined (char scheme, pipeline: the decoded text as UTF-8)."""
+        if self.scheme == "byte" and self.pipeline is None:
             return b"".join(self._token_values(ids))
         return self.decode(ids).encode("utf-8")
 
@@ -423,6 +450,8 @@ class Tokenizer:
         >>> tok.decode(tok.encode("lower low"))
         'lower low'
         """
+        if self.pipeline is not None:
+            return self.pipeline.decode(ids)
         if self.scheme == "byte":
             return self.decode_bytes(ids).decode("utf-8", errors="replace")
         text = "".join(self._token_values(ids))

@@ -1,7 +1,15 @@
-"""Hugging Face ``tokenizer.json`` import: a byte-level BPE file (a ByteLevel pre-tokenizer, or
-Split + ByteLevel) as the keyword arguments of :class:`~bpe_spark.tokenizer.Tokenizer`, keeping
-its ids. Anything this library cannot reproduce exactly is a :class:`ModelFormatError` naming the
-field. The export is ``hf_json``.
+"""Hugging Face ``tokenizer.json`` import: the keyword arguments of
+:class:`~bpe_spark.tokenizer.Tokenizer` for any BPE file ``tokenizers`` runs, keeping its ids.
+The export is ``hf_json``.
+
+Two routes, the same ids. A file of today's fast layout (byte-level BPE without model options: a
+ByteLevel pre-tokenizer, or one Split + ByteLevel(use_regex=false) whose pattern Python's regex
+reproduces; NFC/NFKC/Lowercase normalizers; special, unflagged added tokens; every merge pair
+once) becomes a byte-scheme Tokenizer with a merge table (the compiled encoder). Everything else
+becomes ``Tokenizer(pipeline=...)`` (:class:`bpe_spark.pipeline.Pipeline`), which runs the file's
+normalizer, pre-tokenizers, BPE options, added tokens and decoder as ``tokenizers`` does. What
+neither can reproduce exactly (BPE dropout, Unigram / WordPiece / WordLevel models, unknown
+steps) is one :class:`ModelFormatError` line naming the file, the field and the value found.
 
 >>> from bpe_spark import Tokenizer, TrainerConfig, train
 >>> from bpe_spark.formats.hf_json import to_hf_dict
@@ -12,13 +20,12 @@ True
 
 from __future__ import annotations
 
-import itertools
 from pathlib import Path
 from typing import Any
 
 import regex
 
-from bpe_spark.errors import ConfigError
+from bpe_spark.errors import ConfigError, ModelFormatError
 from bpe_spark.formats.fields import (
     ID_RANGE,
     Fields,
@@ -30,8 +37,9 @@ from bpe_spark.formats.fields import (
     show,
 )
 from bpe_spark.formats.files import read_json_file
-from bpe_spark.formats.hf_regex import COVERING_PRESETS, onig_preset_name, python_pattern
-from bpe_spark.patterns import PRESETS
+from bpe_spark.formats.hf_regex import COVERING_PRESETS, onig_pattern, python_pattern
+from bpe_spark.patterns import PRESETS, preset_name
+from bpe_spark.pipeline.added_tokens import next_added_id
 from bpe_spark.symbols import bytes_to_display, bytes_to_unicode, display_to_bytes
 
 _NORMALIZERS = {"NFC", "NFKC"}
@@ -51,9 +59,76 @@ def read_tokenizer_json(path, *, special_tokens=None, **unused) -> dict[str, Any
 
 
 def from_hf_dict(data: Any, path="tokenizer.json") -> dict[str, Any]:
-    """The Tokenizer keyword arguments of the parsed content of a ``tokenizer.json``."""
+    """The Tokenizer keyword arguments of the parsed content of a ``tokenizer.json``.
+
+    The one runtime of SentencePiece-style models too: a reader of another format (a
+    SentencePiece ``.model``) builds the tokenizer.json it stands for and calls
+    ``Tokenizer(**from_hf_dict(data, path))``, ``path`` the file it read (errors name it), e.g.
+    ``{"model": {"type": "BPE", "vocab": {...}, "merges": [...], "byte_fallback": True,
+    "unk_token": "<unk>", "fuse_unk": True}, "normalizer": {"type": "Sequence", "normalizers":
+    [{"type": "Prepend", "prepend": "▁"}, {"type": "Replace", "pattern": {"String": " "},
+    "content": "▁"}]}, "pre_tokenizer": None, "decoder": {"type": "Sequence", "decoders": [...]},
+    "added_tokens": [{"id": 0, "content": "<unk>", "special": True, "normalized": False}, ...]}``
+    (the ids of ``added_tokens`` must be the ones tokenizers gives them:
+    :func:`bpe_spark.pipeline.added_tokens.next_added_id`).
+    """
     fields = Fields(path)
     fields.top(data)
+    model = data.get("model")
+    if isinstance(model, dict) and model.get("type", "BPE") != "BPE":
+        raise fields.error(
+            "model.type", f"{model.get('type')!r} is not supported; bpe-spark reads BPE models only"
+        )
+    if _fits_fast_layout(data):
+        try:
+            return _fast_kwargs(data, fields, path)
+        except _NotFast:
+            pass  # not quite the fast layout: the pipeline runs it, or names what it cannot
+    from bpe_spark.pipeline import Pipeline
+
+    pipeline = Pipeline(data, path=path)
+    return {
+        "pipeline": pipeline,
+        "metadata": {"source": {"format": "tokenizer.json", "path": str(path)}},
+    }
+
+
+class _NotFast(ModelFormatError):
+    """What the fast layout cannot hold but the pipeline may run (never leaves this module)."""
+
+
+class _LayoutFields(Fields):
+    """The fields of a file tried as the fast layout: its refusals are :class:`_NotFast`."""
+
+    def error(self, field: str, message: str) -> ModelFormatError:
+        return _NotFast(f"{self.where(field)}: {message}")
+
+
+def _fits_fast_layout(data: dict) -> bool:
+    """The shape of today's fast layout (the details are :func:`_fast_kwargs`' to check)."""
+    model = data.get("model")
+    if not isinstance(model, dict) or any(
+        model.get(key) for key in ("dropout", "continuing_subword_prefix", "end_of_word_suffix",
+                                   "byte_fallback", "ignore_merges")
+    ):
+        return False
+    added = data.get("added_tokens", [])
+    if not isinstance(added, list) or not all(
+        isinstance(entry, dict) and entry.get("special") is True
+        and not any(entry.get(flag) for flag in ("single_word", "lstrip", "rstrip"))
+        and not (entry.get("normalized") and data.get("normalizer") is not None)
+        for entry in added
+    ):
+        return False
+    for key in ("decoder", "post_processor"):
+        step = data.get(key)
+        if step is not None and not (isinstance(step, dict) and step.get("type") == "ByteLevel"):
+            return False
+    return True
+
+
+def _fast_kwargs(data: dict, fields: Fields, path) -> dict[str, Any]:
+    """The byte-scheme Tokenizer keyword arguments of a file of the fast layout."""
     for key in ("truncation", "padding"):
         if data.get(key) is not None:
             raise fields.error(
@@ -74,11 +149,10 @@ def from_hf_dict(data: Any, path="tokenizer.json") -> dict[str, Any]:
             raise fields.error(
                 f"model.{key}", f"{model[key]!r}: not supported for byte-level BPE (set null)"
             )
-    if model.get("byte_fallback"):
-        raise fields.error("model.byte_fallback", "byte fallback is not supported (set false)")
-    pattern = _read_pre_tokenizer(fields, data.get("pre_tokenizer"))
+    layout = _LayoutFields(path)
+    pattern = _read_pre_tokenizer(layout, data.get("pre_tokenizer"))
     check_pattern(pattern, fields.where("pre_tokenizer") + " (as translated for Python's regex)")
-    normalization, lowercase = _read_normalizer(fields, data.get("normalizer"))
+    normalization, lowercase = _read_normalizer(layout, data.get("normalizer"))
     decoder = data.get("decoder")
     if decoder is not None and (
         not isinstance(decoder, dict) or decoder.get("type") != "ByteLevel"
@@ -97,7 +171,7 @@ def from_hf_dict(data: Any, path="tokenizer.json") -> dict[str, Any]:
     raw_vocab = fields.get(model, "vocab", dict, within="model")
     check_count(len(raw_vocab), fields.where("model.vocab"), "entries")
     specials = _read_added_tokens(
-        fields, data.get("added_tokens", []), normalizer=data.get("normalizer")
+        fields, data.get("added_tokens", []), normalizer=data.get("normalizer"), data_vocab=raw_vocab
     )
     special_ids = set(specials.values())
     vocab: dict[int, bytes] = {}
@@ -110,7 +184,7 @@ def from_hf_dict(data: Any, path="tokenizer.json") -> dict[str, Any]:
             value = display_to_bytes(key)
         except KeyError:
             bad = next(ch for ch in key if ch not in set(bytes_to_unicode()))
-            raise fields.error(
+            raise layout.error(
                 f"model.vocab[{key!r}]",
                 f"character {bad!r} is outside the byte-level alphabet; is this a byte-level BPE?",
             ) from None
@@ -125,6 +199,7 @@ def from_hf_dict(data: Any, path="tokenizer.json") -> dict[str, Any]:
         token_to_id.setdefault(vocab[token_id], token_id)
     merges = []
     merge_entries = fields.get(model, "merges", list, within="model")
+    seen_pairs: dict[tuple, int] = {}
     check_count(len(merge_entries), fields.where("model.merges"), "merges")
     for rank, entry in enumerate(merge_entries):
         field = f"model.merges[{rank}]"
@@ -136,6 +211,10 @@ def from_hf_dict(data: Any, path="tokenizer.json") -> dict[str, Any]:
             raise fields.error(field, f'{show(entry)} is neither "left right" nor [left, right]')
         if len(parts) != 2 or not all(isinstance(p, str) and p for p in parts):
             raise fields.error(field, f"{show(entry)} is not a pair of two tokens")
+        pair = tuple(parts)
+        if pair in seen_pairs:  # tokenizers keeps the last rank of a repeated pair; we the first
+            raise layout.error(field, f"{show(entry)} repeats the pair of merge {seen_pairs[pair]}")
+        seen_pairs[pair] = rank
         ids = []
         for part in parts:
             token_id = raw_vocab.get(part)
@@ -148,19 +227,11 @@ def from_hf_dict(data: Any, path="tokenizer.json") -> dict[str, Any]:
                 field, f"the merged token {bytes_to_display(merged)!r} is not in model.vocab"
             )
         merges.append((ids[0], ids[1]))
-    require_all_bytes(token_to_id, f"{path}: field 'model.vocab'", show_byte=bytes_to_display)
+    try:
+        require_all_bytes(token_to_id, f"{path}: field 'model.vocab'", show_byte=bytes_to_display)
+    except ModelFormatError as exc:
+        raise _NotFast(str(exc)) from None
     merge_rule = "pairs"
-    if model.get("ignore_merges"):
-        # tiktoken-derived files (Llama 3 style): merges in order of the token they make, and a
-        # pretoken that is a whole token taken as is. That is tiktoken's rank rule.
-        made = [token_to_id[vocab[left] + vocab[right]] for left, right in merges]
-        if any(b <= a for a, b in itertools.pairwise(made)):
-            raise fields.error(
-                "model.ignore_merges",
-                "true, but the merges are not in the order of the ids they "
-                "make; bpe-spark can only reproduce ignore_merges for rank-ordered (tiktoken-style) files",
-            )
-        merge_rule = "ranks"
     unk = model.get("unk_token")
     metadata = {"source": {"format": "tokenizer.json", "path": str(path)}}
     if unk is not None:
@@ -178,11 +249,12 @@ def from_hf_dict(data: Any, path="tokenizer.json") -> dict[str, Any]:
     }
 
 
-def _read_added_tokens(fields: Fields, added: Any, *, normalizer: Any) -> dict[str, int]:
+def _read_added_tokens(fields: Fields, added: Any, *, normalizer: Any, data_vocab: Any) -> dict[str, int]:
     if not isinstance(added, list):
         raise fields.error("added_tokens", f"{show(added)} is not a list")
     specials: dict[str, int] = {}
     check_count(len(added), fields.where("added_tokens"), "added tokens")
+    raw_vocab = data_vocab if isinstance(data_vocab, dict) else {}
     for i, entry in enumerate(added):
         field = f"added_tokens[{i}]"
         if not isinstance(entry, dict):
@@ -209,6 +281,9 @@ def _read_added_tokens(fields: Fields, added: Any, *, normalizer: Any) -> dict[s
             )
         if content in specials:
             raise fields.error(field, f"{content!r} is listed twice")
+        expected = next_added_id(content, raw_vocab, specials.values())
+        if token_id != expected:
+            raise fields.error(f"{field}.id", f"{token_id}, but tokenizers gives {content!r} the id {expected}")
         specials[content] = token_id
     return specials
 
@@ -241,6 +316,17 @@ def _read_normalizer(fields: Fields, normalizer: Any) -> tuple[str | None, bool]
             field, f"{types}: bpe-spark applies at most one Unicode form, then Lowercase"
         )
     return (forms[0] if forms else None), "Lowercase" in types
+
+
+def _preset_of(source: str) -> str | None:
+    """The preset an Oniguruma pattern means: its Python translation is the preset's text, or it
+    is the preset as our export writes it (``onig_pattern``, which keeps the preset's meaning).
+    Never the preset whose Python text it is: tiktoken's cl100k text means other pieces in
+    Oniguruma ("1870" is 18|70 there)."""
+    name = preset_name(python_pattern(source))
+    if name is not None:
+        return name
+    return next((name for name, preset in PRESETS.items() if source == onig_pattern(preset)), None)
 
 
 def _is_byte_level(step: Any) -> bool:
@@ -299,7 +385,9 @@ def _read_pre_tokenizer(fields: Fields, pre: Any) -> str:
             f'{show(pattern)}: expected {{"Regex": ...}} or {{"String": ...}}',
         )
     check_pattern(source, fields.where(f"{field}[0].pattern"))
-    name = onig_preset_name(source)
+    # subtle: a preset only where the translation is exactly its text, never by the file's text
+    # (Oniguruma reads tiktoken's cl100k pattern otherwise than Python does)
+    name = _preset_of(source)
     source = PRESETS[name] if name is not None else python_pattern(source)
     try:
         regex.compile(source)

@@ -211,6 +211,9 @@ def save_model(tok, directory, *, overwrite: bool = False, exports: Iterable[str
     formats inside it: ``gpt2`` (vocab.json + merges.txt), ``tiktoken`` (model.tiktoken),
     ``subword-nmt`` (codes.bpe).
     """
+    if getattr(tok, "pipeline", None) is not None:
+        _save_pipeline_model(tok, directory, overwrite=overwrite, exports=exports)
+        return
     exports = tuple(dict.fromkeys(exports))
     byte_only = [fmt for fmt in exports if export_spec(fmt).needs_byte]
     if tok.scheme != "byte" and byte_only:
@@ -231,6 +234,56 @@ def save_model(tok, directory, *, overwrite: bool = False, exports: Iterable[str
         with open(staged / MODEL_META_FILE, "w", encoding="utf-8") as fh:
             json.dump(meta, fh, ensure_ascii=False, indent=2)
             fh.write("\n")
+
+
+def _save_pipeline_model(tok, directory, *, overwrite: bool, exports: Iterable[str]) -> None:
+    """An imported tokenizers pipeline (``tok.pipeline``): ``bpe_spark.json`` carries its spec
+    (field ``pipeline``, what loading rebuilds the model from) and ``tokenizer.json`` is that spec;
+    ``vocab.parquet`` and ``merges.parquet`` are views of it for other tools (the merges made by
+    concatenation, ``token_bytes`` as the vocabulary shows the token each one makes)."""
+    exports = tuple(exports)
+    if exports:
+        raise ConfigError(
+            f"exports {list(exports)}: a model imported as a tokenizers pipeline is saved with its "
+            "tokenizer.json only"
+        )
+    meta = model_metadata(tok)
+    meta["pattern"] = {"name": None, "regex": None}
+    meta["files"]["tokenizer_json"] = HF_FILE
+    meta["pipeline"] = tok.pipeline.spec
+    vocab = tok.vocab
+    rows = [(rank, left, right, new_id) for rank, (left, right, new_id) in enumerate(tok.merge_ids)
+            if left in vocab and right in vocab and new_id in vocab]
+    merges = pa.Table.from_pydict(
+        {
+            "rank": [row[0] for row in rows],
+            "left": [row[1] for row in rows],
+            "right": [row[2] for row in rows],
+            "id": [row[3] for row in rows],
+            "left_bytes": [utf8_bytes(vocab[row[1]]) for row in rows],
+            "right_bytes": [utf8_bytes(vocab[row[2]]) for row in rows],
+            "token_bytes": [utf8_bytes(vocab[row[3]]) for row in rows],
+            "count": [None] * len(rows),
+        },
+        schema=MERGES_SCHEMA,
+    )
+    with atomic_directory(directory, kind="model", overwrite=overwrite) as staged:
+        pq.write_table(merges, staged / MERGES_FILE)
+        pq.write_table(vocab_table(tok), staged / VOCAB_FILE)
+        for name, content in ((HF_FILE, tok.pipeline.spec), (MODEL_META_FILE, meta)):
+            with open(staged / name, "w", encoding="utf-8") as fh:
+                json.dump(content, fh, ensure_ascii=False, indent=None if name == HF_FILE else 2)
+                fh.write("\n")
+
+
+def _read_pipeline_model(meta: dict, meta_path: Path) -> dict[str, Any]:
+    """The Tokenizer keyword arguments of a saved pipeline model: rebuilt from its spec."""
+    from bpe_spark.pipeline import Pipeline
+
+    fields = Fields(meta_path)
+    spec = fields.get(meta, "pipeline", dict)
+    metadata = fields.get(meta, "metadata", dict)
+    return {"pipeline": Pipeline(spec, path=f"{meta_path} (field 'pipeline')"), "metadata": metadata}
 
 
 # --- reading ----------------------------------------------------------------------------------
@@ -322,6 +375,8 @@ def read_model(directory) -> dict[str, Any]:
     output_guard.check_complete(str(directory), "model")
     meta_path = directory / MODEL_META_FILE
     meta = _load_meta(meta_path)
+    if meta.get("pipeline") is not None:
+        return _read_pipeline_model(meta, meta_path)
     fields = Fields(meta_path)
     scheme = fields.choice(meta, "scheme", ("byte", "char"))
     pattern = _read_pattern(fields, meta)

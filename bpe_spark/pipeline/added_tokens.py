@@ -29,8 +29,8 @@ from typing import Any
 
 import regex
 
-from bpe_spark.formats.fields import check_count, check_token, is_id, show
-from bpe_spark.pipeline.model import BpeModel, _default_error
+from bpe_spark.formats.fields import MAX_TOKENS, is_id, show
+from bpe_spark.pipeline.model import BpeModel, _default_error, check_token_size
 
 _FLAGS = ("special", "normalized", "lstrip", "rstrip", "single_word")
 _DEFAULTS = {"special": False, "normalized": True, "lstrip": False, "rstrip": False, "single_word": False}
@@ -93,7 +93,8 @@ class AddedTokens:
     ):
         if not isinstance(entries, list):
             raise error(field, f"{show(entries)} is not a list")
-        check_count(len(entries), f"{field}", "added tokens")
+        if len(entries) > MAX_TOKENS:
+            raise error(field, f"{len(entries):,} added tokens; at most {MAX_TOKENS:,} are allowed")
         self.tokens: list[AddedToken] = []
         self.by_content: dict[str, AddedToken] = {}
         self.by_id: dict[int, AddedToken] = {}
@@ -104,7 +105,7 @@ class AddedTokens:
             content = entry.get("content")
             if not isinstance(content, str) or not content:
                 raise error(f"{where}.content", f"{show(content)} is not a non-empty string")
-            check_token(content, f"{where}.content")
+            check_token_size(content, f"{where}.content", error)
             flags = {}
             for flag in _FLAGS:
                 value = entry.get(flag, _DEFAULTS[flag])

@@ -29,7 +29,7 @@ from collections.abc import Callable
 from typing import Any
 
 from bpe_spark.errors import ModelFormatError
-from bpe_spark.formats.fields import ID_RANGE, MAX_TOKENS, check_token, is_id, show
+from bpe_spark.formats.fields import ID_RANGE, MAX_TOKEN_BYTES, MAX_TOKENS, is_id, show
 from bpe_spark.words import bpe_merge
 
 _CACHE_LIMIT = 500_000
@@ -41,6 +41,14 @@ MODEL_KEYS = frozenset({
 
 def _default_error(field: str, message: str) -> Exception:
     return ModelFormatError(f"tokenizer.json: field '{field}': {message}")
+
+
+def check_token_size(token: str, field: str, error: Callable[[str, str], Exception]) -> None:
+    """Refuse a token of more than ``MAX_TOKEN_BYTES`` UTF-8 bytes (the limit of every reader)."""
+    size = len(token.encode("utf-8"))
+    if size > MAX_TOKEN_BYTES:
+        raise error(field, f"the token {token[:20]!r}... has {size:,} bytes; tokens of at "
+                           f"most {MAX_TOKEN_BYTES} bytes are allowed")
 
 
 def byte_fallback_token(byte: int) -> str:
@@ -88,16 +96,19 @@ class BpeModel:
             raise error(f"{field}.vocab", f"{show(vocab)} is not an object of token: id")
         if len(vocab) > MAX_TOKENS:
             raise error(f"{field}.vocab", f"{len(vocab):,} entries; at most {MAX_TOKENS:,} are allowed")
-        self.vocab: dict[str, int] = {}
-        self.id_to_token: dict[int, str] = {}
         for token, token_id in vocab.items():
             if not is_id(token_id):
                 raise error(f"{field}.vocab[{token[:40]!r}]", f"id {show(token_id)} is not {ID_RANGE}")
-            if token_id in self.id_to_token:
-                raise error(f"{field}.vocab[{token[:40]!r}]", f"id {token_id} is also the id of {self.id_to_token[token_id][:40]!r}")
-            check_token(token, f"{field}.vocab")
-            self.vocab[token] = token_id
-            self.id_to_token[token_id] = token
+            if len(token) * 4 > MAX_TOKEN_BYTES:
+                check_token_size(token, f"{field}.vocab[{token[:20]!r}]", error)
+        self.vocab: dict[str, int] = dict(vocab)
+        self.id_to_token: dict[int, str] = {token_id: token for token, token_id in vocab.items()}
+        if len(self.id_to_token) != len(self.vocab):
+            seen: dict[int, str] = {}
+            for token, token_id in vocab.items():
+                if token_id in seen:
+                    raise error(f"{field}.vocab[{token[:40]!r}]", f"id {token_id} is also the id of {seen[token_id][:40]!r}")
+                seen[token_id] = token
         if self.unk_token is not None and self.unk_token not in self.vocab:
             raise error(f"{field}.unk_token", f"{show(self.unk_token)} is not in {field}.vocab")
 
@@ -106,35 +117,48 @@ class BpeModel:
             raise error(f"{field}.merges", f"{show(merges)} is not a list")
         if len(merges) > MAX_TOKENS:
             raise error(f"{field}.merges", f"{len(merges):,} merges; at most {MAX_TOKENS:,} are allowed")
-        cut = len(self.prefix) if self.prefix else 0
+        prefix = self.prefix
+        cut = len(prefix) if prefix else 0
+        lookup = self.vocab.get
         self.merges: dict[tuple[int, int], tuple[int, int]] = {}
         self.merge_list: list[tuple[int, int, int]] = []
+        merge_map, merge_list = self.merges, self.merge_list
         for rank, entry in enumerate(merges):
-            where = f"{field}.merges[{rank}]"
-            parts = entry.split(" ") if isinstance(entry, str) else entry
-            if not (isinstance(parts, list) and len(parts) == 2 and all(isinstance(p, str) for p in parts)):
-                raise error(where, f'{show(entry)} is neither "left right" nor [left, right]')
-            left, right = parts
-            ids = [self.vocab.get(left), self.vocab.get(right)]
-            for part, token_id in zip(parts, ids):
-                if token_id is None:
-                    raise error(where, f"token {part!r} is not in {field}.vocab")
-            if cut and not right.startswith(self.prefix):
-                raise error(where, f"{right!r} does not start with continuing_subword_prefix {self.prefix!r}")
-            merged = left + right[cut:]
-            new_id = self.vocab.get(merged)
-            if new_id is None:
-                raise error(where, f"the merged token {merged!r} is not in {field}.vocab")
+            parts = entry.split(" ") if type(entry) is str else entry
+            try:
+                left, right = parts
+                left_id, right_id = lookup(left), lookup(right)
+                merged = left + right[cut:] if cut and right.startswith(prefix) else left + right
+                new_id = lookup(merged)
+            except (TypeError, ValueError):
+                left_id = None
+            if left_id is None or right_id is None or new_id is None or (cut and not right.startswith(prefix)):
+                raise self._bad_merge(rank, entry, field, error)
             # subtle: tokenizers builds its merge map by overwriting, so a repeated pair takes
             # the rank of its last listing
-            self.merges[(ids[0], ids[1])] = (rank, new_id)
-            self.merge_list.append((ids[0], ids[1], new_id))
+            merge_map[(left_id, right_id)] = (rank, new_id)
+            merge_list.append((left_id, right_id, new_id))
         self._fallback: list[int | None] | None = None
         if self.byte_fallback:
             self._fallback = [self.vocab.get(byte_fallback_token(b)) for b in range(256)]
         self._cache: dict[str, list[int]] = {}
         merge_map = self.merges
         self._priority = lambda left, right: merge_map.get((left, right))
+
+    def _bad_merge(self, rank: int, entry: Any, field: str, error) -> Exception:
+        """The error of a merge the loop above could not take, saying what is wrong with it."""
+        where = f"{field}.merges[{rank}]"
+        parts = entry.split(" ") if isinstance(entry, str) else entry
+        if not (isinstance(parts, list) and len(parts) == 2 and all(isinstance(p, str) for p in parts)):
+            return error(where, f"{show(entry)} is not a pair of two tokens (\"left right\" or [left, right])")
+        for part in parts:
+            if part not in self.vocab:
+                return error(where, f"token {part!r} is not in {field}.vocab")
+        left, right = parts
+        if self.prefix and not right.startswith(self.prefix):
+            return error(where, f"{right!r} does not start with continuing_subword_prefix {self.prefix!r}")
+        merged = left + right[len(self.prefix or ""):]
+        return error(where, f"the merged token {merged!r} is not in {field}.vocab")
 
     # --- encoding ---------------------------------------------------------------------------------
     def initial_ids(self, pretoken: str) -> list[int]:
