@@ -199,6 +199,25 @@ def start_spark(
     return spark
 
 
+FOLDER_TOKEN_OPTIONS = ("bos_token", "eos_token", "pad_token", "unk_token")  # = hf_config.ROLES
+FOLDER_OPTIONS = (*FOLDER_TOKEN_OPTIONS, "model_max_length")
+
+
+def add_model_folder_options(parser: argparse.ArgumentParser, *, unk_token: bool = True) -> None:
+    """--bos-token, --eos-token, --pad-token, --unk-token (``unk_token=False``: the command has its
+    own), --model-max-length: what tokenizer_config.json and special_tokens_map.json say
+    (:mod:`bpe_spark.formats.hf_config`), without defaults (``None``: not given)."""
+    group = parser.add_argument_group(
+        "model folder (transformers' tokenizer_config.json and special_tokens_map.json)")
+    for name in FOLDER_TOKEN_OPTIONS if unk_token else FOLDER_TOKEN_OPTIONS[:3]:
+        role = name.split("_")[0]
+        group.add_argument("--" + name.replace("_", "-"), metavar="T", dest=name,
+                           help=f"the {role} token transformers reports (a special token of the model)")
+    group.add_argument("--model-max-length", type=int, metavar="N",
+                       help="transformers' model_max_length, the longest input in tokens (default: no limit, "
+                            "as transformers writes it: int(1e30))")
+
+
 def add_pattern_for_tiktoken(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--pattern", help="pretokenization pattern, for a .tiktoken file that is not OpenAI's")
 

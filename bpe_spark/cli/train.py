@@ -12,8 +12,10 @@ from bpe_spark.cli.arguments import (
     CONFIG_DEFAULTS,
     CONFIG_OPTIONS,
     DOCUMENT_DEFAULTS,
+    FOLDER_OPTIONS,
     PRETOKENIZER_DEFAULTS,
     add_document_options,
+    add_model_folder_options,
     add_overwrite,
     add_pretokenizer_options,
     add_spark_options,
@@ -40,8 +42,11 @@ examples:
       --checkpoint-dir ckpt/ --out models/big      # ... and after an interruption, add --resume
   bpe-spark train --config conf/train-example.json --out out/example-model
 
-The model directory (merges.parquet, vocab.parquet, bpe_spark.json, tokenizer.json) is written
-atomically: a failed run leaves none. --config reads training options from a JSON file (keys are
+The model directory (merges.parquet, vocab.parquet, bpe_spark.json; tokenizer.json with
+tokenizer_config.json and special_tokens_map.json, so transformers.AutoTokenizer.from_pretrained
+loads it, with --eos-token/--bos-token/--pad-token/--unk-token and --model-max-length, e.g.
+  --special-token "<|endoftext|>" --eos-token "<|endoftext|>" --pad-token "<|endoftext|>")
+is written atomically: a failed run leaves none. --config reads training options from a JSON file (keys are
 the long option names, e.g. "vocab_size"); options on the command line win. --counts reads the
 output of bpe-spark count (give the same --special-token options again).
 """
@@ -53,6 +58,7 @@ DEFAULTS = {
     **PRETOKENIZER_DEFAULTS,
     "driver_budget": None, "checkpoint_dir": None, "resume": False, "sample": SAMPLE,
     "input": None, "counts": None, "out": None, "overwrite": False,
+    **{name: None for name in FOLDER_OPTIONS if name != "unk_token"},  # unk_token: TrainerConfig's
 }
 
 
@@ -76,7 +82,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help="hf: tokenizers' BpeTrainer order (default); lexicographic: CS336 / subword-nmt")
     parser.add_argument("--min-frequency", type=int, metavar="N", help="stop when the best pair occurs fewer times")
     parser.add_argument("--max-merges", type=int, metavar="N", help="stop after N merges too")
-    parser.add_argument("--unk-token", metavar="T", help="char scheme: the token for characters unseen in training")
+    parser.add_argument("--unk-token", metavar="T",
+                        help="the unknown token, a --special-token: char scheme: the token of characters unseen in "
+                             "training; any scheme: transformers' unk_token in tokenizer_config.json")
     parser.add_argument("--driver-budget", metavar="N|F",
                         help="distinct pretokens the driver may hold: a count, a fraction of the distinct "
                              "pretokens (0.3 or 30%%), or auto (default: what the driver's memory holds, from its "
@@ -88,6 +96,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help="continue the interrupted run in --checkpoint-dir (same settings), to the same result")
     parser.add_argument("--sample", metavar="TEXT", help="sentence shown as tokens in the summary")
     add_pretokenizer_options(parser)
+    add_model_folder_options(parser, unk_token=False)
     add_document_options(parser)
     add_overwrite(parser)
     add_spark_options(parser)
@@ -128,12 +137,33 @@ def trainer_config(options: dict) -> TrainerConfig:
     """The TrainerConfig of resolved options (:func:`train_options`)."""
     values = {name: options[name] for name in CONFIG_OPTIONS}
     values.update(lowercase=bool(values["lowercase"]), special_tokens=tuple(values["special_tokens"] or ()))
+    if values["scheme"] != "char":
+        values["unk_token"] = None  # bytes are never unknown: --unk-token is only transformers' label
     return TrainerConfig(**values)
+
+
+def folder_options(options: dict, special_tokens) -> dict:
+    """The model-folder options of resolved options, checked before any work: each token option
+    names a --special-token (the vocabulary is not known before training, and transformers
+    makes these tokens special, so an ordinary token would change its ids)."""
+    from bpe_spark.formats.hf_config import check_max_length, option_name
+
+    chosen = {name: options[name] for name in FOLDER_OPTIONS if options.get(name) is not None}
+    for name, value in chosen.items():
+        if name == "model_max_length":
+            check_max_length(value, cli=True)
+        elif value not in special_tokens:
+            raise ConfigError(
+                f"{option_name(name, cli=True)} {value!r} is not one of the --special-token tokens "
+                f"{list(special_tokens)}; add --special-token {value!r} (transformers makes it special, so it must be one)"
+            )
+    return chosen
 
 
 def run(args: argparse.Namespace) -> int:
     import time
 
+    from bpe_spark.formats.hf_config import set_transformers_config
     from bpe_spark.output_guard import check_checkpoint, check_output
 
     options = train_options(args)
@@ -159,6 +189,7 @@ def run(args: argparse.Namespace) -> int:
     cfg = trainer_config(options)
     if options["input"]:
         check_special_tokens_match(cfg.special_tokens, options["input_format"], options["document"], "--special-token")
+    folder = folder_options(options, cfg.special_tokens)
 
     # Local text is read by the Python tasks, and the JVM only coordinates; not when a driver
     # budget is given: that asks for rounds, whose pair counts are JVM work.
@@ -198,6 +229,8 @@ def run(args: argparse.Namespace) -> int:
         key: options[key]
         for key in ("input", "counts", "input_format", "text_column", "document", "on_bad_input", "engine")
     }
+    if folder:
+        set_transformers_config(tok, cli=True, **folder)
     save_model(spark, tok, out, overwrite=bool(options["overwrite"]), option="--out")
     tok.metadata["timings"]["save_seconds"] = round(time.perf_counter() - started, 3)
     print(summary(tok, out, options["sample"]))

@@ -95,21 +95,25 @@ def folder_options(tok, given: Mapping[str, Any] | None = None, *, cli: bool = F
             )
     for name in ROLES:
         check_role(tok, name, options[name], cli=cli)
-    length = options["model_max_length"]
-    if length is None:
+    if options["model_max_length"] is None:
         options["model_max_length"] = NO_LIMIT
-    elif isinstance(length, bool) or not isinstance(length, int) or length < 1:
-        raise ConfigError(
-            f"{option_name('model_max_length', cli=cli)} takes a positive integer (tokens), got {length!r}"
-        )
+    check_max_length(options["model_max_length"], cli=cli)
     return options
 
 
-def set_transformers_config(tok, **options):
+def check_max_length(length, *, cli: bool = False) -> None:
+    """``model_max_length`` is a positive integer."""
+    if isinstance(length, bool) or not isinstance(length, int) or length < 1:
+        raise ConfigError(
+            f"{option_name('model_max_length', cli=cli)} takes a positive integer (tokens), got {length!r}"
+        )
+
+
+def set_transformers_config(tok, *, cli: bool = False, **options):
     """Set the model-folder options that ``tok.save`` and every export write (``bos_token``,
     ``eos_token``, ``pad_token``, ``unk_token``: special tokens' text; ``model_max_length``: an
-    int), merged over those already set; returns ``tok``."""
-    resolved = folder_options(tok, options)
+    int), merged over those already set; returns ``tok``. ``cli``: as :func:`folder_options`."""
+    resolved = folder_options(tok, options, cli=cli)
     given = {**(tok.metadata.get(METADATA_KEY) or {}), **{k: v for k, v in options.items() if v is not None}}
     tok.metadata[METADATA_KEY] = {name: resolved[name] for name in OPTIONS if given.get(name) is not None}
     return tok
