@@ -167,12 +167,13 @@ def looks_like(path: str, file_format: str, files: Files = LOCAL) -> bool:
     head = files.read_bytes(path, limit)
     if head is None:
         return False
-    if file_format == "tokenizer.json":
+    if file_format in ("tokenizer.json", "tiktoken.json"):  # tiktoken.json: a .tiktoken's sidecar
         try:
             top = json.loads(head.decode("utf-8"))
         except ValueError:
             return False
-        return isinstance(top, dict) and isinstance(top.get("model"), dict)
+        key, kind = ("model", dict) if file_format == "tokenizer.json" else ("pat_str", str)
+        return isinstance(top, dict) and isinstance(top.get(key), kind)
     lines = head.split(b"\n")
     lines = (lines[:-1] if len(head) == limit else lines)[:100]  # a cut last line is not judged
     if file_format == "tiktoken":

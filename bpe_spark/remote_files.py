@@ -186,6 +186,11 @@ def fetch_model(store: Store, scratch: str) -> str:
         sibling = files.join(path.rstrip("/").rpartition("/")[0], "merges.txt")
         if name == "vocab.json" and files.kind(sibling) == "file":
             files.download(sibling, os.path.join(scratch, "merges.txt"))
+        from bpe_spark.formats.tiktoken_file import sidecar_path
+
+        sidecar = str(sidecar_path(PurePosixPath(path)))  # a .tiktoken's pattern and specials
+        if name.endswith(".tiktoken") and files.kind(sidecar) == "file":
+            files.download(sidecar, str(sidecar_path(local)))
         return local
     from bpe_spark.formats import MODEL_META_FILE
 
@@ -260,6 +265,10 @@ class ExportTarget:
                 else:
                     put_file(local, self.target, self.fmt, overwrite=self.overwrite, files=files,
                              in_place=store.in_place)
+                    sidecar = export_spec(self.fmt).sidecar  # a .tiktoken's pattern and specials
+                    if sidecar is not None:
+                        put_file(str(sidecar(PurePosixPath(local))), str(sidecar(PurePosixPath(self.target))),
+                                 f"{self.fmt}.json", overwrite=self.overwrite, files=files, in_place=store.in_place)
             except BpeSparkError:  # OutputExistsError is an OSError too
                 raise
             except OSError as exc:  # the store failed midway: what was written is gone (put_directory, put_file)

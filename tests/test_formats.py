@@ -174,6 +174,7 @@ def test_save_with_exports(tmp_path, byte_tok):
         "merges.parquet",
         "merges.txt",
         "model.tiktoken",
+        "model.tiktoken.json",
         "special_tokens_map.json",
         "tokenizer.json",
         "tokenizer_config.json",
@@ -184,7 +185,7 @@ def test_save_with_exports(tmp_path, byte_tok):
     assert gpt2.merges == byte_tok.merges and gpt2.special_tokens == byte_tok.special_tokens
     assert json.loads((out / "bpe_spark.json").read_text())["files"]["exports"] == {
         "gpt2": ["vocab.json", "merges.txt"],
-        "tiktoken": ["model.tiktoken"],
+        "tiktoken": ["model.tiktoken", "model.tiktoken.json"],
     }
     with pytest.raises(ConfigError, match="unknown export format 'bpe'"):
         byte_tok.save(tmp_path / "m2", exports=("bpe",))
@@ -242,7 +243,7 @@ def test_export_file_is_atomic_and_refuses_existing(tmp_path, byte_tok):
     with pytest.raises(OutputExistsError, match="x.tiktoken already exists"):
         export_model(byte_tok, "tiktoken", out)
     export_model(byte_tok, "tiktoken", out, overwrite=True)
-    assert sorted(p.name for p in tmp_path.iterdir()) == ["x.tiktoken"]
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["x.tiktoken", "x.tiktoken.json"]
     with pytest.raises(ConfigError, match="unknown export format 'json'"):
         export_model(byte_tok, "json", tmp_path / "y")
 
@@ -632,7 +633,9 @@ def test_tiktoken_export_is_read_by_tiktoken(tmp_path, byte_tok, ml_lines):
     assert back.encode("a<|pad|>", allowed_special="all") == enc.encode(
         "a<|pad|>", allowed_special="all"
     )
-    with pytest.raises(ConfigError, match="pass pattern="):
+    assert Tokenizer.load(path).encode(text) == back.encode(text)  # the sidecar's pattern
+    path.with_name("ours.tiktoken.json").unlink()
+    with pytest.raises(ModelFormatError, match="pass pattern="):
         Tokenizer.load(path)
 
 
@@ -709,6 +712,7 @@ def test_cli_inspect_and_export(tmp_path, byte_tok, capsys):
         str(tmp_path / "g" / "tokenizer_config.json"),
         str(tmp_path / "g" / "special_tokens_map.json"),
         str(tmp_path / "t.tiktoken"),
+        str(tmp_path / "t.tiktoken.json"),
         str(tmp_path / "t.json"),
     ]
     assert Tokenizer.load(tmp_path / "t.json").merge_ids == byte_tok.merge_ids

@@ -94,14 +94,18 @@ def test_export_to_s3_equals_the_local_export_byte_for_byte(s3, aws, models, tmp
             status, out, err = run(capsys, "export", "--model", f"{scheme}://bucket/e/model", "--format", fmt,
                                    "--out", uri)
             assert status == 0, err
-            expected = [uri] if fmt != "gpt2" else [f"{uri}/vocab.json", f"{uri}/merges.txt"]
-            assert out.split() == expected
+            expected = {"gpt2": [f"{uri}/{file}" for file in ("vocab.json", "merges.txt", "tokenizer_config.json",
+                                                              "special_tokens_map.json")],
+                        "tiktoken": [uri, f"{uri}.json"]}
+            assert out.split() == expected.get(fmt, [uri])
             assert get_tree(s3, f"bucket/e/{scheme}/{name}") == local_tree(local)
+            if fmt == "tiktoken":
+                assert get_tree(s3, f"bucket/e/{scheme}/{name}.json") == local_tree(local.with_name(name + ".json"))
     marker = json.loads(get_tree(s3, "bucket/e/s3/gpt2")[output_guard.MARKER_FILE])
     assert (marker["kind"], marker["format"], "state" in marker) == ("export", "gpt2", False)
     # nothing but the outputs: no probe, no staging
     assert sorted(info.base_name for info in s3.get_file_info(pafs.FileSelector("bucket/e/s3"))) == \
-        ["gpt2", "m.tiktoken", "tok.json"]
+        ["gpt2", "m.tiktoken", "m.tiktoken.json", "tok.json"]
 
     # an existing output: refused without --overwrite; with it, only one of the same format is replaced
     status, _, err = run(capsys, "export", "--model", str(models["model_dir"]), "--format", "tiktoken",
@@ -134,7 +138,9 @@ def test_inspect_and_decode_of_s3_models_equal_the_local_ones(s3, aws, models, c
             key = "bucket/m/gpt2/gpt2/vocab.json"  # the merges.txt beside it comes along
         else:
             put_tree(s3, local, key)
-        pattern = ["--pattern", "gpt2"] if fmt == "tiktoken" else []  # not one of OpenAI's files
+        if fmt == "tiktoken":  # its sidecar (pattern, special tokens) comes along
+            put_tree(s3, local.with_name(local.name + ".json"), key + ".json")
+        pattern = ["--pattern", "gpt2"] if fmt == "tiktoken" else []
         for argv in (["inspect", "{}", "--json", *pattern], ["inspect", "{}", "--merges", "5", *pattern],
                      ["decode", "--model", "{}", "--ids", ids, *pattern]):
             status, expected, err = run(capsys, *[str(local) if a == "{}" else a for a in argv])

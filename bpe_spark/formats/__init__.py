@@ -193,7 +193,8 @@ def export_model(
     - ``gpt2``: ``out`` is a directory that receives ``vocab.json`` and ``merges.txt``, the same
       two config files, and ``tokenizer.json`` when transformers' GPT2Tokenizer would not give
       our ids (:func:`bpe_spark.formats.gpt2.gpt2_class_differs`);
-    - ``tiktoken``: ``out`` is the ``.tiktoken`` file (rank = token id);
+    - ``tiktoken``: ``out`` is the ``.tiktoken`` file (rank = token id), with its sidecar
+      ``<out>.json`` (pattern and special tokens: :mod:`bpe_spark.formats.tiktoken_file`);
     - ``subword-nmt``: ``out`` is the codes file.
 
     ``bos_token``, ``eos_token``, ``pad_token``, ``unk_token`` (special tokens' text) and
@@ -223,10 +224,15 @@ def export_model(
     if folder:
         for name in FOLDER_FILES:  # before anything is written
             check_beside(out.with_name(name), overwrite=overwrite)
+    sidecar = Path(spec.sidecar(out)) if spec.sidecar is not None else None
     with atomic_file(out, file_format=fmt, overwrite=overwrite) as staged:
-        spec.write(tok, staged)
+        if sidecar is None:
+            spec.write(tok, staged)
+        else:
+            check_beside(sidecar, overwrite=overwrite)  # after the file's own check
+            spec.write(tok, staged, sidecar=sidecar)
         beside = spec.folder(tok, out.parent, options) if folder else []
-    return [out, *beside]
+    return [out, *beside, *([sidecar] if sidecar is not None else [])]
 
 
 def check_beside(path: Path, *, overwrite: bool) -> None:

@@ -24,7 +24,7 @@ from bpe_spark.formats.gpt2 import write_gpt2
 from bpe_spark.formats.hf_config import write_folder_files, write_gpt2_folder
 from bpe_spark.formats.hf_json import write_tokenizer_json
 from bpe_spark.formats.subword_nmt import write_codes
-from bpe_spark.formats.tiktoken_file import write_tiktoken
+from bpe_spark.formats.tiktoken_file import sidecar_path, write_tiktoken
 
 MODEL_META_FILE = "bpe_spark.json"
 
@@ -39,6 +39,8 @@ class Export:
     is a directory or lacks this suffix gets ``files[0]`` inside it. ``folder(tok, directory,
     options)``: writes transformers' folder files (``options``: ``hf_config.folder_options``),
     returns their paths; a model directory writes its own (beside its tokenizer.json).
+    ``sidecar(file)``: the second file a single-file export writes beside ``file`` (``write(tok,
+    target, sidecar=path)``; in a model directory, ``files[1]``).
     """
 
     write: Callable[[Any, Path], None]
@@ -47,6 +49,7 @@ class Export:
     directory: bool = False
     suffix: str | None = None
     folder: Callable[[Any, Path, Any], list[Path]] | None = None
+    sidecar: Callable[[PurePath], PurePath] | None = None
 
     def file_at(self, out: PurePath, *, is_dir: bool) -> PurePath:
         """The file a single-file export to ``out`` writes: ``out`` itself, or ``files[0]`` inside
@@ -69,7 +72,9 @@ EXPORTS: dict[str, Export] = {
     "gpt2": Export(
         write_gpt2, ("vocab.json", "merges.txt"), needs_byte=True, directory=True, folder=write_gpt2_folder
     ),
-    "tiktoken": Export(write_tiktoken, ("model.tiktoken",), needs_byte=True),
+    "tiktoken": Export(
+        write_tiktoken, ("model.tiktoken", "model.tiktoken.json"), needs_byte=True, sidecar=sidecar_path
+    ),
     "subword-nmt": Export(write_codes, ("codes.bpe",), needs_byte=False),
 }
 EXPORT_FORMATS = tuple(EXPORTS)
