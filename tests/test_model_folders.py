@@ -245,3 +245,33 @@ def test_export_help_shows_every_format(capsys):
     for fmt in ("tokenizer.json", "gpt2", "tiktoken", "subword-nmt"):
         assert f"--format {fmt} " in shown
     assert "tiktoken.Encoding(" in shown and "AutoTokenizer.from_pretrained(" in shown
+
+
+# --- an imported pipeline (a tokenizer.json that runs as tokenizers runs it) -------------------------
+def test_imported_pipeline_model_folder(tmp_path, lines):
+    from tokenizers import decoders, models, pre_tokenizers, trainers
+
+    hf = tokenizers.Tokenizer(models.BPE())
+    hf.pre_tokenizer = pre_tokenizers.Sequence(
+        [pre_tokenizers.Digits(individual_digits=True), pre_tokenizers.ByteLevel(add_prefix_space=True)]
+    )
+    hf.decoder = decoders.ByteLevel()
+    hf.train_from_iterator(lines[::8], trainers.BpeTrainer(
+        vocab_size=900, special_tokens=["<s>", "</s>", "<pad>"], initial_alphabet=pre_tokenizers.ByteLevel.alphabet(),
+        show_progress=False))
+    hf.add_tokens(["<tool>"])  # not special: transformers keeps it so
+    hf.save(str(tmp_path / "tokenizer.json"))
+    tok = Tokenizer.load(tmp_path / "tokenizer.json")
+    assert tok.pipeline is not None
+    set_transformers_config(tok, bos_token="<s>", eos_token="</s>", pad_token="<pad>")
+    tok.save(tmp_path / "model")
+    auto = auto_tokenizer(tmp_path / "model")
+    assert (auto.bos_token_id, auto.eos_token_id, auto.pad_token_id) == (0, 1, 2)
+    texts = texts_of(lines[::32]) + ["call <tool> now</s>"]
+    assert_same_ids(auto, tok, texts)
+    config = json.loads((tmp_path / "model" / "tokenizer_config.json").read_text())
+    assert config["added_tokens_decoder"][str(hf.token_to_id("<tool>"))]["special"] is False
+    exported = tokenizers.Tokenizer.from_file(str(export_model(tok, "tokenizer.json", tmp_path / "e")[0]))
+    assert [exported.encode(t, add_special_tokens=False).ids for t in texts] == [
+        hf.encode(t, add_special_tokens=False).ids for t in texts
+    ]

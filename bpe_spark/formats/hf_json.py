@@ -18,6 +18,7 @@ gives the ``unk_token`` in both; without one we raise and tokenizers leaves it o
 
 from __future__ import annotations
 
+import copy
 import json
 from typing import Any
 
@@ -66,6 +67,8 @@ def _pre_tokenizer(tok) -> dict:
 
 def refusal(tok) -> str | None:
     """Why ``tok`` has no tokenizer.json form (one line naming the option), or None."""
+    if _pipeline_spec(tok) is not None:
+        return None
     if tok.scheme == "char" and tok.end_of_word == "separate":
         return (
             "tokenizer.json cannot hold a char-scheme model with end_of_word 'separate' (--end-of-word "
@@ -75,9 +78,23 @@ def refusal(tok) -> str | None:
     return None
 
 
+def _pipeline_spec(tok) -> dict | None:
+    """The tokenizer.json an imported pipeline model runs (:mod:`bpe_spark.pipeline`), or None."""
+    pipeline = getattr(tok, "pipeline", None)
+    return None if pipeline is None else pipeline.spec
+
+
+_ADDED_TOKEN_FLAGS = {"single_word": False, "lstrip": False, "rstrip": False, "normalized": False, "special": False}
+
+
 def added_tokens(tok) -> list[dict[str, Any]]:
     """The ``added_tokens`` of tokenizer.json (transformers' ``added_tokens_decoder`` too): the
-    special tokens in id order, matched in the text as it is."""
+    special tokens in id order, matched in the text as it is; an imported pipeline's own."""
+    spec = _pipeline_spec(tok)
+    if spec is not None:
+        return [{"id": entry["id"], "content": entry["content"], **_ADDED_TOKEN_FLAGS,
+                 **{key: entry[key] for key in _ADDED_TOKEN_FLAGS if key in entry}}
+                for entry in spec.get("added_tokens") or []]
     return [
         {
             "id": token_id,
@@ -94,6 +111,10 @@ def added_tokens(tok) -> list[dict[str, Any]]:
 
 def to_hf_dict(tok) -> dict[str, Any]:
     """The ``tokenizer.json`` content of a tokenizer (:func:`refusal` says which cannot have one)."""
+    spec = _pipeline_spec(tok)
+    if spec is not None:  # the file it was imported from, as it runs (validated, unused keys left out)
+        empty = dict.fromkeys(("truncation", "padding", "normalizer", "pre_tokenizer", "post_processor", "decoder"))
+        return {"version": "1.0", **empty, "added_tokens": [], **copy.deepcopy(spec)}
     reason = refusal(tok)
     if reason is not None:
         raise ConfigError(reason)

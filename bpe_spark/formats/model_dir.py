@@ -267,6 +267,7 @@ def _save_pipeline_model(tok, directory, *, overwrite: bool, exports: Iterable[s
         },
         schema=MERGES_SCHEMA,
     )
+    folder = hf_config.folder_options(tok)
     with atomic_directory(directory, kind="model", overwrite=overwrite) as staged:
         pq.write_table(merges, staged / MERGES_FILE)
         pq.write_table(vocab_table(tok), staged / VOCAB_FILE)
@@ -274,6 +275,7 @@ def _save_pipeline_model(tok, directory, *, overwrite: bool, exports: Iterable[s
             with open(staged / name, "w", encoding="utf-8") as fh:
                 json.dump(content, fh, ensure_ascii=False, indent=None if name == HF_FILE else 2)
                 fh.write("\n")
+        hf_config.write_folder_files(tok, staged, folder)
 
 
 def _read_pipeline_model(meta: dict, meta_path: Path) -> dict[str, Any]:
