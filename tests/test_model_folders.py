@@ -275,3 +275,19 @@ def test_imported_pipeline_model_folder(tmp_path, lines):
     assert [exported.encode(t, add_special_tokens=False).ids for t in texts] == [
         hf.encode(t, add_special_tokens=False).ids for t in texts
     ]
+
+
+@pytest.mark.spark
+def test_train_command_writes_the_folder_options(spark, tmp_path):
+    require_shared()
+    text = corpus_lines("tiny_shakespeare", 1000)
+    (tmp_path / "c.txt").write_text("".join(text), encoding="utf-8")
+    out = tmp_path / "model"
+    assert cli_main(["train", "--input", str(tmp_path / "c.txt"), "--vocab-size", "300", "--out", str(out),
+                     "--special-token", "<|endoftext|>", "--special-token", "<pad>", "--eos-token", "<|endoftext|>",
+                     "--pad-token", "<pad>", "--unk-token", "<|endoftext|>", "--model-max-length", "512"]) == 0
+    tok = Tokenizer.load(out)
+    auto = auto_tokenizer(out)
+    assert (auto.eos_token, auto.pad_token, auto.unk_token, auto.bos_token) == ("<|endoftext|>", "<pad>", "<|endoftext|>", None)
+    assert auto.model_max_length == 512 and tok.unk_token is None  # a byte model's unk is transformers' label
+    assert_same_ids(auto, tok, texts_of(text))
