@@ -144,10 +144,11 @@ class Pipeline:
 
     # --- decoding ---------------------------------------------------------------------------------
     def token_of(self, token_id: int) -> str:
-        """The token string of an id (an added token's content first, as tokenizers looks)."""
-        added = self.added.by_id.get(token_id)
+        """The token string of an id, as tokenizers' ``id_to_token`` gives it: an added token's
+        first (a normalized one's in its normalized form), then the model's."""
+        added = self.added.strings.get(token_id)
         if added is not None:
-            return added.content
+            return added
         token = self.model.id_to_token.get(token_id)
         if token is None:
             raise KeyError(f"token id {token_id} is not in the vocabulary")
@@ -171,7 +172,7 @@ class Pipeline:
         strings = {i: t for i, t in self.model.id_to_token.items() if i not in special_ids}
         for token in self.added.tokens:
             if not token.special:
-                strings[token.id] = token.content
+                strings[token.id] = self.added.strings[token.id]
         if self.byte_level:
             return "byte", {i: byte_level_bytes(t) for i, t in strings.items()}, special
         return "char", strings, special

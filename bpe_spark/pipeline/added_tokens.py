@@ -128,11 +128,16 @@ class AddedTokens:
             self.by_id[token_id] = token
         self.raw = Matcher({t.content: t for t in self.tokens if not t.normalized})
         normalized: dict[str, AddedToken] = {}
+        # the string of each id that decoding hands the decoder: a normalized token's normalized
+        # form, as tokenizers' id_to_token gives it
+        self.strings: dict[int, str] = {}
         for token in self.tokens:
-            if token.normalized:
-                key = normalizer(token.content) if normalizer is not None else token.content
-                if key:
-                    normalized.setdefault(key, token)
+            key = token.content
+            if token.normalized and normalizer is not None:
+                key = normalizer(token.content)
+            self.strings[token.id] = key
+            if token.normalized and key:
+                normalized.setdefault(key, token)
         self.normalized = Matcher(normalized)
 
     @property

@@ -16,7 +16,8 @@ What ``tokenizers`` does, reproduced here (``models/bpe/model.rs``, ``word.rs``)
 - then the adjacent pair of lowest rank merges, leftmost first, until none is left.
 
 BPE dropout above 0 is refused (it is random). ``model.tokenize(pretoken) -> list[int]`` caches
-its answers, as ``tokenizers`` does.
+its answers, as ``tokenizers`` does, and merges with the compiled BPE of ``bpe_spark._fastenc``
+when it is built (``bpe_spark.words.bpe_merge`` otherwise: the same rule).
 
 >>> m = BpeModel({"type": "BPE", "vocab": {"a": 0, "b": 1, "ab": 2}, "merges": ["a b"]})
 >>> m.tokenize("abba")
@@ -28,6 +29,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
+from bpe_spark import _compiled
 from bpe_spark.errors import ModelFormatError
 from bpe_spark.formats.fields import ID_RANGE, MAX_TOKEN_BYTES, MAX_TOKENS, is_id, show
 from bpe_spark.words import bpe_merge
@@ -144,6 +146,8 @@ class BpeModel:
         self._cache: dict[str, list[int]] = {}
         merge_map = self.merges
         self._priority = lambda left, right: merge_map.get((left, right))
+        self._fast = None  # the compiled BPE (bpe_spark._fastenc), built on first use
+        self._fast_ready = False
 
     def _bad_merge(self, rank: int, entry: Any, field: str, error) -> Exception:
         """The error of a merge the loop above could not take, saying what is wrong with it."""
@@ -164,6 +168,11 @@ class BpeModel:
     def initial_ids(self, pretoken: str) -> list[int]:
         """The ids of the characters of ``pretoken`` before any merge (``merge_word``)."""
         vocab, prefix, suffix = self.vocab, self.prefix, self.suffix
+        if not (prefix or suffix):
+            try:
+                return [vocab[char] for char in pretoken]  # the usual case: every character a token
+            except KeyError:
+                pass
         ids: list[int] = []
         unk: list[int] | None = None  # [id] of the unknown run not yet added (fuse_unk)
         last = len(pretoken) - 1
@@ -205,7 +214,17 @@ class BpeModel:
                 return [whole]
         ids = self._cache.get(pretoken)
         if ids is None:
-            ids = bpe_merge(self.initial_ids(pretoken), self._priority)
+            if not self._fast_ready:
+                self._fast_ready = True
+                # the compiled table keeps a repeated pair's first rank: give it each pair's last
+                merge_map = self.merges
+                last = [(left, right, new_id) for rank, (left, right, new_id) in enumerate(self.merge_list)
+                        if merge_map[(left, right)][0] == rank]
+                self._fast = _compiled.new_encoder(last, None, None)
+            if self._fast is not None:
+                ids = self._fast.bpe(self.initial_ids(pretoken))
+            else:
+                ids = bpe_merge(self.initial_ids(pretoken), self._priority)
             if len(self._cache) >= _CACHE_LIMIT:
                 self._cache.clear()
             self._cache[pretoken] = ids
