@@ -167,11 +167,15 @@ def looks_like(path: str, file_format: str, files: Files = LOCAL) -> bool:
     head = files.read_bytes(path, limit)
     if head is None:
         return False
-    if file_format in ("tokenizer.json", "tiktoken.json"):  # tiktoken.json: a .tiktoken's sidecar
+    if file_format in ("tokenizer.json", "tiktoken.json", "transformers.json"):
+        # tiktoken.json: a .tiktoken's sidecar; transformers.json: tokenizer_config.json or
+        # special_tokens_map.json beside a tokenizer.json (a JSON object)
         try:
             top = json.loads(head.decode("utf-8"))
         except ValueError:
             return False
+        if file_format == "transformers.json":
+            return isinstance(top, dict)
         key, kind = ("model", dict) if file_format == "tokenizer.json" else ("pat_str", str)
         return isinstance(top, dict) and isinstance(top.get(key), kind)
     lines = head.split(b"\n")

@@ -246,6 +246,7 @@ class ExportTarget:
     def write(self, tok) -> list[str]:
         """Write the export of ``tok``; the paths (URIs) of the files written."""
         from bpe_spark.formats import export_model, export_spec
+        from bpe_spark.formats.hf_config import FOLDER_FILES
 
         if not scheme_of(self.out):
             return [str(path) for path in export_model(tok, self.fmt, self.out, overwrite=self.overwrite)]
@@ -263,6 +264,10 @@ class ExportTarget:
                     output_guard.put_directory(local, self.target, "export", overwrite=self.overwrite, files=files,
                                                in_place=store.in_place)
                 else:
+                    for path in written[1:]:  # transformers' config files beside a tokenizer.json, first
+                        if path.name in FOLDER_FILES:
+                            put_file(str(path), f"{self.target.rpartition('/')[0]}/{path.name}", "transformers.json",
+                                     overwrite=self.overwrite, files=files, in_place=store.in_place)
                     put_file(local, self.target, self.fmt, overwrite=self.overwrite, files=files,
                              in_place=store.in_place)
                     sidecar = export_spec(self.fmt).sidecar  # a .tiktoken's pattern and specials
@@ -273,7 +278,8 @@ class ExportTarget:
                 raise
             except OSError as exc:  # the store failed midway: what was written is gone (put_directory, put_file)
                 raise OutputRefusedError(f"{self.shown}: cannot write it ({output_guard.reason_line(exc)})") from None
-            return [self.shown + str(path)[len(local):] for path in written]
+            return [self.shown + str(path)[len(local):] if str(path).startswith(local)
+                    else f"{self.shown.rpartition('/')[0]}/{path.name}" for path in written]
 
 
 def prepare_export(out, fmt: str, *, overwrite: bool, protected: Mapping[str, Iterable] | None = None,

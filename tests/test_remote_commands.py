@@ -119,11 +119,19 @@ def test_export_to_s3_equals_the_local_export_byte_for_byte(s3, aws, models, tmp
     assert run(capsys, "export", "--model", str(models["model_dir"]), "--format", "gpt2",
                "--out", "s3://bucket/e/s3/gpt2", "--overwrite")[0] == 0
     assert get_tree(s3, "bucket/e/s3/gpt2") == local_tree(tmp_path / "s3" / "gpt2")
-    # tokenizer.json into an existing directory: tokenizer.json inside it, as locally
-    status, out, _ = run(capsys, "export", "--model", str(models["model_dir"]), "--format", "tokenizer.json",
+    # tokenizer.json into an existing directory: tokenizer.json inside it, as locally, with transformers'
+    # config files beside it, which replace the GPT-2 folder's only with --overwrite
+    status, _, err = run(capsys, "export", "--model", str(models["model_dir"]), "--format", "tokenizer.json",
                          "--out", "s3://bucket/e/s3/gpt2/")
-    assert status == 0 and out.split() == ["s3://bucket/e/s3/gpt2/tokenizer.json"]
+    assert status == 2 and "s3/gpt2/tokenizer_config.json already exists" in err
+    assert "tokenizer.json" not in get_tree(s3, "bucket/e/s3/gpt2")
+    status, out, _ = run(capsys, "export", "--model", str(models["model_dir"]), "--format", "tokenizer.json",
+                         "--out", "s3://bucket/e/s3/gpt2/", "--overwrite")
+    assert status == 0 and out.split() == [f"s3://bucket/e/s3/gpt2/{name}" for name in (
+        "tokenizer.json", "tokenizer_config.json", "special_tokens_map.json")]
     assert get_tree(s3, "bucket/e/s3/gpt2/tokenizer.json") == local_tree(tmp_path / "s3" / "tok.json")
+    config = json.loads(get_tree(s3, "bucket/e/s3/gpt2/tokenizer_config.json")[""])
+    assert config["tokenizer_class"] == "PreTrainedTokenizerFast"
     # the output is never the model, nor inside it
     status, _, err = run(capsys, "export", "--model", "s3://bucket/e/model", "--format", "tiktoken",
                          "--out", "s3a://bucket/e/model/x.tiktoken")

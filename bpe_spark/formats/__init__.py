@@ -21,6 +21,7 @@ hf_regex        our patterns in tokenizer.json (Oniguruma <-> Python regex)
 gpt2            vocab.json + merges.txt (and the printable byte form tokenizer.json shares)
 tiktoken_file   .tiktoken files and the merges derived from their ranks
 tekken          Mistral's tekken JSON (mistral-common)
+sentencepiece_model  SentencePiece BPE .model files (through their tokenizer.json)
 subword_nmt     subword-nmt codes files and its ``@@`` segmentation
 =============== ==================================================================================
 
@@ -46,6 +47,7 @@ from bpe_spark.formats.files import atomic_directory, atomic_file
 from bpe_spark.formats.gpt2 import read_gpt2
 from bpe_spark.formats.hf_json_read import read_tokenizer_json
 from bpe_spark.formats.registry import EXPORT_FORMATS, MODEL_META_FILE, export_spec
+from bpe_spark.formats.sentencepiece_model import looks_like_sentencepiece, read_sentencepiece
 from bpe_spark.formats.tekken import looks_like_tekken, read_tekken
 from bpe_spark.formats.tiktoken_file import read_tiktoken
 from bpe_spark.patterns import PRESETS, pattern_source
@@ -64,8 +66,8 @@ __all__ = [
 
 # --- recognising and loading ------------------------------------------------------------------
 def detect_format(path) -> str:
-    """What ``path`` holds: ``"model_dir"``, ``"tokenizer.json"``, ``"gpt2"``, ``"tiktoken"`` or
-    ``"tekken"``."""
+    """What ``path`` holds: ``"model_dir"``, ``"tokenizer.json"``, ``"gpt2"``, ``"tiktoken"``,
+    ``"tekken"`` or ``"sentencepiece"``."""
     path = Path(path)
     if path.is_dir():
         if (path / MODEL_META_FILE).is_file():
@@ -76,6 +78,8 @@ def detect_format(path) -> str:
             return "gpt2"
         if (path / "tekken.json").is_file():
             return "tekken"
+        if (path / "tokenizer.model").is_file():
+            return "sentencepiece"
         tiktoken_files = sorted(path.glob("*.tiktoken"))
         if len(tiktoken_files) == 1:
             return "tiktoken"
@@ -90,7 +94,10 @@ def detect_format(path) -> str:
     if path.suffix == ".tiktoken":
         return "tiktoken"
     with open(path, "rb") as fh:
-        head = fh.read(4096).lstrip()
+        head = fh.read(4096)
+    if looks_like_sentencepiece(head):
+        return "sentencepiece"
+    head = head.lstrip()
     if head.startswith(b"{"):
         if path.name == "vocab.json":
             return "gpt2"
@@ -121,8 +128,9 @@ def read_any(path, kind: str | None = None, **options) -> dict[str, Any]:
     """The Tokenizer keyword arguments of any supported file: our model directory (or its
     ``bpe_spark.json``), a ``tokenizer.json`` (or a directory holding one and no
     ``bpe_spark.json``), GPT-2 files (a directory with ``vocab.json`` + ``merges.txt``, or the
-    ``vocab.json`` path), a ``.tiktoken`` file, or a tekken JSON (or a directory holding
-    ``tekken.json``). ``kind`` is :func:`detect_format`'s answer
+    ``vocab.json`` path), a ``.tiktoken`` file, a tekken JSON (or a directory holding
+    ``tekken.json``), or a SentencePiece BPE ``.model`` (or a directory holding
+    ``tokenizer.model``). ``kind`` is :func:`detect_format`'s answer
     (found here when None); ``options`` go to the format's reader (e.g. ``pattern=``,
     ``special_tokens=``).
     """
@@ -141,6 +149,8 @@ def read_any(path, kind: str | None = None, **options) -> dict[str, Any]:
         return read_tokenizer_json(path / "tokenizer.json" if path.is_dir() else path, **options)
     if kind == "tekken":
         return read_tekken(path / "tekken.json" if path.is_dir() else path, **options)
+    if kind == "sentencepiece":
+        return read_sentencepiece(path / "tokenizer.model" if path.is_dir() else path, **options)
     if kind == "gpt2":
         if path.is_dir():
             return read_gpt2(path / "vocab.json", path / "merges.txt", **options)
@@ -223,29 +233,24 @@ def export_model(
     folder = spec.folder is not None and out.name == spec.files[0]
     if folder:
         for name in FOLDER_FILES:  # before anything is written
-            check_beside(out.with_name(name), overwrite=overwrite)
+            check_beside(out.with_name(name), overwrite=overwrite, file_format="transformers.json")
     sidecar = Path(spec.sidecar(out)) if spec.sidecar is not None else None
     with atomic_file(out, file_format=fmt, overwrite=overwrite) as staged:
         if sidecar is None:
             spec.write(tok, staged)
         else:
-            check_beside(sidecar, overwrite=overwrite)  # after the file's own check
+            check_beside(sidecar, overwrite=overwrite, file_format=f"{fmt}.json")  # after the file's own check
             spec.write(tok, staged, sidecar=sidecar)
         beside = spec.folder(tok, out.parent, options) if folder else []
     return [out, *beside, *([sidecar] if sidecar is not None else [])]
 
 
-def check_beside(path: Path, *, overwrite: bool) -> None:
-    """A config file to be written beside an export file: new, or a file ``overwrite`` replaces."""
+def check_beside(path: Path, *, overwrite: bool, file_format: str) -> None:
+    """A file to be written beside an export file: new, or (``overwrite``) one that reads as
+    ``file_format`` (:func:`bpe_spark.output_guard.looks_like`)."""
     from bpe_spark import output_guard
-    from bpe_spark.errors import OutputRefusedError
 
-    if not (path.exists() or path.is_symlink()):
-        return
-    if not overwrite:
-        output_guard.check_replaceable(str(path), "export", overwrite=False)  # it exists: raises
-    if not path.is_file():
-        raise OutputRefusedError(f"{path} exists and is not a file; remove it yourself or choose another path")
+    output_guard.check_replaceable(str(path), "export", overwrite=overwrite, file_format=file_format)
 
 
 def describe(tok, *, first_merges: int = 10) -> dict:
