@@ -21,7 +21,6 @@ hf_regex        our patterns in tokenizer.json (Oniguruma <-> Python regex)
 gpt2            vocab.json + merges.txt (and the printable byte form tokenizer.json shares)
 tiktoken_file   .tiktoken files and the merges derived from their ranks
 tekken          Mistral's tekken JSON (mistral-common)
-sentencepiece_model  SentencePiece BPE .model files (through their tokenizer.json)
 subword_nmt     subword-nmt codes files and its ``@@`` segmentation
 =============== ==================================================================================
 
@@ -47,7 +46,6 @@ from bpe_spark.formats.files import atomic_directory, atomic_file
 from bpe_spark.formats.gpt2 import read_gpt2
 from bpe_spark.formats.hf_json_read import read_tokenizer_json
 from bpe_spark.formats.registry import EXPORT_FORMATS, MODEL_META_FILE, export_spec
-from bpe_spark.formats.sentencepiece_model import looks_like_sentencepiece, read_sentencepiece
 from bpe_spark.formats.tekken import looks_like_tekken, read_tekken
 from bpe_spark.formats.tiktoken_file import read_tiktoken
 from bpe_spark.patterns import PRESETS, pattern_source
@@ -66,8 +64,8 @@ __all__ = [
 
 # --- recognising and loading ------------------------------------------------------------------
 def detect_format(path) -> str:
-    """What ``path`` holds: ``"model_dir"``, ``"tokenizer.json"``, ``"gpt2"``, ``"tiktoken"``,
-    ``"tekken"`` or ``"sentencepiece"``."""
+    """What ``path`` holds: ``"model_dir"``, ``"tokenizer.json"``, ``"gpt2"``, ``"tiktoken"`` or
+    ``"tekken"``."""
     path = Path(path)
     if path.is_dir():
         if (path / MODEL_META_FILE).is_file():
@@ -78,8 +76,6 @@ def detect_format(path) -> str:
             return "gpt2"
         if (path / "tekken.json").is_file():
             return "tekken"
-        if (path / "tokenizer.model").is_file():
-            return "sentencepiece"
         tiktoken_files = sorted(path.glob("*.tiktoken"))
         if len(tiktoken_files) == 1:
             return "tiktoken"
@@ -94,10 +90,7 @@ def detect_format(path) -> str:
     if path.suffix == ".tiktoken":
         return "tiktoken"
     with open(path, "rb") as fh:
-        head = fh.read(4096)
-    if looks_like_sentencepiece(head):
-        return "sentencepiece"
-    head = head.lstrip()
+        head = fh.read(4096).lstrip()
     if head.startswith(b"{"):
         if path.name == "vocab.json":
             return "gpt2"
@@ -149,8 +142,6 @@ def read_any(path, kind: str | None = None, **options) -> dict[str, Any]:
         return read_tokenizer_json(path / "tokenizer.json" if path.is_dir() else path, **options)
     if kind == "tekken":
         return read_tekken(path / "tekken.json" if path.is_dir() else path, **options)
-    if kind == "sentencepiece":
-        return read_sentencepiece(path / "tokenizer.model" if path.is_dir() else path, **options)
     if kind == "gpt2":
         if path.is_dir():
             return read_gpt2(path / "vocab.json", path / "merges.txt", **options)
