@@ -244,7 +244,10 @@ def test_export_help_shows_every_format(capsys):
     shown = capsys.readouterr().out
     for fmt in ("tokenizer.json", "gpt2", "tiktoken", "subword-nmt"):
         assert f"--format {fmt} " in shown
-    assert "tiktoken.Encoding(" in shown and "AutoTokenizer.from_pretrained(" in shown
+    from bpe_spark.formats.tiktoken_file import encoding_line
+
+    assert all(line in shown for line in encoding_line("en32k.tiktoken").splitlines())
+    assert "AutoTokenizer.from_pretrained(" in shown and "padding=True" in shown
 
 
 # --- an imported pipeline (a tokenizer.json that runs as tokenizers runs it) -------------------------

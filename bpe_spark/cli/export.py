@@ -8,6 +8,7 @@ transformers' config files of the tokenizer.json and gpt2 exports (:mod:`bpe_spa
 from __future__ import annotations
 
 import argparse
+import textwrap
 
 from bpe_spark.cli.arguments import (
     FOLDER_OPTIONS,
@@ -20,7 +21,7 @@ from bpe_spark.errors import ConfigError
 
 NAME = "export"
 SUMMARY = "export a model to another format"
-EXAMPLES = """
+_EXAMPLES = """
 examples:
   tokenizer.json: a folder transformers loads as it is (tokenizer.json, tokenizer_config.json,
   special_tokens_map.json); a char-scheme model too when trained with --end-of-word fused
@@ -37,9 +38,7 @@ examples:
 
   tiktoken: the ranks, and the sidecar en32k.tiktoken.json (name, pat_str, special_tokens)
     bpe-spark export --model models/en32k --format tiktoken --out en32k.tiktoken
-  then, in Python:
 {tiktoken_lines}
-
   subword-nmt: the codes file of a char-scheme model (subword-nmt apply-bpe -c codes.bpe)
     bpe-spark export --model models/char8k --format subword-nmt --out codes.bpe
 
@@ -48,16 +47,24 @@ examples:
 
 URIs are read and written through pyarrow: S3 credentials from its default chain (AWS_* variables,
 ~/.aws), a custom endpoint from $AWS_ENDPOINT_URL.
-""".format(tiktoken_lines="\n".join("    " + line for line in (
-    "import json, tiktoken, tiktoken.load",
-    'side = json.load(open("en32k.tiktoken.json", encoding="utf-8"))',
-    ('enc = tiktoken.Encoding(name=side["name"], pat_str=side["pat_str"], '
-     'mergeable_ranks=tiktoken.load.load_tiktoken_bpe("en32k.tiktoken"), special_tokens=side["special_tokens"])'),
-)))
+"""
+
+
+def examples(tiktoken_lines: str = "") -> str:
+    """The help's examples; ``tiktoken_lines``: the Python that builds tiktoken's Encoding of the
+    tiktoken example (:func:`bpe_spark.formats.tiktoken_file.encoding_line`), set with the options."""
+    shown = "  then, in Python:\n" + textwrap.indent(tiktoken_lines, "    ") + "\n" if tiktoken_lines else ""
+    return _EXAMPLES.format(tiktoken_lines=shown)
+
+
+EXAMPLES = examples()  # add_arguments puts in the tiktoken lines (it imports the formats anyway)
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     from bpe_spark.formats import EXPORT_FORMATS
+    from bpe_spark.formats.tiktoken_file import encoding_line
+
+    parser.epilog = examples(encoding_line("en32k.tiktoken"))
 
     parser.add_argument("--model", required=True, metavar="PATH",
                         help="the model to export (any format bpe-spark loads; a path or a URI)")
