@@ -287,3 +287,50 @@ def test_refusals_of_the_pipeline_name_what_was_found(tmp_path, byte_tok):
     data["post_processor"] = {"type": "Sequence", "processors": [{"type": "ByteLevel"}, {"type": "Nonesuch"}]}
     with pytest.raises(ModelFormatError, match=r"field 'post_processor\.processors\[1\]\.type': \"Nonesuch\""):
         Tokenizer.load(_write(tmp_path, data))
+
+
+# --- the BPE model's options, one at a time and together ---------------------------------------------
+@pytest.mark.parametrize(
+    "options",
+    [
+        {"unk_token": "<unk>"},
+        {"unk_token": "<unk>", "fuse_unk": True},
+        {"unk_token": "<unk>", "fuse_unk": True, "byte_fallback": True},
+        {"byte_fallback": True},
+        {},  # unknown characters are dropped
+        {"continuing_subword_prefix": "##", "unk_token": "<unk>"},
+        {"end_of_word_suffix": "</w>", "unk_token": "<unk>", "fuse_unk": True},
+        {"end_of_word_suffix": "</w>", "ignore_merges": True},
+    ],
+    ids=["unk", "fuse_unk", "fuse_unk_bytes", "bytes", "drop", "prefix", "suffix", "suffix_ignore_merges"],
+)
+def test_model_options_match_tokenizers(options):
+    import random
+
+    prefix, suffix = options.get("continuing_subword_prefix", ""), options.get("end_of_word_suffix", "")
+    chars = "abcé"
+    vocab = {"<unk>": 0, **{f"<0x{b:02X}>": 1 + b for b in range(0xC3, 0xC4)}, **{f"<0x{b:02X}>": 1 + b for b in (0x61, 0xA9, 0x78)}}
+    for char in chars:
+        for form in (char, prefix + char, char + suffix, prefix + char + suffix):
+            vocab.setdefault(form, len(vocab) + 300)
+    merges = []
+    for left, right in [("a", "b"), ("b", "c"), ("ab", "c"), ("a", "a"), ("c", "é")]:
+        for l_form, r_form in ((left, prefix + right), (left, prefix + right + suffix)):
+            if l_form in vocab and r_form in vocab:
+                merged = l_form + r_form[len(prefix):]
+                vocab.setdefault(merged, len(vocab) + 300)
+                if prefix:
+                    vocab.setdefault(prefix + merged, len(vocab) + 300)
+                merges.append(f"{l_form} {r_form}")
+    vocab["abc"] = len(vocab) + 300  # ignore_merges takes a whole token as is
+    model = {"type": "BPE", "vocab": vocab, "merges": merges, **options}
+    spec = json.loads(HfTokenizer(models.BPE()).to_str())
+    spec["model"].update(model)
+    spec["pre_tokenizer"] = {"type": "WhitespaceSplit"}
+    hf = HfTokenizer.from_str(json.dumps(spec))
+    tok = Tokenizer(pipeline=spec)
+    rng = random.Random(14)
+    texts = ["abc", "abcab aabc", "xyz", "axxb", "éé中c", "ab\u00e9", "中国 abc"] + [
+        "".join(rng.choice("abcé中x ") for _ in range(rng.randint(1, 12))) for _ in range(300)
+    ]
+    assert [tok.encode(text) for text in texts] == [hf.encode(text, add_special_tokens=False).ids for text in texts]

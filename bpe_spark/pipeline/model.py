@@ -35,6 +35,7 @@ from bpe_spark.formats.fields import ID_RANGE, MAX_TOKEN_BYTES, MAX_TOKENS, is_i
 from bpe_spark.words import bpe_merge
 
 _CACHE_LIMIT = 500_000
+_IN_VOCAB, _BYTES, _UNKNOWN = range(3)  # what a symbol of a pretoken becomes (BpeModel._symbol)
 MODEL_KEYS = frozenset({
     "type", "dropout", "unk_token", "continuing_subword_prefix", "end_of_word_suffix", "fuse_unk",
     "byte_fallback", "ignore_merges", "vocab", "merges",
@@ -144,6 +145,7 @@ class BpeModel:
         if self.byte_fallback:
             self._fallback = [self.vocab.get(byte_fallback_token(b)) for b in range(256)]
         self._cache: dict[str, list[int]] = {}
+        self._symbol_ids: dict[str, tuple[int, Any]] = {}
         merge_map = self.merges
         self._priority = lambda left, right: merge_map.get((left, right))
         self._fast = None  # the compiled BPE (bpe_spark._fastenc), built on first use
@@ -174,7 +176,9 @@ class BpeModel:
             except KeyError:
                 pass
         ids: list[int] = []
-        unk: list[int] | None = None  # [id] of the unknown run not yet added (fuse_unk)
+        pending_unk = False  # an unknown run not yet added (fuse_unk)
+        unk_id = vocab[self.unk_token] if self.unk_token is not None else None
+        symbol_ids, lookup = self._symbol_ids, self._symbol_ids.get
         last = len(pretoken) - 1
         for position, char in enumerate(pretoken):
             symbol = char
@@ -182,27 +186,39 @@ class BpeModel:
                 symbol = prefix + symbol
             if suffix and position == last:
                 symbol = symbol + suffix
-            token_id = vocab.get(symbol)
-            if token_id is not None:
-                if unk is not None:
-                    ids.append(unk[0])
-                    unk = None
-                ids.append(token_id)
-                continue
-            if self._fallback is not None:
-                fallback = [self._fallback[b] for b in symbol.encode("utf-8")]
-                if None not in fallback:
-                    # subtle: tokenizers adds these without first adding a pending unk token
-                    ids.extend(fallback)
-                    continue
-            if self.unk_token is not None:
-                unk_id = vocab[self.unk_token]
-                if unk is not None and not self.fuse_unk:
-                    ids.append(unk[0])
-                unk = [unk_id]
-        if unk is not None:
-            ids.append(unk[0])
+            found = lookup(symbol)
+            if found is None:
+                found = self._symbol(symbol)
+                if len(symbol_ids) < _CACHE_LIMIT:
+                    symbol_ids[symbol] = found
+            kind, symbol_ids_found = found
+            if kind == _IN_VOCAB:
+                if pending_unk:
+                    ids.append(unk_id)
+                    pending_unk = False
+                ids.append(symbol_ids_found)
+            elif kind == _BYTES:
+                # subtle: tokenizers adds these without first adding a pending unk token
+                ids.extend(symbol_ids_found)
+            elif unk_id is not None:
+                if pending_unk and not self.fuse_unk:
+                    ids.append(unk_id)
+                pending_unk = True
+        if pending_unk:
+            ids.append(unk_id)
         return ids
+
+    def _symbol(self, symbol: str) -> tuple[int, Any]:
+        """What one symbol becomes: ``(_IN_VOCAB, id)``, ``(_BYTES, ids)`` by byte_fallback, or
+        ``(_UNKNOWN, None)``."""
+        token_id = self.vocab.get(symbol)
+        if token_id is not None:
+            return _IN_VOCAB, token_id
+        if self._fallback is not None:
+            fallback = [self._fallback[b] for b in symbol.encode("utf-8")]
+            if None not in fallback:
+                return _BYTES, fallback
+        return _UNKNOWN, None
 
     def tokenize(self, pretoken: str) -> list[int]:
         """The ids of one pretoken (cached)."""
