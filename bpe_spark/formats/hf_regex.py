@@ -24,11 +24,18 @@ Where Oniguruma's Ruby syntax means something else than Python's (each checked a
   possessive whitespace run (``\s++$``, cl100k) can only meet the end of the text, so it stays.
   ``\Z`` is "end, or before a final newline", ``\z`` the end (Python's ``\Z``).
 - ``(?m)`` is Python's ``(?s)`` (dot matches a newline); ``\h`` is a hex digit.
+- ``(?i)`` folds several characters at once (``ß`` matches ``ss``): a case-insensitive group
+  whose text holds such a character or sequence gets Python's full case folding ``(?fi)``.
+- ``\w`` (and ``\W``, ``\b``, ``\B``) is Alphabetic, marks, decimal digits and connector
+  punctuation, never ZWNJ/ZWJ (which Python's ``\w`` has), and outside a class also
+  ``² ³ ¹ ¼ ½ ¾``. ``\p{Word}`` and other properties pass through as Python reads them.
 - Nested classes and ``&&`` inside ``[...]``, ``\R \X \K \G \O \y \Y \N`` named back-references,
   calls and absent groups are refused.
-- Unicode tables: Oniguruma's (Unicode 15.0 in tokenizers 0.23) are older than the ``regex``
-  module's; characters assigned since differ in ``\p{..}``, ``\w``, ``\d`` (tested on every code
-  point for the classes hub patterns use: only those).
+- Unicode tables: tokenizers 0.23's Oniguruma has Unicode 16.0, the ``regex`` module 17.0: the
+  characters assigned in 17.0 (CJK Extension J, 2025's emoji, ...; Oniguruma sees them
+  unassigned) and U+0295 (Ll there, Lo here) differ in ``\p{..}``, ``\w``, ``\d``; not
+  reproduced (the translation keeps a preset's text, hence its compiled fast path). Every other
+  code point agrees (tests/test_hf_regex.py checks each class the hub patterns use).
 """
 
 from __future__ import annotations
@@ -66,8 +73,14 @@ _REFUSED_ESCAPES = {
     "k": "\\k (a named back-reference)",
     "g": "\\g (a subexpression call)",
 }
-_PASSED_ESCAPES = set("tnrfvaAbBdDwWsSpPx0123456789u")
+_PASSED_ESCAPES = set("tnrfvaAdDsSpPx0123456789u")
 _HEX = "0-9a-fA-F"
+# subtle: Oniguruma's \w is Alphabetic, marks, decimal digits and connector punctuation, never
+# Python's Join_Control (ZWNJ, ZWJ); outside a class it also takes six Latin-1 characters its
+# ISO-8859-1 table counts as word characters (² ³ ¹ ¼ ½ ¾), inside a class it does not
+_CLASS_WORD = r"\p{Alpha}\p{M}\p{Nd}\p{Pc}"
+_WORD = rf"[{_CLASS_WORD}\xb2\xb3\xb9\xbc-\xbe]"
+_NOT_WORD = rf"[^{_CLASS_WORD}\xb2\xb3\xb9\xbc-\xbe]"
 
 
 class _Translator:
@@ -176,13 +189,13 @@ class _Translator:
             raise self.fail(f"the group {s[start : start + 4]!r}")
         self.i = flags.end()
         on, off = (flags.group(1) or "").replace("m", "s"), (flags.group(2) or "").replace("m", "s")
-        spec = on + (f"-{off}" if off else "")
-        if flags.group(3) == ")":
-            # (?i) switches the flag until the end of the enclosing group: scope it explicitly
-            body = self.sequence(top=False)
-            return f"(?{spec}:{body})" if spec else f"(?:{body})"
+        # (?i) switches the flag until the end of the enclosing group: scoped explicitly here
         body = self.sequence(top=False)
-        self.close(start)
+        if flags.group(3) == ":":
+            self.close(start)
+        if "i" in on and _needs_full_folding(body):
+            on = "f" + on  # Oniguruma folds ß as "ss", ﬁ as "fi": Python's full case folding
+        spec = on + (f"-{off}" if off else "")
         return f"(?{spec}:{body})" if spec else f"(?:{body})"
 
     def _atomic_interval(self, body: str) -> str | None:
@@ -206,6 +219,18 @@ class _Translator:
         if c == "p" or c == "P":
             return self.property()
         self.i += 2
+        if c == "w":
+            return _CLASS_WORD if in_class else _WORD
+        if c == "W":
+            if in_class:
+                raise self.fail("\\W inside a class")
+            return _NOT_WORD
+        if c in "bB" and not in_class:
+            if c == "b":
+                return f"(?:(?<={_WORD})(?!{_WORD})|(?<!{_WORD})(?={_WORD}))"
+            return f"(?:(?<={_WORD})(?={_WORD})|(?<!{_WORD})(?!{_WORD}))"
+        if c == "b":
+            return r"\x08"
         if c == "h":
             return _HEX if in_class else f"[{_HEX}]"
         if c == "H":
@@ -220,11 +245,11 @@ class _Translator:
             return r"\x1b"
         if c == "x" and s.startswith("{", self.i):
             end = s.find("}", self.i)
-            if end < 0:
-                raise self.fail("an unclosed \\x{")
-            text = s[self.i - 2 : end + 1]
+            digits = s[self.i + 1 : end]
+            if end < 0 or not regex.fullmatch(r"[0-9a-fA-F]{1,8}", digits) or int(digits, 16) > 0x10FFFF:
+                raise self.fail("a malformed \\x{...}")
             self.i = end + 1
-            return text
+            return f"\\U{int(digits, 16):08x}"
         if c == "u":
             text = s[self.i - 2 : self.i + 4]
             self.i += 4
@@ -287,6 +312,23 @@ class _Translator:
                 self.i += 1
             first = False
         return "".join(out)
+
+
+@lru_cache(maxsize=1)
+def _multi_char_folds() -> tuple[frozenset[str], tuple[str, ...]]:
+    """The characters whose full case folding is several characters, and those foldings."""
+    sources = frozenset(c for c in map(chr, range(0x110000)) if len(c.casefold()) > 1)
+    return sources, tuple(sorted({c.casefold() for c in sources}))
+
+
+def _needs_full_folding(body: str) -> bool:
+    """A case-insensitive group whose text holds a character or a sequence that Oniguruma folds
+    to or from several characters (the hub patterns' contractions hold none)."""
+    sources, targets = _multi_char_folds()
+    if "\u0130" in body or "i\u0307" in body.casefold():
+        raise UnsupportedPattern("a case-insensitive dotted I (U+0130) is not supported")
+    folded = body.casefold()
+    return any(c in sources for c in body) or any(t in folded for t in targets)
 
 
 @lru_cache(maxsize=256)

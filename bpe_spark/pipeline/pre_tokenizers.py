@@ -267,7 +267,8 @@ def build_pre_tokenizer(spec: Any, field: str, error: ErrorFactory) -> PreTokeni
         return _metaspace(spec, field, error)
     if kind == "Whitespace":
         only_options(spec, set(), field, error)
-        return SplitStep(compile_onig(r"\w+|[^\w\s]+"), "Removed", True)
+        # Rust's regex crate (not Oniguruma), whose \w is Python's: Unicode word characters
+        return SplitStep(regex.compile(r"\w+|[^\w\s]+"), "Removed", True)
     if kind == "WhitespaceSplit":
         only_options(spec, set(), field, error)
         return CharSplit(WHITE_SPACE.__contains__, "Removed")
