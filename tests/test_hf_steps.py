@@ -171,6 +171,44 @@ def test_metaspace_first_is_the_start_of_the_input_only():
     assert ours.split("a") + ["<s>"] + ours.split("b", first=False) == ["\u2581a", "<s>", "b"]
 
 
+START_NORMALIZERS = [
+    {"type": "Replace", "pattern": {"Regex": " +"}, "content": ""},
+    {"type": "Replace", "pattern": {"Regex": "^ +"}, "content": "x"},
+    {"type": "Replace", "pattern": {"String": "ab"}, "content": "b"},
+    {"type": "Replace", "pattern": {"String": "a"}, "content": "bb"},
+    {"type": "Replace", "pattern": {"String": "a"}, "content": ""},
+    {"type": "Replace", "pattern": {"Regex": "^"}, "content": "x"},
+    {"type": "Sequence", "normalizers": [NORMALIZERS["strip"], NORMALIZERS["prepend"]]},
+    {"type": "Sequence", "normalizers": [NORMALIZERS["prepend"], NORMALIZERS["lstrip"]]},
+    NORMALIZERS["rstrip"],
+    NORMALIZERS["NFC"],
+    NORMALIZERS["NFKD"],
+    NORMALIZERS["Lowercase"],
+]
+
+
+@pytest.mark.parametrize("spec", START_NORMALIZERS, ids=lambda s: json.dumps(s, ensure_ascii=True))
+def test_normalize_at_start_tells_metaspace_first_as_tokenizers(spec):
+    """What tokenizers prepends with prepend_scheme "first" after a normalizer (one token per
+    character, so the tokens spell the pre-tokenized text)."""
+    inputs = ["  a b", "ab", "Ab ", " a", "e\u0301a", "\ufb01 a", "\u00e9a", "a", "aab"]
+    metaspace = {**METASPACE, "prepend_scheme": "first", "split": False}
+    ours_n = build_normalizer(spec, "normalizer", error)
+    ours_p = build_pre_tokenizer(metaspace, "pre_tokenizer", error)
+    chars = sorted({c for t in inputs for c in ours_n(t)} | {"\u2581", *"xb"})
+    data = {
+        "version": "1.0",
+        "model": {"type": "BPE", "vocab": {c: i for i, c in enumerate(chars)}, "merges": []},
+        "normalizer": spec,
+        "pre_tokenizer": metaspace,
+    }
+    ref = tokenizers.Tokenizer.from_str(json.dumps(data))
+    for text in inputs:
+        normalized, starts = ours_n.normalize_at_start(text)
+        ours = "".join(ours_p.split(normalized, first=starts))
+        assert ours == "".join(ref.encode(text, add_special_tokens=False).tokens), text
+
+
 def _decoder_inputs() -> list[list[str]]:
     table = bytes_to_unicode()
 

@@ -17,7 +17,7 @@ assigned since are left as they are. Lowercase maps each character on its own
 from __future__ import annotations
 
 import unicodedata
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
 from typing import Any
 
 import regex
@@ -43,16 +43,39 @@ _REFUSED = {
 
 
 class Normalizer:
-    """A normalizer: ``normalizer(text)`` is tokenizers' ``normalize_str(text)``."""
+    """A normalizer: ``normalizer(text)`` is tokenizers' ``normalize_str(text)``;
+    :meth:`normalize_at_start` also says whether the result still starts at the text's origin."""
 
-    def __init__(self, function: Callable[[str], str], kind: str) -> None:
-        self.function, self.kind = function, kind
+    def __init__(self, steps: list[Step], kind: str) -> None:
+        self.steps, self.kind = steps, kind
 
     def __call__(self, text: str) -> str:
-        return self.function(text)
+        for step in self.steps:
+            text = step.function(text)
+        return text
+
+    def normalize_at_start(self, text: str) -> tuple[str, bool]:
+        """``(normalizer(text), starts)``: ``starts`` is whether the first normalized character
+        still comes from offset 0 of ``text`` (tokenizers' ``offsets_original().0 == 0``, which
+        Metaspace's prepend_scheme "first" asks): a Strip that removed leading whitespace, or a
+        Replace of a match at 0 that is empty-content or longer than one character, loses it."""
+        starts = True
+        for step in self.steps:
+            starts = starts and step.keeps_start(text)
+            text = step.function(text)
+        return text, starts
 
     def __repr__(self) -> str:
         return f"Normalizer({self.kind})"
+
+
+class Step:
+    """One normalizer: its function, and whether on a given input it keeps the first
+    character's origin."""
+
+    def __init__(self, function: Callable[[str], str], keeps_start: Callable[[str], bool] | None = None) -> None:
+        self.function = function
+        self.keeps_start = keeps_start or (lambda text: True)
 
 
 def lowercase(text: str) -> str:
@@ -71,13 +94,14 @@ def replace_function(pattern: regex.Pattern, content: str) -> Callable[[str], st
     return replace
 
 
-def _sequence(steps: Sequence[Callable[[str], str]]) -> Callable[[str], str]:
-    def run(text: str) -> str:
-        for step in steps:
-            text = step(text)
-        return text
+def _replace_keeps_start(pattern: regex.Pattern, content: str) -> Callable[[str], bool]:
+    def keeps(text: str) -> bool:
+        first = pattern.search(text)
+        if first is None or first.start() != 0 or first.end() == 0:
+            return True
+        return first.end() == 1 and content != ""
 
-    return run
+    return keeps
 
 
 def build_normalizer(spec: Any, field: str, error: ErrorFactory) -> Normalizer | None:
@@ -87,40 +111,40 @@ def build_normalizer(spec: Any, field: str, error: ErrorFactory) -> Normalizer |
         return None
     if not isinstance(spec, dict):
         raise error(field, f"is {spec!r}; expected an object")
-    return Normalizer(_function(spec, field, error), str(spec.get("type")))
+    return Normalizer(_steps(spec, field, error), str(spec.get("type")))
 
 
-def _function(spec: Any, field: str, error: ErrorFactory) -> Callable[[str], str]:
+def _steps(spec: Any, field: str, error: ErrorFactory) -> list[Step]:
     if not isinstance(spec, dict):
         raise error(field, f"is {spec!r}; expected an object")
     kind = spec.get("type")
     if kind in _FORMS:
         only_options(spec, set(), field, error)
-        return lambda text: unicodedata.normalize(kind, text)
+        return [Step(lambda text: unicodedata.normalize(kind, text))]
     if kind == "Lowercase":
         only_options(spec, set(), field, error)
-        return lowercase
+        return [Step(lowercase)]
     if kind == "Replace":
         only_options(spec, {"pattern", "content"}, field, error)
-        return replace_function(pattern_of(spec, field, error), get_option(spec, "content", str, field, error))
+        pattern, content = pattern_of(spec, field, error), get_option(spec, "content", str, field, error)
+        return [Step(replace_function(pattern, content), _replace_keeps_start(pattern, content))]
     if kind == "Prepend":
         only_options(spec, {"prepend"}, field, error)
         prepend = get_option(spec, "prepend", str, field, error)
-        return lambda text: prepend + text if text else text
+        return [Step(lambda text: prepend + text if text else text)]
     if kind == "Strip":
         only_options(spec, {"strip_left", "strip_right"}, field, error)
         left = get_option(spec, "strip_left", bool, field, error)
         right = get_option(spec, "strip_right", bool, field, error)
-        if left and right:
-            return lambda text: text.strip(_WHITE_SPACE)
-        if left:
-            return lambda text: text.lstrip(_WHITE_SPACE)
-        if right:
-            return lambda text: text.rstrip(_WHITE_SPACE)
-        return lambda text: text
+
+        def strip(text: str) -> str:
+            text = text.lstrip(_WHITE_SPACE) if left else text
+            return text.rstrip(_WHITE_SPACE) if right else text
+
+        return [Step(strip, lambda text: not (left and text[:1] in WHITE_SPACE))]
     if kind == "Sequence":
         only_options(spec, {"normalizers"}, field, error)
         steps = get_option(spec, "normalizers", list, field, error)
-        return _sequence([_function(s, f"{field}.normalizers[{i}]", error) for i, s in enumerate(steps)])
+        return [step for i, s in enumerate(steps) for step in _steps(s, f"{field}.normalizers[{i}]", error)]
     reason = _REFUSED.get(kind, "bpe-spark reproduces NFC, NFD, NFKC, NFKD, Lowercase, Replace, Prepend, Strip and Sequence")
     raise error(f"{field}.type", f"{kind!r} is not supported: {reason}")

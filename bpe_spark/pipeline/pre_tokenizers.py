@@ -12,9 +12,17 @@ caller's ``error(field, message)``.
 piece whose offset in the ORIGINAL input is 0 (``offsets_original().0 == 0``). When a tokenizer
 splits its input on added tokens first, the pieces keep their offsets in the whole input: only the
 text at the very start of the input (no added token before it) counts as first; a piece after an
-added token, even one at the start of a line, is not. So the runtime calls
-``split(piece, first=(piece starts at offset 0 of the input))``. Inside a Sequence, after a Split
-only the piece that starts at the split text's position 0 keeps ``first``.
+added token, even one at the start of a line, is not. The offset is
+the original one of the piece's first NORMALIZED character, so a normalizer can lose it too (a
+Strip that removed leading whitespace; a Replace of a match at 0 longer than one character or
+with empty content). So the runtime calls, for each piece between added tokens (tokenizers
+normalizes each piece on its own: a Prepend normalizer prepends to every piece)::
+
+    text, starts = normalizer.normalize_at_start(piece)   # or (piece, True) without a normalizer
+    pieces = pre_tokenizer.split(text, first=starts and piece_is_at_offset_0_of_the_input)
+
+Inside a Sequence, after a Split only the piece that starts at the split text's position 0
+keeps ``first``.
 
 Character predicates follow Rust's ``char`` methods (``is_whitespace``: the White_Space property;
 ``is_numeric``: general categories Nd/Nl/No; Punctuation: ASCII punctuation or a P* category),
