@@ -61,17 +61,10 @@ class UnsupportedPattern(ValueError):
 
 _QUANT_START = "*+?{"
 _INTERVAL = regex.compile(r"\{(\d*)(?:(,)(\d*))?\}")
-_REFUSED_ESCAPES = {
-    "R": "\\R (a linebreak)",
-    "X": "\\X (a grapheme cluster)",
-    "K": "\\K (keep)",
-    "G": "\\G (the search start)",
-    "O": "\\O (any character, multiline)",
-    "y": "\\y (a grapheme boundary)",
-    "Y": "\\Y (no grapheme boundary)",
-    "N": "\\N (no newline)",
-    "k": "\\k (a named back-reference)",
-    "g": "\\g (a subexpression call)",
+_REFUSED_ESCAPES = {  # escape letter: what it is
+    "R": "a linebreak", "X": "a grapheme cluster", "K": "keep", "G": "the search start",
+    "O": "any character, multiline", "y": "a grapheme boundary", "Y": "no grapheme boundary",
+    "N": "no newline", "k": "a named back-reference", "g": "a subexpression call",
 }
 _PASSED_ESCAPES = set("tnrfvaAdDsSpPx0123456789u")
 _HEX = "0-9a-fA-F"
@@ -215,7 +208,7 @@ class _Translator:
             raise self.fail("a trailing backslash")
         c = s[self.i + 1]
         if c in _REFUSED_ESCAPES and not in_class:
-            raise self.fail(_REFUSED_ESCAPES[c])
+            raise self.fail(f"\\{c} ({_REFUSED_ESCAPES[c]})")
         if c == "p" or c == "P":
             return self.property()
         self.i += 2
