@@ -8,21 +8,22 @@ tokenizer from it (``Tokenizer.load(path)`` is the call to use: it passes its cl
 No module here imports ``bpe_spark.tokenizer`` (which imports this package to save and load):
 the readers return the Tokenizer's keyword arguments, the writers take any tokenizer object.
 
-=============== ==================================================================================
-module          owns
-=============== ==================================================================================
-files           atomic files and directories, reading a JSON file
-fields          the field validator of the readers; the 256-single-bytes check
-registry        the export table (writer, files, needs) and ``MODEL_META_FILE``
-model_dir       our model directory (merges.parquet, vocab.parquet, bpe_spark.json); MERGES_SCHEMA
-hf_json         tokenizer.json export
-hf_json_read    tokenizer.json import
-hf_regex        our patterns in tokenizer.json (Oniguruma <-> Python regex)
-gpt2            vocab.json + merges.txt (and the printable byte form tokenizer.json shares)
-tiktoken_file   .tiktoken files and the merges derived from their ranks
-tekken          Mistral's tekken JSON (mistral-common)
-subword_nmt     subword-nmt codes files and its ``@@`` segmentation
-=============== ==================================================================================
+=================== ==============================================================================
+module              owns
+=================== ==============================================================================
+files               atomic files and directories, reading a JSON file
+fields              the field validator of the readers; the 256-single-bytes check
+registry            the export table (writer, files, needs) and ``MODEL_META_FILE``
+model_dir           our model directory (merges.parquet, vocab.parquet, bpe_spark.json); MERGES_SCHEMA
+hf_json             tokenizer.json export
+hf_json_read        tokenizer.json import
+hf_regex            our patterns in tokenizer.json (Oniguruma <-> Python regex)
+gpt2                vocab.json + merges.txt (and the printable byte form tokenizer.json shares)
+tiktoken_file       .tiktoken files and the merges derived from their ranks
+tekken              Mistral's tekken JSON (mistral-common)
+sentencepiece_model SentencePiece BPE .model files (through their tokenizer.json)
+subword_nmt         subword-nmt codes files and its ``@@`` segmentation
+=================== ==============================================================================
 
 >>> from bpe_spark import Tokenizer, TrainerConfig, train
 >>> import tempfile, pathlib
@@ -46,6 +47,7 @@ from bpe_spark.formats.files import atomic_directory, atomic_file
 from bpe_spark.formats.gpt2 import read_gpt2
 from bpe_spark.formats.hf_json_read import read_tokenizer_json
 from bpe_spark.formats.registry import EXPORT_FORMATS, MODEL_META_FILE, export_spec
+from bpe_spark.formats.sentencepiece_model import looks_like_sentencepiece, read_sentencepiece
 from bpe_spark.formats.tekken import looks_like_tekken, read_tekken
 from bpe_spark.formats.tiktoken_file import read_tiktoken
 from bpe_spark.patterns import PRESETS, pattern_source
@@ -64,8 +66,8 @@ __all__ = [
 
 # --- recognising and loading ------------------------------------------------------------------
 def detect_format(path) -> str:
-    """What ``path`` holds: ``"model_dir"``, ``"tokenizer.json"``, ``"gpt2"``, ``"tiktoken"`` or
-    ``"tekken"``."""
+    """What ``path`` holds: ``"model_dir"``, ``"tokenizer.json"``, ``"gpt2"``, ``"tiktoken"``,
+    ``"tekken"`` or ``"sentencepiece"``."""
     path = Path(path)
     if path.is_dir():
         if (path / MODEL_META_FILE).is_file():
@@ -76,12 +78,15 @@ def detect_format(path) -> str:
             return "gpt2"
         if (path / "tekken.json").is_file():
             return "tekken"
+        if (path / "tokenizer.model").is_file():
+            return "sentencepiece"
         tiktoken_files = sorted(path.glob("*.tiktoken"))
         if len(tiktoken_files) == 1:
             return "tiktoken"
         raise ModelFormatError(
             f"{path}: no model here; expected {MODEL_META_FILE} (a bpe-spark model), tokenizer.json, "
-            "vocab.json + merges.txt (GPT-2) or one .tiktoken file"
+            "vocab.json + merges.txt (GPT-2), tekken.json, tokenizer.model (SentencePiece) or one "
+            ".tiktoken file"
         )
     if not path.exists():
         raise ModelFormatError(f"{path}: no such file or directory")
@@ -90,7 +95,10 @@ def detect_format(path) -> str:
     if path.suffix == ".tiktoken":
         return "tiktoken"
     with open(path, "rb") as fh:
-        head = fh.read(4096).lstrip()
+        head = fh.read(4096)
+    if looks_like_sentencepiece(head):
+        return "sentencepiece"
+    head = head.lstrip()
     if head.startswith(b"{"):
         if path.name == "vocab.json":
             return "gpt2"
@@ -113,7 +121,7 @@ def detect_format(path) -> str:
         return "tiktoken"
     raise ModelFormatError(
         f"{path}: not a model file bpe-spark knows (a model directory, tokenizer.json, GPT-2 "
-        "vocab.json, or a .tiktoken file)"
+        "vocab.json, a .tiktoken file, a tekken JSON or a SentencePiece .model)"
     )
 
 
@@ -142,6 +150,8 @@ def read_any(path, kind: str | None = None, **options) -> dict[str, Any]:
         return read_tokenizer_json(path / "tokenizer.json" if path.is_dir() else path, **options)
     if kind == "tekken":
         return read_tekken(path / "tekken.json" if path.is_dir() else path, **options)
+    if kind == "sentencepiece":
+        return read_sentencepiece(path / "tokenizer.model" if path.is_dir() else path, **options)
     if kind == "gpt2":
         if path.is_dir():
             return read_gpt2(path / "vocab.json", path / "merges.txt", **options)

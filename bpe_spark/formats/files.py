@@ -6,8 +6,8 @@ its owner; dead runs' siblings are removed first) and renamed into place once co
 output appears whole or not at all; a directory gets its ``_BPE_SPARK`` marker last. An existing
 target is an error unless ``overwrite``, and is then replaced, only after the new one is
 complete, when it is an earlier output of the same kind (``output_guard.check_replaceable``).
-``read_json_file`` turns every way a JSON file can be unreadable into a
-:class:`ModelFormatError` naming the file.
+``read_file_bytes`` reads a model file within the size limit; ``read_json_file`` turns every way
+a JSON file can be unreadable into a :class:`ModelFormatError` naming the file.
 """
 
 from __future__ import annotations
@@ -100,6 +100,16 @@ def atomic_file(target, *, file_format: str, overwrite: bool = False) -> Iterato
             staged.unlink()
         _remove_created(created)
         raise
+
+
+def read_file_bytes(path) -> bytes:
+    """The bytes of a model file of at most ``fields.MAX_FILE_BYTES``; a missing file is a
+    ModelFormatError naming it."""
+    check_file_size(path)
+    try:
+        return Path(path).read_bytes()
+    except FileNotFoundError:
+        raise ModelFormatError(f"{path}: no such file") from None
 
 
 def read_json_file(path: Path, *, missing: str = "no such file"):

@@ -53,14 +53,13 @@ from bpe_spark.formats.fields import (
     MAX_TOKEN_ID,
     Fields,
     check_count,
-    check_file_size,
     check_pattern,
     check_token,
     is_id,
     require_all_bytes,
     show,
 )
-from bpe_spark.formats.files import read_json_file
+from bpe_spark.formats.files import read_file_bytes, read_json_file
 from bpe_spark.patterns import pattern_source, preset_name
 from bpe_spark.words import bpe_merge
 
@@ -190,11 +189,7 @@ def write_tiktoken(tok, path, *, sidecar=None) -> None:
 def parse_ranks(path) -> tuple[dict[int, bytes], str]:
     """``{rank: token bytes}`` of a ``.tiktoken`` file, and the SHA-256 of its content."""
     path = Path(path)
-    check_file_size(path)
-    try:
-        raw = path.read_bytes()
-    except FileNotFoundError:
-        raise ModelFormatError(f"{path}: no such file") from None
+    raw = read_file_bytes(path)
     ranks: dict[int, bytes] = {}
     seen: dict[bytes, int] = {}
     lines = raw.split(b"\n")
