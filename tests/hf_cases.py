@@ -104,7 +104,9 @@ DEEPSEEK_V3_PATTERNS = (
         r"""]+|\s+(?!\S)|\s+"""
     ),
 )
+BLOOM_PATTERN = " ?[^(\\s|[.,!?…。，、।۔،])]+"  # BLOOM's Split (a nested class: a union in Oniguruma)
 HUB_PATTERNS: dict[str, str] = {
+    "bloom": BLOOM_PATTERN,
     "gpt2": GPT2_PATTERN,
     "cl100k": CL100K_PATTERN,
     "o200k": O200K_PATTERN,
@@ -132,6 +134,16 @@ HUB_PRE_TOKENIZERS: dict[str, dict] = {
     },
     "cl100k_raw": {"type": "Sequence", "pretokenizers": [split_spec(CL100K_PATTERN), BYTE_LEVEL_NO_REGEX]},
     "o200k": {"type": "Sequence", "pretokenizers": [split_spec(O200K_PATTERN), BYTE_LEVEL_NO_REGEX]},
+    "bloom": {"type": "Sequence", "pretokenizers": [split_spec(BLOOM_PATTERN), BYTE_LEVEL_NO_REGEX]},
+    "falcon": {
+        "type": "Sequence",
+        "pretokenizers": [
+            {"type": "Punctuation", "behavior": "Contiguous"},
+            {"type": "ByteLevel", "add_prefix_space": False, "trim_offsets": True, "use_regex": True},
+            {"type": "Digits", "individual_digits": False},
+            split_spec("[0-9][0-9][0-9]"),
+        ],
+    },
     "mistral_metaspace": {"type": "Metaspace", "replacement": "\u2581", "prepend_scheme": "first", "split": False},
 }
 

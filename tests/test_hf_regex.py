@@ -64,6 +64,7 @@ CONSTRUCTS = [
     (r"\x41|\u0042|\x{43}", "ABC"),
     (r"\p{^L}+|\pL", "a1b"),
     (r"[\]a]+", "]a]"),
+    (r"[^(\s|[.,!?])]+|[a[b-d]]", "x(y) z.w,!abcde"),
     (r"(?<n>a)b|(?:c)(?=d)|(?<=e)f|(?<!g)h", "ab cd ef gh h"),
 ]
 
@@ -153,7 +154,7 @@ def test_classes_agree_on_every_code_point_but_unicode_17():
         (r"\R", "linebreak"),
         (r"\K", "keep"),
         (r"[a&&b]", "intersection"),
-        (r"[a[bc]]", "nested"),
+        (r"[a[^bc]]", "negated nested"),
         (r"(a)\1", "back-reference"),
         (r"\k<n>", "named back-reference"),
         (r"(?~a)", "group"),

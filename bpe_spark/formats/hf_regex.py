@@ -29,8 +29,8 @@ Where Oniguruma's Ruby syntax means something else than Python's (each checked a
 - ``\w`` (and ``\W``, ``\b``, ``\B``) is Alphabetic, marks, decimal digits and connector
   punctuation, never ZWNJ/ZWJ (which Python's ``\w`` has), and outside a class also
   ``² ³ ¹ ¼ ½ ¾``. ``\p{Word}`` and other properties pass through as Python reads them.
-- Nested classes and ``&&`` inside ``[...]``, ``\R \X \K \G \O \y \Y \N`` named back-references,
-  calls and absent groups are refused.
+- A nested class is a union (its items join the outer class; a negated one is refused); ``&&``,
+  ``\R \X \K \G \O \y \Y \N``, back-references, calls and absent groups are refused.
 - Unicode tables: tokenizers 0.23's Oniguruma has Unicode 16.0, the ``regex`` module 17.0: the
   characters assigned in 17.0 (CJK Extension J, 2025's emoji, ...; Oniguruma sees them
   unassigned) and U+0295 (Ll there, Lo here) differ in ``\p{..}``, ``\w``, ``\d``; not
@@ -294,10 +294,16 @@ class _Translator:
                 out.append(self.escape(in_class=True))
             elif c == "[":
                 posix = regex.compile(r"\[:\^?[a-z]+:\]").match(s, self.i)
-                if not posix:
-                    raise self.fail("a nested character class")
-                out.append(posix.group())
-                self.i = posix.end()
+                if posix:
+                    out.append(posix.group())
+                    self.i = posix.end()
+                else:  # a nested class is a union in Oniguruma: its items join this class
+                    here = self.i
+                    inner = self.char_class()
+                    if inner.startswith("[^"):
+                        self.i = here
+                        raise self.fail("a negated nested character class")
+                    out.append(inner[1:-1])
             elif s.startswith("&&", self.i):
                 raise self.fail("a class intersection '&&'")
             else:
