@@ -117,8 +117,12 @@ class Pipeline:
             if start == stop:
                 continue
             piece = text[start:stop]
+            at_origin = start == 0
             if normalizer is not None:
-                piece = normalizer(piece)
+                if at_origin:  # does the normalized piece still start at the text's offset 0?
+                    piece, at_origin = normalizer.normalize_at_start(piece)
+                else:
+                    piece = normalizer(piece)
             for sub_id, sub_start, sub_stop in added.split(piece, added.normalized, allowed):
                 if sub_id is not None:
                     out.append(sub_id)
@@ -126,7 +130,7 @@ class Pipeline:
                     sub = piece[sub_start:sub_stop]
                     # subtle: Metaspace's prepend_scheme "first" asks whether the piece starts at
                     # offset 0 of the original text (tokenizers' offsets_original().0 == 0)
-                    first = start == 0 and sub_start == 0
+                    first = at_origin and sub_start == 0
                     out.extend(pre.split(sub, first=first) if pre is not None else (sub,))
         return out
 
