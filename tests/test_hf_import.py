@@ -130,6 +130,12 @@ def test_chained_splits_and_non_special_added_tokens(tmp_path, texts):
     assert HfTokenizer.from_file(str(tmp_path / "model" / "tokenizer.json")).encode(ADDED_TEXTS[0]).ids == (
         tok.encode(ADDED_TEXTS[0], allowed_special="all")
     )
+    from transformers import AutoTokenizer  # the saved directory is a folder transformers loads
+
+    auto = AutoTokenizer.from_pretrained(str(tmp_path / "model"))
+    assert [auto.encode(t, add_special_tokens=False) for t in ADDED_TEXTS] == [
+        tok.encode(t, allowed_special="all") for t in ADDED_TEXTS
+    ]
     hello = tok.token_to_id(b"hello")
     assert tok.id_to_token(hello) == b"hello" and tok.tokens("hello world")[0] == "hello"
 

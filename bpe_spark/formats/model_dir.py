@@ -240,7 +240,8 @@ def _save_pipeline_model(tok, directory, *, overwrite: bool, exports: Iterable[s
     """An imported tokenizers pipeline (``tok.pipeline``): ``bpe_spark.json`` carries its spec
     (field ``pipeline``, what loading rebuilds the model from) and ``tokenizer.json`` is that spec;
     ``vocab.parquet`` and ``merges.parquet`` are views of it for other tools (the merges made by
-    concatenation, ``token_bytes`` as the vocabulary shows the token each one makes)."""
+    concatenation, ``token_bytes`` as the vocabulary shows the token each one makes), and
+    transformers' folder files sit beside them as for any model."""
     exports = tuple(exports)
     if exports:
         raise ConfigError(
@@ -271,10 +272,11 @@ def _save_pipeline_model(tok, directory, *, overwrite: bool, exports: Iterable[s
     with atomic_directory(directory, kind="model", overwrite=overwrite) as staged:
         pq.write_table(merges, staged / MERGES_FILE)
         pq.write_table(vocab_table(tok), staged / VOCAB_FILE)
-        for name, content in ((HF_FILE, tok.pipeline.spec), (MODEL_META_FILE, meta)):
-            with open(staged / name, "w", encoding="utf-8") as fh:
-                json.dump(content, fh, ensure_ascii=False, indent=None if name == HF_FILE else 2)
-                fh.write("\n")
+        EXPORTS["tokenizer.json"].write_into(tok, staged)  # the spec (hf_json.to_hf_dict)
+        hf_config.write_folder_files(tok, staged, hf_config.folder_options(tok))
+        with open(staged / MODEL_META_FILE, "w", encoding="utf-8") as fh:
+            json.dump(meta, fh, ensure_ascii=False, indent=2)
+            fh.write("\n")
         hf_config.write_folder_files(tok, staged, folder)
 
 
