@@ -53,14 +53,37 @@ _PIECE_TYPES = {1: "NORMAL", 2: "UNKNOWN", 3: "CONTROL", 4: "USER_DEFINED", 5: "
 
 
 def looks_like_sentencepiece(head: bytes) -> bool:
-    """The first bytes of a SentencePiece ``ModelProto``: field 1 (``pieces``), a message whose
-    own field 1 (``piece``) comes first. Text formats never start with a ``\\n`` byte."""
-    if len(head) < 3 or head[0] != 0x0A:
+    """The first bytes of a SentencePiece ``ModelProto``: field 1 (``pieces``), a message that
+    starts with its ``piece`` string, followed by its ``score`` or ``type`` (bytes 0x15 / 0x18,
+    which no text format holds there).
+
+    >>> looks_like_sentencepiece(b"\\n\\x0b\\n\\x05<unk>\\x15\\x00\\x00\\x00\\x00"), looks_like_sentencepiece(b"\\n{\\n  ")
+    (True, False)
+    """
+
+    def varint(position: int) -> tuple[int, int]:
+        value = shift = 0
+        while position < len(head) and shift < 35:
+            byte = head[position]
+            value |= (byte & 0x7F) << shift
+            position += 1
+            if not byte & 0x80:
+                return value, position
+            shift += 7
+        return -1, position
+
+    if head[:1] != b"\n":
         return False
-    position = 1
-    while position < len(head) and head[position] & 0x80:  # the length's varint
-        position += 1
-    return position + 1 < len(head) and head[position + 1] == 0x0A
+    outer, start = varint(1)
+    if outer < 3 or head[start : start + 1] != b"\n":
+        return False
+    inner, position = varint(start + 1)
+    after = position + inner
+    if not 0 < inner < outer or after >= len(head):
+        return False
+    if after == start + outer:  # the piece alone (score and type left at their defaults)
+        return head[after] in (0x0A, 0x12)  # the next piece, or the trainer_spec
+    return head[after] in (0x15, 0x18)
 
 
 def parse_model(path) -> Any:
