@@ -58,13 +58,16 @@ def _load(hf: HfTokenizer, tmp_path: Path, name: str) -> tuple[HfTokenizer, Toke
 
 
 def assert_same_ids(hf: HfTokenizer, tok: Tokenizer, texts: list[str]) -> list[list[int]]:
-    """Ids and decoded text equal tokenizers', text for text; returns the ids."""
+    """Ids equal tokenizers', text for text, and so does the decoded text of the first 100 texts
+    (the edge cases) and of every 4th after them (2,000 corpus lines: our decoders run in Python);
+    returns the ids."""
     ref = [e.ids for e in hf.encode_batch(texts, add_special_tokens=False)]
     ours = [tok.encode(text, allowed_special="all") for text in texts]
     wrong = [(text[:60], r[:12], o[:12]) for text, r, o in zip(texts, ref, ours) if r != o]
     assert not wrong, f"{len(wrong)} of {len(texts)} texts differ, e.g. {wrong[:3]}"
-    decoded = hf.decode_batch(ref, skip_special_tokens=False)
-    wrong = [text[:60] for text, ids, d in zip(texts, ref, decoded) if tok.decode(ids) != d]
+    sample = [i for i in range(len(texts)) if i < 100 or i % 4 == 0]
+    decoded = hf.decode_batch([ref[i] for i in sample], skip_special_tokens=False)
+    wrong = [texts[i][:60] for i, d in zip(sample, decoded) if tok.decode(ref[i]) != d]
     assert not wrong, f"{len(wrong)} decodes differ, e.g. {wrong[:3]}"
     return ours
 
