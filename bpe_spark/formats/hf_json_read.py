@@ -132,7 +132,7 @@ def _fast_kwargs(data: dict, fields: Fields, path) -> dict[str, Any]:
     for key in ("truncation", "padding"):
         if data.get(key) is not None:
             raise fields.error(
-                key, "is set; bpe-spark encodes whole texts, remove it (or set null)"
+                key, f"{show(data[key])}: bpe-spark encodes whole texts; remove it (or set null)"
             )
     model = fields.get(data, "model", dict)
     model_type = model.get("type", "BPE")
