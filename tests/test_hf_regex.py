@@ -169,3 +169,17 @@ def test_unsupported_constructs_are_refused(pattern, what):
     with pytest.raises(UnsupportedPattern, match=regex.escape(what)):
         python_pattern(pattern)
     assert onig_preset_name(pattern) is None
+
+
+@pytest.mark.parametrize(
+    "pattern",
+    [PRESETS["words"], PRESETS["cl100k"], r"\w+$|^\W|\S+\Z|[\W\d]+", r"[]a]+|[^]b]"],
+)
+def test_export_means_in_oniguruma_what_python_means(pattern):
+    """onig_pattern: Python's \\w, \\W, ^, $ and \\Z written so that Oniguruma reads them alike."""
+    require_shared()
+    compiled = regex.compile(pattern)
+    texts = [*EDGE_CASES.values(), "x\u00b2 \u00bd ZW\u200dJ a_b", "ab\n", "ab\n\n", "a\nb"]
+    for text in [*texts, *corpus_lines("multilingual", 200)]:
+        ours = [text[s:e] for s, e, _ in find_matches(compiled, text) if s != e]
+        assert onig_pieces(onig_pattern(pattern), text) == ours, text

@@ -349,13 +349,60 @@ def python_pattern(source: str) -> str:
 
 
 def onig_pattern(source: str) -> str:
-    r"""Our (Python ``regex``) pattern in the Oniguruma syntax ``tokenizers`` compiles: a
-    possessive interval ``X{n,m}+`` becomes the atomic group ``(?>X{n,m})``.
+    r"""Our (Python ``regex``) pattern in the Oniguruma syntax ``tokenizers`` compiles, same
+    meaning: a possessive interval ``X{n,m}+`` becomes the atomic group ``(?>X{n,m})``; Python's
+    ``\w`` / ``\W`` their Unicode classes (Oniguruma's differ on ZWNJ, ZWJ and ``² ³ ¹ ¼ ½ ¾``);
+    ``^``, ``$`` and ``\Z`` outside a class ``\A``, ``(?=\n?\z)``, ``\z`` (kept after a possessive
+    whitespace run, where they mean the same).
 
     >>> onig_pattern(r"\p{N}{1,3}+|\s")
     '(?>\\p{N}{1,3})|\\s'
+    >>> onig_pattern(r"\w+|[^\s\w]+$")
+    '[\\p{Alpha}\\p{M}\\p{Nd}\\p{Pc}\\u200c\\u200d]+|[^\\s\\p{Alpha}\\p{M}\\p{Nd}\\p{Pc}\\u200c\\u200d]+(?=\\n?\\z)'
     """
-    return _rewrite_interval_plus(source)
+    return _rewrite_python_only(_rewrite_interval_plus(source))
+
+
+_PY_WORD = r"\p{Alpha}\p{M}\p{Nd}\p{Pc}\u200c\u200d"  # Python's \w, in Oniguruma
+
+
+def _rewrite_python_only(source: str) -> str:
+    out, i, depth = [], 0, 0  # depth: how many character classes are open
+    while i < len(source):
+        c = source[i]
+        if c == "\\" and i + 1 < len(source):
+            e = source[i + 1]
+            if e == "w":
+                out.append(_PY_WORD if depth else f"[{_PY_WORD}]")
+            elif e == "W":
+                out.append(f"[^{_PY_WORD}]")
+            elif e == "Z" and not depth:
+                out.append(r"\z")
+            else:
+                out.append(source[i : i + 2])
+            i += 2
+            continue
+        if c == "[":
+            depth += 1
+            out.append(c)
+            if source.startswith("^", i + 1):
+                out.append("^")
+                i += 1
+            if source.startswith("]", i + 1):
+                out.append("\\]")
+                i += 1
+        elif c == "]" and depth:
+            depth -= 1
+            out.append(c)
+        elif c == "^" and not depth:
+            out.append(r"\A")
+        elif c == "$" and not depth:
+            after_run = "".join(out).endswith((r"\s++", r"\s*+"))
+            out.append("$" if after_run else r"(?=\n?\z)")
+        else:
+            out.append(c)
+        i += 1
+    return "".join(out)
 
 
 def onig_preset_name(source: str) -> str | None:
