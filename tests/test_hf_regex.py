@@ -13,12 +13,12 @@ from hf_cases import CL100K_PATTERN, CORPUS_NAMES, EDGE_CASES, HUB_PATTERNS, cor
 from bpe_spark.formats.hf_regex import (
     UnsupportedPattern,
     compile_onig,
-    find_matches,
     onig_pattern,
     onig_preset_name,
     python_pattern,
 )
 from bpe_spark.patterns import PRESETS
+from bpe_spark.pipeline.pre_tokenizers import find_matches
 
 tokenizers = pytest.importorskip("tokenizers")
 from tokenizers import Regex

@@ -1,6 +1,6 @@
 r"""Patterns in a ``tokenizer.json``: translation between Python's ``regex`` (ours, tiktoken's) and
-the Oniguruma dialect ``tokenizers`` compiles (``onig::Regex::new``: Ruby syntax), recognising a
-preset by its translation, and matching a pattern as ``tokenizers`` iterates it. Used by the export
+the Oniguruma dialect ``tokenizers`` compiles (``onig::Regex::new``: Ruby syntax), and recognising a
+preset by its translation. Used by the export
 (``hf_json``), the import (``hf_json_read``) and the imported pipeline's steps
 (:mod:`bpe_spark.pipeline`).
 
@@ -10,9 +10,8 @@ Entry points:
   :class:`UnsupportedPattern`, a ValueError whose message says what construct was found, for
   anything it cannot reproduce exactly) and :func:`onig_pattern` (ours -> Oniguruma);
 - :func:`onig_preset_name` (the preset ``python_pattern(source)`` is, by its text, or None);
-- :func:`compile_onig` (the compiled translation, cached) and :func:`find_matches` (tokenizers'
-  ``Pattern::find_matches``: ``(start, end, is_match)`` pieces covering the text, Oniguruma's
-  iteration of empty matches).
+- :func:`compile_onig` (the compiled translation, cached); matching it as tokenizers iterates
+  is :func:`bpe_spark.pipeline.pre_tokenizers.find_matches`.
 
 Where Oniguruma's Ruby syntax means something else than Python's (each checked against
 ``tokenizers`` in tests/test_hf_regex.py):
@@ -419,50 +418,6 @@ def onig_preset_name(source: str) -> str | None:
 def compile_onig(source: str) -> regex.Pattern:
     """The translation of an Oniguruma pattern, compiled (raises :class:`UnsupportedPattern`)."""
     return regex.compile(python_pattern(source))
-
-
-def find_matches(pattern: regex.Pattern, text: str) -> list[tuple[int, int, bool]]:
-    """tokenizers' ``find_matches`` of a regex: ``(start, end, is_match)`` pieces in order
-    covering ``text`` (the gaps with False), ``[(0, 0, False)]`` for the empty text.
-
-    The matches are Oniguruma's ``find_iter``: an empty match right where the previous match
-    ended is skipped (the search moves one character on), unlike Python's ``finditer``.
-    """
-    if not text:
-        return [(0, 0, False)]
-    out: list[tuple[int, int, bool]] = []
-    prev = 0
-    for start, end in _onig_iter(pattern, text):
-        if prev != start:
-            out.append((prev, start, False))
-        out.append((start, end, True))
-        prev = end
-    if prev != len(text):
-        out.append((prev, len(text), False))
-    return out
-
-
-def _onig_iter(pattern: regex.Pattern, text: str) -> Iterator[tuple[int, int]]:
-    fast = []
-    for match in pattern.finditer(text):
-        start, end = match.span()
-        if start == end:
-            break  # empty matches: follow Oniguruma's iteration exactly, below
-        fast.append((start, end))
-    else:
-        yield from fast
-        return
-    pos, last_end = 0, None
-    while pos <= len(text):
-        match = pattern.search(text, pos)
-        if match is None:
-            return
-        start, end = match.span()
-        if start == end and last_end == end:
-            pos += 1
-            continue
-        pos = last_end = end
-        yield start, end
 
 
 _INTERVAL_PLUS = regex.compile(r"\{\d+(?:,\d*)?\}\+")

@@ -22,10 +22,10 @@ from typing import Any
 
 import regex
 
-from bpe_spark.formats.hf_regex import find_matches
 from bpe_spark.pipeline.pre_tokenizers import (
     WHITE_SPACE,
     ErrorFactory,
+    find_matches,
     get_option,
     only_options,
     pattern_of,

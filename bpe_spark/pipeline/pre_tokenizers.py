@@ -33,13 +33,13 @@ unassigned here).
 from __future__ import annotations
 
 import unicodedata
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from typing import Any
 
 import regex
 
 from bpe_spark.formats.hf_regex import GPT2_ONIG_PATTERN as _GPT2
-from bpe_spark.formats.hf_regex import UnsupportedPattern, compile_onig, find_matches
+from bpe_spark.formats.hf_regex import UnsupportedPattern, compile_onig
 from bpe_spark.symbols import bytes_to_unicode
 
 ErrorFactory = Callable[[str, str], Exception]
@@ -61,6 +61,50 @@ def is_numeric(c: str) -> bool:
 def is_punctuation(c: str) -> bool:
     """tokenizers' ``is_punc``: ASCII punctuation or a Unicode punctuation category."""
     return (c.isascii() and not c.isalnum() and c.isprintable() and c != " ") or unicodedata.category(c).startswith("P")
+
+
+def find_matches(pattern: regex.Pattern, text: str) -> list[tuple[int, int, bool]]:
+    """tokenizers' ``find_matches`` of a regex: ``(start, end, is_match)`` pieces in order
+    covering ``text`` (the gaps with False), ``[(0, 0, False)]`` for the empty text.
+
+    The matches are Oniguruma's ``find_iter``: an empty match right where the previous match
+    ended is skipped (the search moves one character on), unlike Python's ``finditer``.
+    """
+    if not text:
+        return [(0, 0, False)]
+    out: list[tuple[int, int, bool]] = []
+    prev = 0
+    for start, end in _onig_iter(pattern, text):
+        if prev != start:
+            out.append((prev, start, False))
+        out.append((start, end, True))
+        prev = end
+    if prev != len(text):
+        out.append((prev, len(text), False))
+    return out
+
+
+def _onig_iter(pattern: regex.Pattern, text: str) -> Iterator[tuple[int, int]]:
+    fast = []
+    for match in pattern.finditer(text):
+        start, end = match.span()
+        if start == end:
+            break  # empty matches: follow Oniguruma's iteration exactly, below
+        fast.append((start, end))
+    else:
+        yield from fast
+        return
+    pos, last_end = 0, None
+    while pos <= len(text):
+        match = pattern.search(text, pos)
+        if match is None:
+            return
+        start, end = match.span()
+        if start == end and last_end == end:
+            pos += 1
+            continue
+        pos = last_end = end
+        yield start, end
 
 
 def char_matches(text: str, predicate: Callable[[str], bool]) -> Matches:
