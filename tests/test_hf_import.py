@@ -296,6 +296,13 @@ def test_refusals_of_the_pipeline_name_what_was_found(tmp_path, byte_tok):
     data["post_processor"] = {"type": "Sequence", "processors": [{"type": "ByteLevel"}, {"type": "Nonesuch"}]}
     with pytest.raises(ModelFormatError, match=r"field 'post_processor\.processors\[1\]\.type': \"Nonesuch\""):
         Tokenizer.load(_write(tmp_path, data))
+    data = to_hf_dict(byte_tok)  # a Split + ByteLevel file (the fast layout's shape) whose regex is not ours
+    data["pre_tokenizer"] = {"type": "Sequence", "pretokenizers": [
+        {"type": "Split", "pattern": {"Regex": r"\X+"}, "behavior": "Isolated", "invert": False},
+        {"type": "ByteLevel", "add_prefix_space": False, "trim_offsets": True, "use_regex": False}]}
+    with pytest.raises(ModelFormatError) as info:
+        Tokenizer.load(path := _write(tmp_path, data))
+    assert str(info.value).startswith(f"{path}: field 'pre_tokenizer.pretokenizers[0].pattern") and "\\X" in str(info.value)
 
 
 # --- the BPE model's options, one at a time and together ---------------------------------------------
@@ -343,3 +350,15 @@ def test_model_options_match_tokenizers(options):
         "".join(rng.choice("abcé中x ") for _ in range(rng.randint(1, 12))) for _ in range(300)
     ]
     assert [tok.encode(text) for text in texts] == [hf.encode(text, add_special_tokens=False).ids for text in texts]
+
+
+def test_inspect_shows_the_pipeline_steps(tmp_path, byte_tok):
+    from bpe_spark.formats import describe
+
+    data = to_hf_dict(byte_tok)
+    data["model"]["ignore_merges"] = True  # the pipeline's route
+    summary = describe(Tokenizer.load(_write(tmp_path, data)))
+    assert summary["merge_rule"] == "tokenizers" and "pattern" not in summary
+    assert summary["model_options"] == {"ignore_merges": True}
+    assert summary["pre_tokenizer"] == "ByteLevel" or summary["pre_tokenizer"].startswith("Sequence[")
+    assert summary["decoder"] == "ByteLevel"

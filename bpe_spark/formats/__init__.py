@@ -268,12 +268,18 @@ def describe(tok, *, first_merges: int = 10) -> dict:
         "merges": len(tok.merge_ids),
         "merge_rule": tok.merge_rule,
         "special_tokens": dict(tok.special_tokens),
-        "pattern": tok.pattern if tok.pattern in PRESETS else "custom",
-        "pattern_regex": pattern_source(tok.pattern),
-        "lowercase": tok.lowercase,
-        "normalization": tok.normalization,
     }
-    if tok.scheme == "char":
+    if getattr(tok, "pipeline", None) is not None:  # an imported tokenizer.json: its own steps
+        summary["merge_rule"] = "tokenizers"
+        summary.update(pipeline_steps(tok.pipeline.spec))
+    else:
+        summary.update({
+            "pattern": tok.pattern if tok.pattern in PRESETS else "custom",
+            "pattern_regex": pattern_source(tok.pattern),
+            "lowercase": tok.lowercase,
+            "normalization": tok.normalization,
+        })
+    if tok.scheme == "char" and getattr(tok, "pipeline", None) is None:
         summary["end_of_word"] = tok.end_of_word
         summary["unk_token"] = tok.unk_token
     if tok.config is not None:
@@ -287,6 +293,30 @@ def describe(tok, *, first_merges: int = 10) -> dict:
         if key != "merge_counts":
             summary[key] = value
     return summary
+
+
+def pipeline_steps(spec: dict) -> dict:
+    """The steps of an imported pipeline in a line each: ``Sequence[Split, ByteLevel]`` and the
+    BPE options that are set.
+
+    >>> pipeline_steps({"normalizer": None, "pre_tokenizer": {"type": "Sequence", "pretokenizers": [
+    ...     {"type": "Split"}, {"type": "ByteLevel"}]}, "model": {"type": "BPE", "ignore_merges": True}})
+    {'normalizer': None, 'pre_tokenizer': 'Sequence[Split, ByteLevel]', 'decoder': None, 'model_options': {'ignore_merges': True}}
+    """
+
+    def name(step) -> str | None:
+        if not isinstance(step, dict):
+            return None
+        inner = next((step[key] for key in ("normalizers", "pretokenizers", "decoders", "processors")
+                      if isinstance(step.get(key), list)), None)
+        kind = str(step.get("type"))
+        return kind if inner is None else f"{kind}[{', '.join(str(name(s)) for s in inner)}]"
+
+    model = spec.get("model") or {}
+    options = {key: model[key] for key in ("ignore_merges", "byte_fallback", "unk_token", "fuse_unk",
+                                           "continuing_subword_prefix", "end_of_word_suffix") if model.get(key)}
+    return {"normalizer": name(spec.get("normalizer")), "pre_tokenizer": name(spec.get("pre_tokenizer")),
+            "decoder": name(spec.get("decoder")), "model_options": options}
 
 
 def describe_text(tok, *, first_merges: int = 10) -> str:

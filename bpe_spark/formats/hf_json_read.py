@@ -37,7 +37,12 @@ from bpe_spark.formats.fields import (
     show,
 )
 from bpe_spark.formats.files import read_json_file
-from bpe_spark.formats.hf_regex import COVERING_PRESETS, onig_pattern, python_pattern
+from bpe_spark.formats.hf_regex import (
+    COVERING_PRESETS,
+    UnsupportedPattern,
+    onig_pattern,
+    python_pattern,
+)
 from bpe_spark.patterns import PRESETS, preset_name
 from bpe_spark.pipeline.added_tokens import next_added_id
 from bpe_spark.symbols import bytes_to_display, bytes_to_unicode, display_to_bytes
@@ -318,12 +323,20 @@ def _read_normalizer(fields: Fields, normalizer: Any) -> tuple[str | None, bool]
     return (forms[0] if forms else None), "Lowercase" in types
 
 
-def _preset_of(source: str) -> str | None:
+def _translated(fields: Fields, source: str, field: str) -> str:
+    """``python_pattern(source)``, its refusal as the field's error."""
+    try:
+        return python_pattern(source)
+    except UnsupportedPattern as exc:
+        raise fields.error(field, str(exc)) from None
+
+
+def _preset_of(fields: Fields, source: str, field: str) -> str | None:
     """The preset an Oniguruma pattern means: its Python translation is the preset's text, or it
     is the preset as our export writes it (``onig_pattern``, which keeps the preset's meaning).
     Never the preset whose Python text it is: tiktoken's cl100k text means other pieces in
     Oniguruma ("1870" is 18|70 there)."""
-    name = preset_name(python_pattern(source))
+    name = preset_name(_translated(fields, source, field))
     if name is not None:
         return name
     return next((name for name, preset in PRESETS.items() if source == onig_pattern(preset)), None)
@@ -387,8 +400,8 @@ def _read_pre_tokenizer(fields: Fields, pre: Any) -> str:
     check_pattern(source, fields.where(f"{field}[0].pattern"))
     # subtle: a preset only where the translation is exactly its text, never by the file's text
     # (Oniguruma reads tiktoken's cl100k pattern otherwise than Python does)
-    name = _preset_of(source)
-    source = PRESETS[name] if name is not None else python_pattern(source)
+    name = _preset_of(fields, source, f"{field}[0].pattern")
+    source = PRESETS[name] if name is not None else _translated(fields, source, f"{field}[0].pattern")
     try:
         regex.compile(source)
     except regex.error as exc:
