@@ -174,6 +174,7 @@ def start_spark(
     *,
     light_input: tuple[Sequence[str], str, str] | None = None,
     properties: Mapping[str, str] | None = None,
+    shared_input: bool = False,
 ):
     """The SparkSession of a Spark command: bpe-spark's defaults < ``--conf`` < the command's
     ``properties`` < ``--set``; the master from ``--master`` (see ``build_session``). Quiet
@@ -181,7 +182,8 @@ def start_spark(
 
     ``light_input``: the ``(paths, input_format, document)`` of documents that the command's
     Python tasks read and work on themselves; when they are local text files the JVM only
-    coordinates and starts light (``build_session(light_jvm=True)``).
+    coordinates and starts light (``build_session(light_jvm=True)``); with ``shared_input``
+    (``--shared-input``) a cluster's executors read them too and start light as well.
     """
     overrides = dict(properties or {})
     overrides.update(spark_properties(args.spark_set))
@@ -193,7 +195,7 @@ def start_spark(
 
     light = light_input is not None and reads_local_text(*light_input)
     spark = build_session(f"bpe-spark {command}", master=args.master, conf_file=args.conf,
-                          overrides=overrides, light_jvm=light)
+                          overrides=overrides, light_jvm=light, shared_input=shared_input)
     if not args.verbose:
         spark.sparkContext.setLogLevel("ERROR")
     return spark

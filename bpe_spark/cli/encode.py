@@ -96,7 +96,8 @@ def run(args: argparse.Namespace) -> int:
     properties = {"spark.sql.execution.arrow.maxRecordsPerBatch": "64"} if args.document == "file" else {}
     # local text (which has no id columns) is read by the Python tasks: the JVM only coordinates
     light_input = None if args.id_column else (args.input, args.input_format, args.document)
-    spark = start_spark(args, NAME, light_input=light_input, properties=properties)
+    spark = start_spark(args, NAME, light_input=light_input, properties=properties,
+                        shared_input=bool(args.shared_input))
     from bpe_spark.spark import encode_dataset, read_documents
 
     if tok is None:

@@ -195,7 +195,7 @@ def run(args: argparse.Namespace) -> int:
     # budget is given: that asks for rounds, whose pair counts are JVM work.
     light = options["input"] and options["engine"] != "jvm" and not options["driver_budget"]
     spark = start_spark(args, NAME, light_input=(options["input"], options["input_format"], options["document"])
-                        if light else None)
+                        if light else None, shared_input=bool(options["shared_input"]))
     from bpe_spark.spark import read_counts, read_documents
     from bpe_spark.spark import train as spark_train
     from bpe_spark.spark import train_from_counts as spark_train_from_counts

@@ -62,6 +62,7 @@ def build_session(
     conf_file: str | os.PathLike | None = None,
     overrides: Mapping[str, str] | None = None,
     light_jvm: bool = False,
+    shared_input: bool = False,
 ) -> SparkSession:
     """Build (or get) the SparkSession. What the user chose always wins over what we would pick.
 
@@ -84,8 +85,11 @@ def build_session(
     text files, which the tasks read themselves: see ``textsplits``). A local JVM started here then
     compiles with C1 only (``-XX:TieredStopAtLevel=1``): on few cores the C2 compiler otherwise
     takes a core from the tasks for the first seconds. Not for JVM-heavy input (JSON, Parquet),
-    which runs markedly slower without C2. Never applied when the properties already choose a
-    JIT mode. A JVM we start also maps the class archive (:mod:`jvm_cache`); its options are
+    which runs markedly slower without C2. ``shared_input``: on a cluster, the tasks read that
+    input on every executor themselves (``--shared-input``), so a session started here gives the
+    executors' JVMs the same C1-only option (appended to ``spark.executor.extraJavaOptions``); a
+    fresh executor otherwise spends its first task's seconds compiling. Never applied when the
+    properties already choose a JIT mode. A JVM we start also maps the class archive (:mod:`jvm_cache`); its options are
     appended to the ``spark.driver.extraJavaOptions`` already set, never replace them.
     """
     chosen = dict(read_conf_file(conf_file)) if conf_file is not None else {}
@@ -116,6 +120,11 @@ def build_session(
         existing = " ".join(v for v in (outside.get(key), chosen.get(key)) if v) or None
         options = launch_java_options(existing, light=light_jvm and local)
         if options:
+            props[key] = options
+    if running is None and light_jvm and shared_input and not local:
+        key = "spark.executor.extraJavaOptions"
+        options = light_executor_options(" ".join(v for v in (outside.get(key), chosen.get(key)) if v))
+        if options is not None:
             props[key] = options
     if running is not None:
         return _configure_running(running, props, chosen)
@@ -155,6 +164,20 @@ def launch_java_options(existing: str | None, *, light: bool) -> str | None:
     if light and "Tiered" not in (options or ""):
         options = f"{options} {QUICK_JIT}" if options else QUICK_JIT
     return options
+
+
+def light_executor_options(existing: str) -> str | None:
+    """A light executor's JVM options: ``existing`` (the user's) with C1-only compilation
+    appended, or None when they already choose a JIT mode (the user's choice stands).
+
+    >>> light_executor_options(""), light_executor_options("-Xss4m")
+    ('-XX:TieredStopAtLevel=1', '-Xss4m -XX:TieredStopAtLevel=1')
+    >>> light_executor_options("-XX:-TieredCompilation") is None
+    True
+    """
+    if "Tiered" in existing:
+        return None
+    return f"{existing} {QUICK_JIT}".strip()
 
 
 def _launches_jvm() -> bool:

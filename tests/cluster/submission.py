@@ -180,20 +180,22 @@ def _events(directory: Path):
 
 @dataclass(frozen=True)
 class EventSummary:
-    """What a run's event log says: its master, and its successful tasks per worker."""
+    """What a run's event log says: its master, its successful tasks per worker, its properties."""
 
     master: str
     tasks_by_worker: dict[str, int]
     failed_tasks: int
+    properties: dict[str, str]
 
 
 def event_summary(directory: Path) -> EventSummary:
     worker_of: dict[str, str] = {}
-    master, tasks, failed = "", {}, 0
+    master, tasks, failed, properties = "", {}, 0, {}
     for event in _events(directory):
         kind = event.get("Event", "")
         if kind == "SparkListenerEnvironmentUpdate":
-            master = event.get("Spark Properties", {}).get("spark.master", "")
+            properties = dict(event.get("Spark Properties", {}))
+            master = properties.get("spark.master", "")
         elif kind == "SparkListenerExecutorAdded":
             url = event["Executor Info"].get("Log Urls", {}).get("stdout", "")
             worker_of[event["Executor ID"]] = standalone.worker_of_url(url) or f"executor {event['Executor ID']}"
@@ -204,4 +206,4 @@ def event_summary(directory: Path) -> EventSummary:
                 tasks[worker] = tasks.get(worker, 0) + 1
             else:
                 failed += 1
-    return EventSummary(master, tasks, failed)
+    return EventSummary(master, tasks, failed, properties)

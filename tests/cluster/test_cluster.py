@@ -194,6 +194,9 @@ def test_encode_equals_local_mode(local, inputs, driver_cwd, output_format):
                       name=f"encode-{output_format}", cwd=driver_cwd).check()
     on_cluster(run)
     assert encode_output_bytes(out) == encode_output_bytes(local(output_format))
+    # executors whose tasks read the text themselves start light (C1 only), as a local JVM does
+    options = submission.event_summary(run.events).properties.get("spark.executor.extraJavaOptions", "")
+    assert ("-XX:TieredStopAtLevel=1" in options) == bool(extra), options
 
 
 def test_encode_with_the_package_installed_on_the_nodes(local, inputs, driver_cwd):
