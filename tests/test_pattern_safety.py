@@ -19,6 +19,7 @@ from bpe_spark import ConfigError, Tokenizer, TrainerConfig, patterns, train
 from bpe_spark.batch_encoder import BatchEncoder
 from bpe_spark.errors import PatternTimeoutError
 from bpe_spark.formats.hf_json import to_hf_dict
+from bpe_spark.formats.hf_regex import python_pattern
 from bpe_spark.patterns import PRESETS, DroppedTextWarning, match_time_limit, pretoken_finder
 from bpe_spark.pretokenize import Pretokenizer
 
@@ -78,8 +79,14 @@ def test_an_imported_tokenizer_json_custom_regex_loads_without_opt_in_and_is_bou
     path = tmp_path / "tokenizer.json"
     path.write_text(json.dumps(data), encoding="utf-8")
     imported = Tokenizer.load(path)
-    assert imported.pattern == EVIL
+    assert imported.pattern == python_pattern(EVIL)  # Oniguruma's meaning: $ ends a line
     with pytest.raises(PatternTimeoutError):
+        imported.encode(EVIL_TEXT)
+    data["model"]["ignore_merges"] = True  # the pipeline's route: the file's steps, bounded alike
+    path.write_text(json.dumps(data), encoding="utf-8")
+    imported = Tokenizer.load(path)
+    assert imported.pipeline is not None
+    with pytest.raises(PatternTimeoutError, match="backtracks too much"):
         imported.encode(EVIL_TEXT)
 
 

@@ -32,14 +32,17 @@ unassigned here).
 
 from __future__ import annotations
 
+import time
 import unicodedata
 from collections.abc import Callable, Iterator, Sequence
 from typing import Any
 
 import regex
 
+from bpe_spark.errors import PatternTimeoutError
 from bpe_spark.formats.hf_regex import GPT2_ONIG_PATTERN as _GPT2
 from bpe_spark.formats.hf_regex import UnsupportedPattern, compile_onig
+from bpe_spark.patterns import match_time_limit
 from bpe_spark.symbols import bytes_to_unicode
 
 ErrorFactory = Callable[[str, str], Exception]
@@ -69,24 +72,35 @@ def find_matches(pattern: regex.Pattern, text: str) -> list[tuple[int, int, bool
 
     The matches are Oniguruma's ``find_iter``: an empty match right where the previous match
     ended is skipped (the search moves one character on), unlike Python's ``finditer``.
+
+    A file's pattern is untrusted: the matching of one text runs under
+    :func:`bpe_spark.patterns.match_time_limit`, and a pattern that backtracks past it is a
+    :class:`~bpe_spark.errors.PatternTimeoutError` naming the pattern and the text.
     """
     if not text:
         return [(0, 0, False)]
     out: list[tuple[int, int, bool]] = []
     prev = 0
-    for start, end in _onig_iter(pattern, text):
-        if prev != start:
-            out.append((prev, start, False))
-        out.append((start, end, True))
-        prev = end
+    limit = match_time_limit(len(text))
+    try:
+        for start, end in _onig_iter(pattern, text, time.monotonic() + limit):
+            if prev != start:
+                out.append((prev, start, False))
+            out.append((start, end, True))
+            prev = end
+    except TimeoutError:
+        raise PatternTimeoutError(
+            f"the file's pattern {pattern.pattern[:60]!r} took over {limit:.3g} s on a text of {len(text)} "
+            f"characters starting {text[:40]!r}; it backtracks too much for bpe-spark to run it"
+        ) from None
     if prev != len(text):
         out.append((prev, len(text), False))
     return out
 
 
-def _onig_iter(pattern: regex.Pattern, text: str) -> Iterator[tuple[int, int]]:
+def _onig_iter(pattern: regex.Pattern, text: str, deadline: float) -> Iterator[tuple[int, int]]:
     fast = []
-    for match in pattern.finditer(text):
+    for match in pattern.finditer(text, timeout=max(deadline - time.monotonic(), 0.001)):
         start, end = match.span()
         if start == end:
             break  # empty matches: follow Oniguruma's iteration exactly, below
@@ -96,7 +110,7 @@ def _onig_iter(pattern: regex.Pattern, text: str) -> Iterator[tuple[int, int]]:
         return
     pos, last_end = 0, None
     while pos <= len(text):
-        match = pattern.search(text, pos)
+        match = pattern.search(text, pos, timeout=max(deadline - time.monotonic(), 0.001))
         if match is None:
             return
         start, end = match.span()
