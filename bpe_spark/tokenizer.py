@@ -19,10 +19,10 @@ from bpe_spark.patterns import compiled_preset
 from bpe_spark.pretokenize import Pretokenizer, SpecialTokenMatcher
 from bpe_spark.symbols import missing_bytes
 from bpe_spark.text import clean
+from bpe_spark.words import PRETOKEN_CACHE_LIMIT as _CACHE_LIMIT
 from bpe_spark.words import bpe_merge, initial_symbols
 
 MERGE_RULES = ("pairs", "ranks")
-_CACHE_LIMIT = 500_000
 
 
 class Tokenizer:

@@ -25,6 +25,8 @@ if TYPE_CHECKING:  # pragma: no cover - typing only
     from bpe_spark.config import TrainerConfig
     from bpe_spark.symbols import SymbolTable
 
+PRETOKEN_CACHE_LIMIT = 500_000  # distinct pretokens an encoder keeps ids for before it starts over
+
 
 def initial_symbols(pretoken: str, end_of_word: str | None, marker: str) -> list[str]:
     """The character symbols of a pretoken before any merge: ``end_of_word`` "separate" appends

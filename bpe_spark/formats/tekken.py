@@ -51,7 +51,7 @@ from bpe_spark.formats.fields import (
     show,
 )
 from bpe_spark.formats.files import read_json_file
-from bpe_spark.formats.tiktoken_file import derive_merges
+from bpe_spark.formats.tiktoken_file import rank_model_kwargs
 from bpe_spark.patterns import preset_name
 
 # mistral-common's SpecialTokens, in the order of Tekkenizer.DEPRECATED_SPECIAL_TOKENS: the
@@ -113,21 +113,10 @@ def from_tekken_dict(data: Any, path="tekken.json") -> dict[str, Any]:
             f"entries; the vocab list has {len(entries)} and at least 256 (the bytes) are needed",
         )
     vocab = _vocab(fields, entries[:inner_size], offset=num_special)
-    merges, orphans = derive_merges(vocab)
     source: dict[str, Any] = {"format": "tekken", "path": str(path), "version": version}
     if len(entries) > inner_size:
         source["vocab_cut"] = {"file": len(entries), "kept": inner_size}
-    if orphans:
-        source["tokens_without_merge"] = len(orphans)
-    return {
-        "scheme": "byte",
-        "vocab": vocab,
-        "merges": merges,
-        "special_tokens": specials,
-        "pattern": preset_name(pattern) or pattern,
-        "merge_rule": "ranks",
-        "metadata": {"source": source},
-    }
+    return rank_model_kwargs(vocab, specials, preset_name(pattern) or pattern, source)
 
 
 def _count(fields: Fields, config: dict, key: str) -> int:

@@ -347,16 +347,24 @@ def read_tiktoken(
                 f"special token {token!r} has id {token_id}, which {path} gives to {ranks[token_id]!r}"
             )
     require_all_bytes(set(ranks.values()), str(path))
-    merges, orphans = derive_merges(ranks)
     if found is not None:
         source["encoding"] = found[0]
+    return rank_model_kwargs(ranks, special_tokens, pattern, source)
+
+
+def rank_model_kwargs(ranks: Mapping[int, bytes], special_tokens: Mapping[str, int], pattern: str,
+                      source: dict[str, Any]) -> dict[str, Any]:
+    """The Tokenizer keyword arguments of a rank-ordered byte vocabulary (a ``.tiktoken`` file,
+    a tekken file): tiktoken's rank rule, the merges derived from the ranks, and ``source`` (what
+    the file was) with the count of tokens no merge makes, if any."""
+    merges, orphans = derive_merges(ranks)
     if orphans:
         source["tokens_without_merge"] = len(orphans)
     return {
         "scheme": "byte",
         "vocab": ranks,
         "merges": merges,
-        "special_tokens": special_tokens,
+        "special_tokens": dict(special_tokens),
         "pattern": pattern,
         "merge_rule": "ranks",
         "metadata": {"source": source},

@@ -32,9 +32,9 @@ from typing import Any
 from bpe_spark import _compiled
 from bpe_spark.errors import ModelFormatError
 from bpe_spark.formats.fields import ID_RANGE, MAX_TOKEN_BYTES, MAX_TOKENS, is_id, show
+from bpe_spark.words import PRETOKEN_CACHE_LIMIT as _CACHE_LIMIT
 from bpe_spark.words import bpe_merge
 
-_CACHE_LIMIT = 500_000
 _IN_VOCAB, _BYTES, _UNKNOWN = range(3)  # what a symbol of a pretoken becomes (BpeModel._symbol)
 MODEL_KEYS = frozenset({
     "type", "dropout", "unk_token", "continuing_subword_prefix", "end_of_word_suffix", "fuse_unk",

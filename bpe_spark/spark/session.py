@@ -161,14 +161,14 @@ def launch_java_options(existing: str | None, *, light: bool) -> str | None:
     '-Xss4m -XX:-TieredCompilation -XX:SharedArchiveFile=...'
     """
     options = os.environ.get(jvm_cache.ENV_DUMP) or jvm_cache.driver_java_options(existing)
-    if light and "Tiered" not in (options or ""):
-        options = f"{options} {QUICK_JIT}" if options else QUICK_JIT
+    if light:
+        options = light_executor_options(options or "") or options
     return options
 
 
 def light_executor_options(existing: str) -> str | None:
-    """A light executor's JVM options: ``existing`` (the user's) with C1-only compilation
-    appended, or None when they already choose a JIT mode (the user's choice stands).
+    """A light JVM's options (an executor's, or a local driver's): ``existing`` (the user's) with
+    C1-only compilation appended, or None when they already choose a JIT mode (theirs stands).
 
     >>> light_executor_options(""), light_executor_options("-Xss4m")
     ('-XX:TieredStopAtLevel=1', '-Xss4m -XX:TieredStopAtLevel=1')
