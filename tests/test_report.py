@@ -3,6 +3,9 @@ plots (bpe_spark.report), and ``bpe-spark report`` through ``main(argv)`` (issue
 
 from __future__ import annotations
 
+import subprocess
+import sys
+
 import pytest
 from conftest import PEERS, corpus_lines, corpus_text, require_shared
 from report_checks import ReportPage, check_plot
@@ -165,3 +168,14 @@ def test_report_command_out_file_and_its_errors(model_dir, tmp_path, capsys):
     page = ReportPage((tmp_path / "gpt2.html").read_text(encoding="utf-8"))
     assert list(page.images) == ["Token length histogram", "Share of the vocabulary by script or byte class"]
     assert page.rows["vocabulary"] == "50,257 = 256 byte + 50,000 merge + 1 special"
+
+
+def test_help_and_parsing_never_import_matplotlib():
+    code = ("import contextlib, io, sys\n"
+            "from bpe_spark.cli import main\n"
+            "for argv in (['--help'], ['report', '--help'], ['train', '--help']):\n"
+            "    with contextlib.redirect_stdout(io.StringIO()), contextlib.suppress(SystemExit):\n"
+            "        main(argv)\n"
+            "print(sorted(m for m in sys.modules if m.startswith('matplotlib')))\n")
+    result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert result.stdout == "[]\n"

@@ -16,8 +16,8 @@ NAME = "report"
 SUMMARY = "write a model's training report (report.html: plots and key figures)"
 EXAMPLES = """
 examples:
-  bpe-spark report out/sample-model --sample data/sample/tiny_shakespeare.txt.gz --out out/sample-report.html
-  bpe-spark report models/en32k --sample held-out.txt.gz        # (re)writes models/en32k/report.html
+  bpe-spark report out/sample-model --sample data/sample/tiny_shakespeare.txt.gz   # out/sample-model/report.html
+  bpe-spark report models/en32k --sample held-out.txt.gz --out out/en32k-report.html
   bpe-spark report gpt2/vocab.json --sample held-out.jsonl --out out/gpt2-report.html
 
 The sample (text, .gz/.bz2, .jsonl or .parquet: its --text-column; the first MB is read) gives the
