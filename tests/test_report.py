@@ -179,3 +179,25 @@ def test_help_and_parsing_never_import_matplotlib():
             "print(sorted(m for m in sys.modules if m.startswith('matplotlib')))\n")
     result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert result.stdout == "[]\n"
+
+
+def test_a_remote_model_gets_its_report_uploaded(shakespeare, model_dir, tmp_path, monkeypatch):
+    """train_report on a model directory reached through a file layer (here pyarrow's local file
+    system standing for an object store): the page is made locally, then uploaded beside the model."""
+    import shutil
+
+    import pyarrow.fs as pafs
+
+    from bpe_spark.cli.report import train_report
+    from bpe_spark.file_systems import ArrowFiles
+    from bpe_spark.spark import storage
+
+    remote = tmp_path / "bucket" / "model"
+    shutil.copytree(model_dir, remote)
+    (remote / REPORT_FILE).unlink(missing_ok=True)
+    store = Store("s3a://bucket/model", ArrowFiles(pafs.LocalFileSystem()), str(remote), "pyarrow", True)
+    monkeypatch.setattr(storage, "driver_store", lambda spark, uri, option: store)
+    tok = Tokenizer.load(remote)
+    assert train_report(None, tok, "s3a://bucket/model", {"input": None}) == "s3a://bucket/model/report.html"
+    assert len(ReportPage((remote / REPORT_FILE).read_text(encoding="utf-8")).images) == 3  # no sample, no timings
+    assert tok.metadata["timings"]["report_seconds"] > 0

@@ -184,5 +184,5 @@ def train_report(spark, tok, out: str, options: dict) -> str | None:
     except Exception as exc:  # noqa: BLE001 - a report never fails a training
         print(f"bpe-spark train: warning: {report_failure(exc)}", file=sys.stderr)
         return None
-    tok.metadata["timings"]["report_seconds"] = round(time.perf_counter() - started, 3)
+    tok.metadata.setdefault("timings", {})["report_seconds"] = round(time.perf_counter() - started, 3)
     return target
