@@ -156,7 +156,6 @@ def test_report_command_out_file_and_its_errors(model_dir, tmp_path, capsys):
         assert main(["report", str(model_dir), *extra]) == 2
         err = capsys.readouterr().err
         assert expected in err and err.count("\n") == 1 and "Traceback" not in err, err
-    assert main(["report", str(model_dir), "--out", str(out), "--overwrite"]) == 0
     (tmp_path / "notes.html").write_text("<p>mine</p>", encoding="utf-8")
     assert main(["report", str(model_dir), "--out", str(tmp_path / "notes.html"), "--overwrite"]) == 2
     assert "is not a report.html file" in capsys.readouterr().err
