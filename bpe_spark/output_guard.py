@@ -58,6 +58,7 @@ MARKER_FILE = "_BPE_SPARK"
 MANIFEST_NAME = "_manifest.json"  # an encoded dataset's manifest ("_": Spark and pyarrow skip it)
 MANIFEST_FORMAT = "bpe-spark-encoded"  # its "format" field, which marked encoded datasets before the marker
 MARKER_VERSION = 1
+REPORT_MARKER = b"<!-- bpe-spark report -->"  # the second line of a training report (bpe_spark.report)
 KINDS = ("model", "encoded", "checkpoint", "counts", "export")
 _GLOB_CHARS = re.compile(r"[*?\[{]")
 _SCHEME_ALIASES = {"s3a": "s3", "s3n": "s3"}
@@ -155,7 +156,8 @@ def kind_of(path: str, files: Files = LOCAL) -> str | None:
 
 def looks_like(path: str, file_format: str, files: Files = LOCAL) -> bool:
     """Whether the file at ``path`` reads as the single-file export ``file_format``
-    (``tokenizer.json``, ``tiktoken``, ``subword-nmt``): what an overwrite may replace.
+    (``tokenizer.json``, ``tiktoken``, ``subword-nmt``; ``report.html``: a training report): what an
+    overwrite may replace.
 
     >>> import tempfile, pathlib
     >>> f = pathlib.Path(tempfile.mkdtemp()) / "x.tiktoken"
@@ -182,6 +184,8 @@ def looks_like(path: str, file_format: str, files: Files = LOCAL) -> bool:
     lines = (lines[:-1] if len(head) == limit else lines)[:100]  # a cut last line is not judged
     if file_format == "tiktoken":
         return bool(lines) and all(len(f := line.split()) == 2 and f[1].isdigit() for line in lines if line)
+    if file_format == "report.html":
+        return REPORT_MARKER in head[:256]
     if file_format == "subword-nmt":
         body = lines[1:] if lines and lines[0].startswith(b"#version:") else lines
         return all(len(line.split(b" ")) == 2 for line in body if line)

@@ -168,8 +168,6 @@ def script_shares(tok) -> dict[str, int]:
 def with_merges(tok, merges: int):
     """The tokenizer of ``tok``'s first ``merges`` merges: its alphabet (every token no merge
     makes), those merges and the tokens they make, and its special tokens and pattern."""
-    from bpe_spark.tokenizer import Tokenizer  # here: the tokenizer module imports the formats
-
     if getattr(tok, "pipeline", None) is not None:
         raise ConfigError("the first merges of an imported tokenizers pipeline are not a tokenizer; "
                           "pass merges=None")
@@ -181,7 +179,7 @@ def with_merges(tok, merges: int):
     data = tok.to_dict()
     data["vocab"] = {i: v for i, v in data["vocab"].items() if i not in made or i in keep}
     data["merges"] = data["merges"][:merges]
-    return Tokenizer.from_dict(data)
+    return type(tok).from_dict(data)
 
 
 def bytes_per_token(tok, text: str, merges: int | None = None) -> float:

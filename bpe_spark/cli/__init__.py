@@ -23,10 +23,10 @@ import argparse
 import sys
 from collections.abc import Sequence
 
-from bpe_spark.cli import count, decode, encode, export, inspect, train
+from bpe_spark.cli import count, decode, encode, export, inspect, report, train
 from bpe_spark.errors import BpeSparkError
 
-COMMANDS = (train, count, encode, decode, inspect, export)
+COMMANDS = (train, count, encode, decode, inspect, export, report)
 _HELP = __doc__.split("\n\nThis package owns", 1)[0].replace("``", "")  # what bpe-spark --help shows
 
 

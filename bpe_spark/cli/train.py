@@ -25,6 +25,7 @@ from bpe_spark.cli.arguments import (
     input_report,
     start_spark,
 )
+from bpe_spark.cli.report import preload_plotting, train_report
 from bpe_spark.config import END_OF_WORD, SCHEMES, TIE_BREAKS, TrainerConfig
 from bpe_spark.errors import BpeSparkError, ConfigError
 from bpe_spark.spark.options import DEFAULT_DRIVER_BUDGET
@@ -57,6 +58,7 @@ DEFAULTS = {
     **DOCUMENT_DEFAULTS,
     **PRETOKENIZER_DEFAULTS,
     "driver_budget": None, "checkpoint_dir": None, "resume": False, "sample": SAMPLE,
+    "report_sample": None, "no_report": False,
     "input": None, "counts": None, "out": None, "overwrite": False,
     **{name: None for name in FOLDER_OPTIONS if name != "unk_token"},  # unk_token: TrainerConfig's
 }
@@ -95,6 +97,12 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--resume", action="store_true", default=None,
                         help="continue the interrupted run in --checkpoint-dir (same settings), to the same result")
     parser.add_argument("--sample", metavar="TEXT", help="sentence shown as tokens in the summary")
+    parser.add_argument("--report-sample", metavar="FILE",
+                        help="local held-out text for the report's bytes-per-token plot (text, .gz/.bz2, .jsonl, "
+                             ".parquet; its first 256 KB); default: the start of the first local input file, "
+                             "which the plot then says is training data")
+    parser.add_argument("--no-report", action="store_true",
+                        help="do not write report.html (plots of the training) into the model directory")
     add_pretokenizer_options(parser)
     add_model_folder_options(parser, unk_token=False)
     add_document_options(parser)
@@ -161,6 +169,7 @@ def folder_options(options: dict, special_tokens) -> dict:
 
 
 def run(args: argparse.Namespace) -> int:
+    import os
     import time
 
     from bpe_spark.formats.hf_config import set_transformers_config
@@ -190,9 +199,13 @@ def run(args: argparse.Namespace) -> int:
     if options["input"]:
         check_special_tokens_match(cfg.special_tokens, options["input_format"], options["document"], "--special-token")
     folder = folder_options(options, cfg.special_tokens)
+    if options["report_sample"] and not os.path.isfile(str(options["report_sample"])):
+        raise ConfigError(f"--report-sample {options['report_sample']}: no such file; give a local text file")
 
     # Local text is read by the Python tasks, and the JVM only coordinates; not when a driver
     # budget is given: that asks for rounds, whose pair counts are JVM work.
+    if not options["no_report"]:
+        preload_plotting()
     light = options["input"] and options["engine"] != "jvm" and not options["driver_budget"]
     spark = start_spark(args, NAME, light_input=(options["input"], options["input_format"], options["document"])
                         if light else None, shared_input=bool(options["shared_input"]))
@@ -233,7 +246,10 @@ def run(args: argparse.Namespace) -> int:
         set_transformers_config(tok, cli=True, **folder)
     save_model(spark, tok, out, overwrite=bool(options["overwrite"]), option="--out")
     tok.metadata["timings"]["save_seconds"] = round(time.perf_counter() - started, 3)
+    report = None if options["no_report"] else train_report(spark, tok, out, options)
     print(summary(tok, out, options["sample"]))
+    if report is not None:
+        print(f"report: {report}")
     return 0
 
 
@@ -261,9 +277,9 @@ def summary(tok, out, sample: str | None) -> str:
                  f"merges per round: {shown}")
     phases = [("count", "count_seconds"), ("collect", "collect_seconds"), ("merge", "merge_seconds"),
               ("rounds on Spark", "rounds_spark_seconds"), ("checkpoint", "checkpoint_seconds"),
-              ("save", "save_seconds")]
+              ("save", "save_seconds"), ("report", "report_seconds")]
     shown_times = [f"{name} {timings[key]:.2f} s" for name, key in phases if timings.get(key)]
-    total = timings.get("total_seconds", 0) + timings.get("save_seconds", 0)
+    total = timings.get("total_seconds", 0) + timings.get("save_seconds", 0) + timings.get("report_seconds", 0)
     lines.append("time: " + ", ".join(shown_times) + f"; total {total:.2f} s")
     if sample:
         try:
