@@ -6,6 +6,7 @@ model directory, a char-scheme model, GPT-2 files and a .tiktoken file."""
 from __future__ import annotations
 
 import gzip
+import io
 import itertools
 import json
 import re
@@ -16,7 +17,7 @@ from conftest import PEERS, ROOT, require_shared
 from bpe_spark import Tokenizer, TrainerConfig, train
 from bpe_spark.cli import main
 from bpe_spark.model_summary import describe_text, length_bars
-from bpe_spark.token_display import readable, show_tokens
+from bpe_spark.token_display import readable, show_tokens, use_colour
 
 SAMPLE = ROOT / "data" / "sample" / "tiny_shakespeare.txt.gz"
 TEXT = "To be, or not to be: 中文\n"
@@ -143,6 +144,21 @@ def test_gpt2_files_and_a_tiktoken_file(model, tmp_path, capsys):
     for key in ("kinds", "token_lengths", "longest_tokens"):
         assert shown[key] == direct[key], key
     assert shown["stopped"] is None and shown["first_merges"][0][2] is None
+
+
+class _Terminal:
+    @staticmethod
+    def isatty() -> bool:
+        return True
+
+
+def test_colour_only_on_a_terminal_without_no_color(monkeypatch):
+    monkeypatch.delenv("NO_COLOR", raising=False)
+    monkeypatch.setenv("TERM", "xterm")
+    assert use_colour("auto", _Terminal()) and not use_colour("auto", io.StringIO())
+    assert use_colour("always", None) and not use_colour("never", _Terminal())
+    monkeypatch.setenv("NO_COLOR", "1")
+    assert not use_colour("auto", _Terminal())
 
 
 def test_display_rules():
