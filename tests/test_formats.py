@@ -684,7 +684,7 @@ def test_cli_inspect_and_export(tmp_path, byte_tok, capsys):
         f"merges: {len(byte_tok.merges)}",
         '"<|endoftext|>": 358',
         'pattern: "gpt2"',
-        "first merges (3):",
+        f"first merges (3 of {len(byte_tok.merges):,}):",
         "distinct_pretokens:",
     ):
         assert expected in shown
