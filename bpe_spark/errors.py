@@ -43,6 +43,12 @@ def speaks_cli(func: Callable) -> Callable:
     return wrapper
 
 
+def current_interface() -> str:
+    """The interface whose words messages use now: ``"python"`` or ``"cli"`` (a Spark task's
+    closure takes the driver's, and builds its messages under it, see :func:`interface`)."""
+    return _INTERFACE.get()
+
+
 def in_cli() -> bool:
     """Whether messages are built for the command line."""
     return _INTERFACE.get() == "cli"

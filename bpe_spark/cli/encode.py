@@ -105,7 +105,7 @@ def run(args: argparse.Namespace) -> int:
 
         tok = load_model(spark, args.model)
         _check_model(tok, args)
-    ends = {name: resolve_token(tok, f"--{name}", text=getattr(args, name), token_id=getattr(args, f"{name}_id"))
+    ends = {name: resolve_token(tok, name, text=getattr(args, name), token_id=getattr(args, f"{name}_id"))
             for name in ("eos", "bos")}
     docs = read_documents(
         spark, args.input, input_format=args.input_format, text_col=args.text_column,
@@ -146,4 +146,4 @@ def _check_model(tok, args: argparse.Namespace) -> None:
         check_special_tokens_match(tok.special_tokens, args.input_format, args.document,
                                    "--allow-special: the model's special token")
     for name in ("eos", "bos"):
-        resolve_token(tok, f"--{name}", text=getattr(args, name), token_id=getattr(args, f"{name}_id"))
+        resolve_token(tok, name, text=getattr(args, name), token_id=getattr(args, f"{name}_id"))

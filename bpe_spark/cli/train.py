@@ -146,15 +146,16 @@ def folder_options(options: dict, special_tokens) -> dict:
     """The model-folder options of resolved options, checked before any work: each token option
     names a --special-token (the vocabulary is not known before training, and transformers
     makes these tokens special, so an ordinary token would change its ids)."""
-    from bpe_spark.formats.hf_config import check_max_length, option_name
+    from bpe_spark.errors import option_name
+    from bpe_spark.formats.hf_config import check_max_length
 
     chosen = {name: options[name] for name in FOLDER_OPTIONS if options.get(name) is not None}
     for name, value in chosen.items():
         if name == "model_max_length":
-            check_max_length(value, cli=True)
+            check_max_length(value)
         elif value not in special_tokens:
             raise ConfigError(
-                f"{option_name(name, cli=True)} {value!r} is not one of the --special-token tokens "
+                f"{option_name(name)} {value!r} is not one of the --special-token tokens "
                 f"{list(special_tokens)}; add --special-token {value!r} (transformers makes it special, so it must be one)"
             )
     return chosen
@@ -230,7 +231,7 @@ def run(args: argparse.Namespace) -> int:
         for key in ("input", "counts", "input_format", "text_column", "document", "on_bad_input", "engine")
     }
     if folder:
-        set_transformers_config(tok, cli=True, **folder)
+        set_transformers_config(tok, **folder)
     save_model(spark, tok, out, overwrite=bool(options["overwrite"]), option="--out")
     tok.metadata["timings"]["save_seconds"] = round(time.perf_counter() - started, 3)
     print(summary(tok, out, options["sample"]))
