@@ -14,7 +14,6 @@ import numpy as np
 
 from bpe_spark.errors import ConfigError, option, option_name
 
-
 _NUMBER = re.compile(r"\s*[+-]?\d+\s*")
 
 
