@@ -123,6 +123,16 @@ class ColumnError(InputError, KeyError):
     def __str__(self) -> str:  # KeyError would repr() the message
         return str(self.args[0]) if self.args else ""
 
+    @classmethod
+    def missing(cls, name: str, source: str, columns, hint: str = "") -> ColumnError:
+        """Column ``name`` is not among the ``columns`` of ``source`` (Spark's schema checks, and the
+        command line's look at local files before Spark starts)."""
+        return cls(f"column {name!r} not found in {source}; its columns are {list(columns)}" + (f"; {hint}" if hint else ""))
+
+    @classmethod
+    def wrong_type(cls, name: str, source: str, found: str, wanted: str) -> ColumnError:
+        return cls(f"column {name!r} of {source} has type {found}, not {wanted}")
+
 
 class BadInputError(InputError):
     """A corrupt input file or a malformed record; the message names the file and the line or row."""

@@ -15,6 +15,7 @@ from bpe_spark.cli.arguments import (
     add_spark_options,
     check_document_options,
     check_input_paths,
+    check_local_columns,
     check_special_tokens_match,
     input_report,
     start_spark,
@@ -57,6 +58,7 @@ def run(args: argparse.Namespace) -> int:
                         special_tokens=tuple(args.special_tokens))
     check_document_options(args.input_format, args.document)
     check_input_paths(args.input)
+    check_local_columns(args.input, args.input_format, args.text_column)
     check_output(args.out, "counts", overwrite=args.overwrite, option="--out", protected={"input": args.input})
     check_special_tokens_match(cfg.special_tokens, args.input_format, args.document, "--special-token")
     # local text is read and counted by the Python tasks unless the JVM's regex counts

@@ -15,6 +15,7 @@ from bpe_spark.cli.arguments import (
     add_spark_options,
     check_document_options,
     check_input_paths,
+    check_local_columns,
     check_special_tokens_match,
     input_report,
     start_spark,
@@ -82,16 +83,17 @@ def run(args: argparse.Namespace) -> int:
     from bpe_spark.tokenizer import Tokenizer
 
     started = time.time()
+    check_document_options(args.input_format, args.document)
+    check_input_paths(args.input)
+    check_local_columns(args.input, args.input_format, args.text_column, args.id_column)
+    check_output(args.out, "encoded", overwrite=args.overwrite, option="--out",
+                 protected={"input": args.input, "model": [args.model]})
     # a local model loads (and fails) before Spark starts; a remote one through the session's file system
     tok = Tokenizer.load(args.model) if is_local(args.model) else None
     if tok is not None:
         _check_model(tok, args)
     elif args.output_format != "bin" and args.dtype != "auto":
         raise ConfigError("--dtype applies to --output-format bin (Parquet stores int32)")
-    check_document_options(args.input_format, args.document)
-    check_input_paths(args.input)
-    check_output(args.out, "encoded", overwrite=args.overwrite, option="--out",
-                 protected={"input": args.input, "model": [args.model]})
     # whole files are big documents: fewer per Arrow batch keeps the Python workers' memory small
     properties = {"spark.sql.execution.arrow.maxRecordsPerBatch": "64"} if args.document == "file" else {}
     # local text (which has no id columns) is read by the Python tasks: the JVM only coordinates

@@ -21,6 +21,7 @@ from bpe_spark.cli.arguments import (
     add_spark_options,
     check_document_options,
     check_input_paths,
+    check_local_columns,
     check_special_tokens_match,
     input_report,
     start_spark,
@@ -181,6 +182,8 @@ def run(args: argparse.Namespace) -> int:
     if options["input"]:
         check_document_options(options["input_format"], options["document"])
     check_input_paths(options["input"] or options["counts"], "--input" if options["input"] else "--counts")
+    if options["input"]:
+        check_local_columns(options["input"], options["input_format"], options["text_column"])
     out = str(options["out"])  # a path or a URI (s3a://, hdfs://...): never a Path, which would mangle a URI
     inputs, checkpoint_dir = options["input"] or options["counts"], options["checkpoint_dir"]
     protected = {"input": inputs, "checkpoint": [checkpoint_dir]}

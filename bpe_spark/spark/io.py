@@ -38,10 +38,8 @@ from pyspark.sql.types import StringType, StructField
 from bpe_spark.errors import ConfigError, InputError, option
 from bpe_spark.spark import jsonl, textsplits
 from bpe_spark.spark.columns import STRING, check_columns
-from bpe_spark.spark.options import DOCUMENT_UNITS, INPUT_FORMATS
+from bpe_spark.spark.options import DOCUMENT_UNITS, INPUT_FORMATS, JSON_SAMPLE_LINES
 from bpe_spark.text import check_bad_input_policy
-
-_JSON_SAMPLE_LINES = 200
 
 
 class InputNotFoundError(InputError, FileNotFoundError):
@@ -138,7 +136,7 @@ def read_documents(
         return _tag_reader(frame.select(text_col, *keep_columns), {"skipped_records": 0})
     # JSON Lines: look at the first lines for the columns, then parse every line in the Python
     # tasks (bpe_spark.spark.jsonl), so that Spark does not scan the whole input to infer a schema.
-    sample = _load(lambda p: reader.text(p), paths).limit(_JSON_SAMPLE_LINES).collect()
+    sample = _load(lambda p: reader.text(p), paths).limit(JSON_SAMPLE_LINES).collect()
     seen: dict[str, None] = {}
     for row in sample:
         try:
@@ -149,7 +147,7 @@ def read_documents(
             seen.update(dict.fromkeys(record))
     if sample:
         check_columns(list(seen), dict.fromkeys([text_col, *keep_columns]), hint=_text_hint(),
-                      source=f"the first {_JSON_SAMPLE_LINES} records of {', '.join(paths)}")
+                      source=f"the first {JSON_SAMPLE_LINES} records of {', '.join(paths)}")
     keep_fields = [StructField(c, StringType()) for c in keep_columns]
     if keep_columns:
         inferred = spark.read.json(spark.sparkContext.parallelize([r.value for r in sample])).schema

@@ -53,7 +53,7 @@ def test_a_truncated_gz_is_named_in_one_line(spark, gz_dir, engine):
     with pytest.raises(BadInputError) as raised:
         train(read_documents(spark, str(gz_dir)), CFG, engine=engine)
     message = str(raised.value)
-    assert "a-truncated.txt.gz" in message and "--on-bad-input skip" in message
+    assert "a-truncated.txt.gz" in message and "pass on_bad_input='skip' to skip it" in message  # the API's words
     assert "\n" not in message
 
 
