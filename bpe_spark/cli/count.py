@@ -25,6 +25,7 @@ NAME = "count"
 SUMMARY = "count a corpus's pretokens into Parquet (pretoken, count), for train --counts"
 EXAMPLES = """
 examples:
+  bpe-spark count --input data/sample/tiny_shakespeare.txt.gz --out out/counts.parquet
   bpe-spark count --input corpus/ --out counts.parquet
   bpe-spark count --input docs.jsonl --input-format jsonl --text-column body \\
       --special-token "<|endoftext|>" --out counts.parquet --master local[8]

@@ -27,6 +27,7 @@ NAME = "encode"
 SUMMARY = "encode a dataset to token ids (Parquet or binary shards)"
 EXAMPLES = """
 examples:
+  bpe-spark encode --model out/sample-model --input data/sample/tiny_shakespeare.txt.gz --out out/ids/
   bpe-spark encode --model models/en32k --input corpus.txt.gz --out ids/ --eos "<|endoftext|>"
   bpe-spark encode --model models/en32k --input docs/ --input-format jsonl --id-column url \\
       --out shards/ --output-format bin --eos "<|endoftext|>"

@@ -25,6 +25,7 @@ _EXAMPLES = """
 examples:
   tokenizer.json: a folder transformers loads as it is (tokenizer.json, tokenizer_config.json,
   special_tokens_map.json); a char-scheme model too when trained with --end-of-word fused
+    bpe-spark export --model out/sample-model --format tokenizer.json --out out/hf-sample/
     bpe-spark export --model models/en32k --format tokenizer.json --out hf/en32k/ \\
         --eos-token "<|endoftext|>" --pad-token "<|endoftext|>" --model-max-length 1024
     bpe-spark export --model gpt2/vocab.json --format tokenizer.json --out gpt2-tokenizer.json  # the file alone

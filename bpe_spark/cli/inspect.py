@@ -12,6 +12,7 @@ NAME = "inspect"
 SUMMARY = "print a model's summary"
 EXAMPLES = """
 examples:
+  bpe-spark inspect out/sample-model
   bpe-spark inspect models/en32k
   bpe-spark inspect gpt2/vocab.json --merges 20
   bpe-spark inspect cl100k_base.tiktoken --json

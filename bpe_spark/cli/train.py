@@ -34,7 +34,7 @@ NAME = "train"
 SUMMARY = "train a BPE tokenizer on a corpus (or on pretoken counts)"
 EXAMPLES = """
 examples:
-  bpe-spark train --input data/sample/tiny_shakespeare.txt.gz --vocab-size 2000 --out out/sample-model
+  bpe-spark train --input data/sample/tiny_shakespeare.txt.gz --vocab-size 1000 --out out/shakespeare-1k
   bpe-spark train --input corpus/ --vocab-size 32000 --special-token "<|endoftext|>" --out models/en32k \\
       --master local[8] --set spark.driver.memory=8g
   bpe-spark train --input docs.jsonl --input-format jsonl --text-column body --vocab-size 8000 \\
