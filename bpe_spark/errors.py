@@ -71,7 +71,7 @@ def option(name: str, value: object = _NO_VALUE) -> str:
     value, the option to give (``text_col=``, ``--text-column``).
 
     >>> option("overwrite", True), option("on_bad_input", "skip"), option("text_col")
-    ("overwrite=True", "on_bad_input='skip'", 'text_col=')
+    ('overwrite=True', "on_bad_input='skip'", 'text_col=')
     >>> with interface("cli"):
     ...     option("overwrite", True), option("on_bad_input", "skip"), option("text_col")
     ('--overwrite', '--on-bad-input skip', '--text-column')

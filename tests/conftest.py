@@ -101,3 +101,15 @@ def spark():
     )
     yield session
     session.stop()
+
+
+@pytest.fixture()
+def no_spark(monkeypatch):
+    """Every Spark command (train, count, encode) fails the test if it gets as far as starting Spark."""
+    from bpe_spark.cli import count, encode, train
+
+    def refuse(*args, **kwargs):
+        raise AssertionError("Spark started before the error")
+
+    for module in (train, count, encode):
+        monkeypatch.setattr(module, "start_spark", refuse)

@@ -10,10 +10,7 @@ from conftest import PEERS
 
 from bpe_spark import ConfigError, Tokenizer, TrainerConfig, train
 from bpe_spark.batch_encoder import batch_options, resolve_token
-from bpe_spark.cli import count as count_command
-from bpe_spark.cli import encode as encode_command
 from bpe_spark.cli import main
-from bpe_spark.cli import train as train_command
 from bpe_spark.cli.arguments import check_input_paths
 from bpe_spark.errors import InputError, interface
 
@@ -61,16 +58,6 @@ def test_unknown_eos_text_points_to_the_id_option_that_exists(gpt2):
         "--eos '<|nope|>' is neither a special token of the model (it has: ['<|endoftext|>']) nor a single "
         "token of its vocabulary; give one of those, or an id with --eos-id N"
     )
-
-
-@pytest.fixture()
-def no_spark(monkeypatch):
-    """Every Spark command fails the test if it gets as far as starting Spark."""
-    def refuse(*args, **kwargs):
-        raise AssertionError("Spark started before the error")
-
-    for module in (train_command, count_command, encode_command):
-        monkeypatch.setattr(module, "start_spark", refuse)
 
 
 @pytest.fixture(scope="module")

@@ -16,10 +16,7 @@ import pyarrow.parquet as pq
 import pytest
 
 from bpe_spark import TrainerConfig, train
-from bpe_spark.cli import count as count_command
-from bpe_spark.cli import encode as encode_command
 from bpe_spark.cli import main
-from bpe_spark.cli import train as train_command
 from bpe_spark.errors import ConfigError, OutputExistsError, interface, option
 from bpe_spark.formats.hf_config import set_transformers_config
 from bpe_spark.shards import token_dtype
@@ -66,16 +63,6 @@ def test_version_names_every_part_without_starting_a_jvm():
     assert line.startswith(f"bpe-spark {__version__} (Python {sys.version.split()[0]}, pyspark ")
     assert ", Java " in line and "unknown" not in line and len(result.stdout.splitlines()) == 1
     assert time.perf_counter() - started < 10  # no JVM: a Spark start alone takes longer here
-
-
-@pytest.fixture()
-def no_spark(monkeypatch):
-    """Every Spark command fails the test if it gets as far as starting Spark."""
-    def refuse(*args, **kwargs):
-        raise AssertionError("Spark started before the error")
-
-    for module in (train_command, count_command, encode_command):
-        monkeypatch.setattr(module, "start_spark", refuse)
 
 
 def test_columns_of_local_files_are_checked_before_spark(tmp_path, no_spark, capsys):
