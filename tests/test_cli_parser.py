@@ -16,7 +16,7 @@ import pyarrow.parquet as pq
 import pytest
 
 from bpe_spark import TrainerConfig, train
-from bpe_spark.cli import main
+from bpe_spark.cli import build_parser, main
 from bpe_spark.errors import ConfigError, OutputExistsError, interface, option
 from bpe_spark.formats.hf_config import set_transformers_config
 from bpe_spark.shards import token_dtype
@@ -40,6 +40,9 @@ def test_abbreviations_are_refused_and_the_nearest_option_named(capsys):
     assert "bpe-spark encode: error: unknown option --modle; did you mean --model?" in err
     assert "unknown option --zzzz (see bpe-spark decode --help)" in _fails(["decode", "--zzzz"], capsys)
     assert "unexpected argument 'extra'" in _fails(["decode", "--model", "m", "--ids", "1", "extra"], capsys)
+    # what argparse takes for a value stays one: a negative number, text with a space, --option=value
+    assert build_parser().parse_args(["decode", "--model", "m", "--ids", "-1 2"]).ids == "-1 2"
+    assert build_parser().parse_args(["decode", "--model=m", "--ids", "-1", "--limit=-2"]).limit == -2
 
 
 def test_a_misspelt_command_or_choice_names_the_nearest(capsys):

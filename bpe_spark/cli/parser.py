@@ -58,7 +58,8 @@ class Parser(argparse.ArgumentParser):
         for arg in args:
             if arg == "--" or (self._subparsers is not None and not arg.startswith("-")):
                 return None
-            if (arg.startswith("-") and arg != "-" and not self._negative_number_matcher.match(arg)
+            if (arg.startswith("-") and arg != "-" and " " not in arg  # argparse takes "-1 2" for a value
+                    and not self._negative_number_matcher.match(arg)
                     and arg.split("=", 1)[0] not in self._option_string_actions):
                 return arg
         return None
