@@ -49,6 +49,7 @@ from pathlib import Path
 from urllib.parse import unquote, urlparse
 
 from bpe_spark.errors import ModelFormatError, OutputExistsError, OutputRefusedError
+from bpe_spark.errors import option as spell_option  # "option" names the output option here
 from bpe_spark.file_systems import LOCAL, Files
 from bpe_spark.owners import Owner, current_owner, owner_is_dead
 
@@ -117,7 +118,7 @@ def check_complete(path: str, kind: str, files: Files = LOCAL, *, shown=None) ->
     if record.get("state") == WRITING:
         raise ModelFormatError(
             f"{shown}: an incomplete bpe-spark {kind} output (its {MARKER_FILE} says a run is writing it: that run "
-            "stopped, or is still running); write it again (--overwrite), or wait for that run"
+            f"stopped, or is still running); write it again ({spell_option('overwrite', True)}), or wait for that run"
         )
 
 
@@ -295,19 +296,19 @@ def check_replaceable(out: str, kind: str, *, overwrite: bool, files: Files = LO
         return
     if not overwrite:
         raise OutputExistsError(
-            f"{option} {shown} already exists; pass overwrite=True (--overwrite) to replace it, or choose another {option}"
+            f"{option} {shown} already exists; pass {spell_option('overwrite', True)} to replace it, or choose another {option}"
         )
     if file_format is not None:
         if found == "file" and looks_like(str(out), file_format, files):
             return
         raise OutputRefusedError(
-            f"{option} {shown} exists and is not a {file_format} file; --overwrite replaces only an "
+            f"{option} {shown} exists and is not a {file_format} file; {spell_option('overwrite', True)} replaces only an "
             "earlier export of the same format: remove it yourself or choose another path"
         )
     if kind_of(str(out), files) != kind and not (found == "dir" and not files.list_dir(str(out))):
         raise OutputRefusedError(
             f"{option} {shown} exists and is not an earlier bpe-spark {kind} output (no {MARKER_FILE} "
-            f"marker of kind {kind!r}); --overwrite replaces only those: remove it yourself or choose another path"
+            f"marker of kind {kind!r}); {spell_option('overwrite', True)} replaces only those: remove it yourself or choose another path"
         )
 
 

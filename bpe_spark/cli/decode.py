@@ -15,6 +15,8 @@ NAME = "decode"
 SUMMARY = "decode token ids back to text"
 EXAMPLES = """
 examples:
+  bpe-spark decode --model out/sample-model --ids "84 111 32 98 101"      # prints: To be
+  bpe-spark decode --model out/sample-model --input out/ids/ --limit 3
   bpe-spark decode --model models/en32k --ids "15496 995"
   bpe-spark decode --model models/en32k --input shards/ --limit 3
   bpe-spark decode --model gpt2/vocab.json --input gpt2-ids/ --limit 10

@@ -16,6 +16,7 @@ from bpe_spark.cli.arguments import (
     add_spark_options,
     check_document_options,
     check_input_paths,
+    check_local_columns,
     check_special_tokens_match,
     input_report,
     start_spark,
@@ -27,6 +28,7 @@ NAME = "encode"
 SUMMARY = "encode a dataset to token ids (Parquet or binary shards)"
 EXAMPLES = """
 examples:
+  bpe-spark encode --model out/sample-model --input data/sample/tiny_shakespeare.txt.gz --out out/ids/
   bpe-spark encode --model models/en32k --input corpus.txt.gz --out ids/ --eos "<|endoftext|>"
   bpe-spark encode --model models/en32k --input docs/ --input-format jsonl --id-column url \\
       --out shards/ --output-format bin --eos "<|endoftext|>"
@@ -80,16 +82,17 @@ def run(args: argparse.Namespace) -> int:
     from bpe_spark.output_guard import check_output, is_local
     from bpe_spark.tokenizer import Tokenizer
 
+    check_document_options(args.input_format, args.document)
+    check_input_paths(args.input)
+    check_local_columns(args.input, args.input_format, args.text_column, args.id_column)
+    check_output(args.out, "encoded", overwrite=args.overwrite, option="--out",
+                 protected={"input": args.input, "model": [args.model]})
     # a local model loads (and fails) before Spark starts; a remote one through the session's file system
     tok = Tokenizer.load(args.model) if is_local(args.model) else None
     if tok is not None:
         _check_model(tok, args)
     elif args.output_format != "bin" and args.dtype != "auto":
         raise ConfigError("--dtype applies to --output-format bin (Parquet stores int32)")
-    check_document_options(args.input_format, args.document)
-    check_input_paths(args.input)
-    check_output(args.out, "encoded", overwrite=args.overwrite, option="--out",
-                 protected={"input": args.input, "model": [args.model]})
     # whole files are big documents: fewer per Arrow batch keeps the Python workers' memory small
     properties = {"spark.sql.execution.arrow.maxRecordsPerBatch": "64"} if args.document == "file" else {}
     # local text (which has no id columns) is read by the Python tasks: the JVM only coordinates
@@ -103,7 +106,7 @@ def run(args: argparse.Namespace) -> int:
 
         tok = load_model(spark, args.model)
         _check_model(tok, args)
-    ends = {name: resolve_token(tok, f"--{name}", text=getattr(args, name), token_id=getattr(args, f"{name}_id"))
+    ends = {name: resolve_token(tok, name, text=getattr(args, name), token_id=getattr(args, f"{name}_id"))
             for name in ("eos", "bos")}
     docs = read_documents(
         spark, args.input, input_format=args.input_format, text_col=args.text_column,
@@ -157,4 +160,4 @@ def _check_model(tok, args: argparse.Namespace) -> None:
         check_special_tokens_match(tok.special_tokens, args.input_format, args.document,
                                    "--allow-special: the model's special token")
     for name in ("eos", "bos"):
-        resolve_token(tok, f"--{name}", text=getattr(args, name), token_id=getattr(args, f"{name}_id"))
+        resolve_token(tok, name, text=getattr(args, name), token_id=getattr(args, f"{name}_id"))

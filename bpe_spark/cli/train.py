@@ -21,6 +21,7 @@ from bpe_spark.cli.arguments import (
     add_spark_options,
     check_document_options,
     check_input_paths,
+    check_local_columns,
     check_special_tokens_match,
     input_report,
     start_spark,
@@ -34,7 +35,7 @@ NAME = "train"
 SUMMARY = "train a BPE tokenizer on a corpus (or on pretoken counts)"
 EXAMPLES = """
 examples:
-  bpe-spark train --input data/sample/tiny_shakespeare.txt.gz --vocab-size 2000 --out out/sample-model
+  bpe-spark train --input data/sample/tiny_shakespeare.txt.gz --vocab-size 1000 --out out/shakespeare-1k
   bpe-spark train --input corpus/ --vocab-size 32000 --special-token "<|endoftext|>" --out models/en32k \\
       --master local[8] --set spark.driver.memory=8g
   bpe-spark train --input docs.jsonl --input-format jsonl --text-column body --vocab-size 8000 \\
@@ -154,15 +155,16 @@ def folder_options(options: dict, special_tokens) -> dict:
     """The model-folder options of resolved options, checked before any work: each token option
     names a --special-token (the vocabulary is not known before training, and transformers
     makes these tokens special, so an ordinary token would change its ids)."""
-    from bpe_spark.formats.hf_config import check_max_length, option_name
+    from bpe_spark.errors import option_name
+    from bpe_spark.formats.hf_config import check_max_length
 
     chosen = {name: options[name] for name in FOLDER_OPTIONS if options.get(name) is not None}
     for name, value in chosen.items():
         if name == "model_max_length":
-            check_max_length(value, cli=True)
+            check_max_length(value)
         elif value not in special_tokens:
             raise ConfigError(
-                f"{option_name(name, cli=True)} {value!r} is not one of the --special-token tokens "
+                f"{option_name(name)} {value!r} is not one of the --special-token tokens "
                 f"{list(special_tokens)}; add --special-token {value!r} (transformers makes it special, so it must be one)"
             )
     return chosen
@@ -189,6 +191,8 @@ def run(args: argparse.Namespace) -> int:
     if options["input"]:
         check_document_options(options["input_format"], options["document"])
     check_input_paths(options["input"] or options["counts"], "--input" if options["input"] else "--counts")
+    if options["input"]:
+        check_local_columns(options["input"], options["input_format"], options["text_column"])
     out = str(options["out"])  # a path or a URI (s3a://, hdfs://...): never a Path, which would mangle a URI
     inputs, checkpoint_dir = options["input"] or options["counts"], options["checkpoint_dir"]
     protected = {"input": inputs, "checkpoint": [checkpoint_dir]}
@@ -243,7 +247,7 @@ def run(args: argparse.Namespace) -> int:
         for key in ("input", "counts", "input_format", "text_column", "document", "on_bad_input", "engine")
     }
     if folder:
-        set_transformers_config(tok, cli=True, **folder)
+        set_transformers_config(tok, **folder)
     save_model(spark, tok, out, overwrite=bool(options["overwrite"]), option="--out")
     tok.metadata["timings"]["save_seconds"] = round(time.perf_counter() - started, 3)
     report = None if options["no_report"] else train_report(spark, tok, out, options)

@@ -42,7 +42,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from bpe_spark.errors import ConfigError, ModelFormatError
+from bpe_spark.errors import ConfigError, ModelFormatError, option_name
 from bpe_spark.formats.fields import check_file_size
 from bpe_spark.formats.files import atomic_directory, atomic_file
 from bpe_spark.formats.gpt2 import read_gpt2
@@ -192,7 +192,6 @@ def export_model(
     pad_token: str | None = None,
     unk_token: str | None = None,
     model_max_length: int | None = None,
-    cli: bool = False,
 ) -> list[Path]:
     """Write ``tok`` in an export format; returns the files written.
 
@@ -208,21 +207,21 @@ def export_model(
 
     ``bos_token``, ``eos_token``, ``pad_token``, ``unk_token`` (special tokens' text) and
     ``model_max_length`` go into the config files, over the model's own
-    (:mod:`bpe_spark.formats.hf_config`); ``cli``: errors spell them as options (``--eos-token``).
+    (:mod:`bpe_spark.formats.hf_config`).
     ``overwrite`` replaces an earlier export only: a directory with the ``_BPE_SPARK`` marker of
     kind ``export``, or a file that reads as ``fmt`` (:mod:`bpe_spark.output_guard`), with the
     config files beside it.
     """
-    from bpe_spark.formats.hf_config import FOLDER_FILES, OPTIONS, folder_options, option_name
+    from bpe_spark.formats.hf_config import FOLDER_FILES, OPTIONS, folder_options
 
     out = Path(out)
     spec = export_spec(fmt)
     given = dict(zip(OPTIONS, (bos_token, eos_token, pad_token, unk_token, model_max_length)))
     if spec.folder is None:
-        named = [option_name(name, cli=cli) for name, value in given.items() if value is not None]
+        named = [option_name(name) for name, value in given.items() if value is not None]
         if named:
             raise ConfigError(f"{', '.join(named)} apply to the tokenizer.json and gpt2 exports, not {fmt}")
-    options = folder_options(tok, given, cli=cli) if spec.folder is not None else None
+    options = folder_options(tok, given) if spec.folder is not None else None
     if spec.directory:
         with atomic_directory(out, kind="export", overwrite=overwrite, format=fmt) as staged:
             spec.write(tok, staged)
