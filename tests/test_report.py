@@ -149,7 +149,7 @@ def test_report_command_out_file_and_its_errors(model_dir, tmp_path, capsys):
     assert len(ReportPage(out.read_text(encoding="utf-8")).images) == 3
     capsys.readouterr()
     cases = [
-        (["--out", str(out)], "already exists; pass overwrite=True (--overwrite)"),
+        (["--out", str(out)], "already exists; pass --overwrite"),
         (["--sample", str(tmp_path / "nothing.txt")], "--sample"),
     ]
     for extra, expected in cases:
