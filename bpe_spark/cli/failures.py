@@ -129,8 +129,20 @@ def cancel_spark_jobs() -> None:
 
 
 def quiet_python_loggers() -> None:
+    """Silence the Python loggers that print around a failure (py4j logs through the root logger)."""
     for name in NOISY_LOGGERS:
         logging.getLogger(name).disabled = True
+    root = logging.getLogger()
+    if not any(isinstance(f, _Py4jRecords) for f in root.filters):
+        root.addFilter(_Py4jRecords())
+
+
+class _Py4jRecords(logging.Filter):
+    """Drops the records py4j logs on the root logger (``logging.exception(...)``: a call that
+    Ctrl-C or a JVM gone broke, with its trace)."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        return f"{os.sep}py4j{os.sep}" not in record.pathname
 
 
 def _describe_java(java) -> tuple[int, str]:

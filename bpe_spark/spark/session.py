@@ -8,8 +8,10 @@ the JVM logs anything (:data:`QUIET_LOG_CONFIG`), and the JVM's own start-up war
 
 from __future__ import annotations
 
+import contextlib
 import os
 import re
+import signal
 import socket
 import subprocess
 import sys
@@ -221,12 +223,26 @@ def _start_quiet_jvm(app_name: str, props: Mapping[str, str]) -> None:
     conf = SparkConf(loadDefaults=False)
     conf.set("spark.app.name", app_name)
     conf.setAll(list(props.items()))
-    with SparkContext._lock:
+    with SparkContext._lock, _sigint_deferred():
         gateway = launch_gateway(conf, popen_kwargs={"stderr": subprocess.PIPE})
         threading.Thread(target=_copy_filtered, args=(gateway.proc.stderr,), name="bpe-spark JVM stderr",
                          daemon=True).start()
         SparkContext._gateway = gateway
         SparkContext._jvm = gateway.jvm
+
+
+@contextlib.contextmanager
+def _sigint_deferred():
+    """Ctrl-C waits until the JVM is up: one interrupted while it starts would outlive us (its
+    gateway thread keeps it alive once pyspark gave up on it); once up, it exits with us."""
+    block = hasattr(signal, "pthread_sigmask") and threading.current_thread() is threading.main_thread()
+    if block:
+        signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT})
+    try:
+        yield
+    finally:
+        if block:
+            signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGINT})
 
 
 def _copy_filtered(stream) -> None:
