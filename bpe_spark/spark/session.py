@@ -41,6 +41,7 @@ LOCAL_TASK_FAILURES = 4  # spark.task.maxFailures' default: a local task is trie
 _LOCAL_MASTER = re.compile(r"^local(?:\[\s*(\d+|\*)\s*\])?$")
 # the master URLs Spark's SparkContext accepts (createTaskScheduler; Spark Connect's sc:// too)
 _MASTER_URL = re.compile(r"^(local(\[[^\]]*\])?|local-cluster\[[^\]]*\]|yarn|(spark|k8s|sc)://.+)$")
+QUIET_LOG_LEVEL = "FATAL"
 SPARK_MASTER_PORT = 7077
 PROBE_SECONDS = 3.0
 # The driver JVM's logging when quiet: errors-only from its first line (log4j2 reads it at start-up).
@@ -111,9 +112,9 @@ def build_session(
 
     ``quiet``: no JVM or Spark warnings on stderr (the CLI without ``--verbose``). A JVM we start
     reads :data:`QUIET_LOG_CONFIG` (unless the user's driver options name a log4j2 configuration)
-    and its stderr passes through a filter that drops the JVM's incubator-module warning; under
-    spark-submit, whose JVM has started already, the log level is set before the SparkContext
-    starts. A master given here (or resolved for a JVM we start) is checked first either way: a
+    and its stderr passes through a filter that drops the JVM's incubator-module warning; the
+    context starts at ``spark.log.level`` :data:`QUIET_LOG_LEVEL` (unless set), which also quiets
+    spark-submit's context (the lines its JVM logs before: ``conf/log4j2.properties``). A master given here (or resolved for a JVM we start) is checked first either way: a
     URL Spark does not know is a ConfigError, a ``spark://`` master that nothing answers on within
     :data:`PROBE_SECONDS` a :class:`MasterUnreachableError` (not Spark's minute of retries).
     """
@@ -150,6 +151,10 @@ def build_session(
             options = quiet_java_options(options)
         if options:
             props[key] = options
+    if quiet and running is None and "spark.log.level" not in outside and "spark.log.level" not in chosen:
+        # subtle: the context reloads log4j's configuration as it starts (structured logging or
+        # not), so a level set before is lost; spark.log.level is applied after that reload.
+        props["spark.log.level"] = QUIET_LOG_LEVEL
     if running is None and light_jvm and shared_input and not local:
         key = "spark.executor.extraJavaOptions"
         options = light_executor_options(" ".join(v for v in (outside.get(key), chosen.get(key)) if v))
@@ -210,16 +215,12 @@ def quiet_java_options(options: str | None) -> str:
 
 def _start_quiet_jvm(app_name: str, props: Mapping[str, str]) -> None:
     """Start the driver JVM (pyspark's gateway) with its stderr filtered through a thread that
-    drops :data:`_JVM_NOISE`; under spark-submit (a JVM running already), set its log level to
-    errors-only before the SparkContext logs its start."""
+    drops :data:`_JVM_NOISE` (nothing to start under spark-submit, whose JVM runs already)."""
     from pyspark import SparkConf, SparkContext
     from pyspark.java_gateway import launch_gateway
 
     if SparkContext._gateway is not None or "PYSPARK_GATEWAY_PORT" in os.environ:
-        # spark-submit's JVM (or one a stopped context left): quiet before the context's INFO lines
-        SparkContext._ensure_initialized()
-        _safely_quiet_logging(SparkContext._gateway.jvm)
-        return
+        return  # spark-submit's JVM (or one a stopped context left): spark.log.level quiets its context
     conf = SparkConf(loadDefaults=False)
     conf.set("spark.app.name", app_name)
     conf.setAll(list(props.items()))
@@ -254,14 +255,6 @@ def _copy_filtered(stream) -> None:
             except OSError:
                 return
 
-
-def _safely_quiet_logging(jvm) -> None:
-    """Errors-only logging in a running JVM (every logger, as Spark's ``setLogLevel``)."""
-    try:
-        level = jvm.org.apache.logging.log4j.Level.FATAL
-        jvm.org.apache.logging.log4j.core.config.Configurator.setAllLevels("", level)
-    except Exception:  # noqa: BLE001, S110 - logging is cosmetic: the run goes on
-        pass
 
 
 def with_task_retries(master: str, max_failures: str | None = None) -> str:
