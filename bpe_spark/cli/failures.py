@@ -30,6 +30,7 @@ from __future__ import annotations
 import argparse
 import logging
 import os
+import re
 import signal
 import sys
 import traceback
@@ -49,6 +50,7 @@ NOISY_LOGGERS = ("py4j", "py4j.clientserver", "py4j.java_gateway",
 USER_JAVA_ERRORS = ("AnalysisException", "IllegalArgumentException", "NumberFormatException",
                     "FileNotFoundException", "AccessDeniedException", "FileAlreadyExistsException",
                     "NoSuchFileException", "UnknownHostException", "ParseException")
+_SQLSTATE = re.compile(r"\s*SQLSTATE: \w+.*$")  # Spark's error-class suffix: "...  SQLSTATE: 42703; line 1 pos 7;"
 
 
 def wants_trace(args: argparse.Namespace | None) -> bool:
@@ -97,7 +99,7 @@ def describe_failure(exc: BaseException) -> tuple[int, str]:
         return EXIT_USER, f"error: {exc}"
     java = _java_throwable(exc)
     if java is not None:
-        return _describe_java(java)
+        return _describe_java(java, None if isinstance(exc, _py4j_error()) else type(exc).__name__)
     kind = type(exc).__module__.partition(".")[0]
     if kind == "py4j":  # Py4JError, Py4JNetworkError: the JVM is gone or broke the call
         return EXIT_INTERNAL, f"error: the Spark JVM stopped answering ({_first_line(exc) or type(exc).__name__})"
@@ -145,9 +147,10 @@ class _Py4jRecords(logging.Filter):
         return f"{os.sep}py4j{os.sep}" not in record.pathname
 
 
-def _describe_java(java) -> tuple[int, str]:
-    """A Java throwable as its root cause's class and first message line (a Python task's error:
-    the last line of its traceback)."""
+def _describe_java(java, name: str | None = None) -> tuple[int, str]:
+    """A Java throwable as its root cause's class (``name``: pyspark's for it, when the root is
+    ``java`` itself) and first message line, without its SQLSTATE; a Python task's error: the last
+    line of its traceback."""
     chain = [java]
     while len(chain) < 32:
         cause = _safely(lambda: chain[-1].getCause())
@@ -155,15 +158,25 @@ def _describe_java(java) -> tuple[int, str]:
             break
         chain.append(cause)
     root = chain[-1]
-    name = _safely(lambda: root.getClass().getSimpleName()) or "Exception"
+    java_name = _safely(lambda: root.getClass().getSimpleName()) or "Exception"
+    if len(chain) > 1 or not name:
+        name = java_name
     message = (_safely(lambda: root.getMessage()) or "").strip()
-    if name == "PythonException":  # a task's Python traceback: its last line names the error
-        lines = [line for line in message.splitlines() if line.strip()]
+    if java_name == "PythonException":  # a task's Python traceback: its last line names the error
+        lines = [line for line in message.splitlines() if line.strip() and not line.strip().startswith("SQLSTATE")]
         message = lines[-1].strip() if lines else message
         return EXIT_INTERNAL, f"error: a Spark task failed: {message}"
-    status = EXIT_USER if name in USER_JAVA_ERRORS else EXIT_INTERNAL
-    first = message.splitlines()[0].strip() if message else ""
+    status = EXIT_USER if name in USER_JAVA_ERRORS or java_name.endswith(USER_JAVA_ERRORS) else EXIT_INTERNAL
+    first = _SQLSTATE.sub("", message.splitlines()[0]).strip() if message else ""
     return status, f"error: {name}: {first}" if first else f"error: {name}"
+
+
+def _py4j_error() -> type | tuple:
+    if "py4j" not in sys.modules:
+        return ()
+    from py4j.protocol import Py4JJavaError
+
+    return Py4JJavaError
 
 
 def _java_throwable(exc: BaseException):
