@@ -36,8 +36,8 @@ def _one_line(capsys) -> str:
 
 @pytest.mark.parametrize(("master", "expected"), [
     ("foo://x", "bpe-spark train: error: Spark master 'foo://x' is not a master URL Spark knows"),
-    ("spark://127.0.0.1:1", "bpe-spark train: error: Spark master spark://127.0.0.1:1 does not answer "
-                            "(127.0.0.1:1: Connection refused)"),
+    ("spark://127.0.0.1:1", ("bpe-spark train: error: Spark master spark://127.0.0.1:1 does not answer "
+                             "(127.0.0.1:1: Connection refused)")),
 ])
 def test_a_bad_or_unreachable_master_is_one_line_before_spark_starts(master, expected, tmp_path, capsys):
     started = time.monotonic()

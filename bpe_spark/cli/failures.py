@@ -153,8 +153,8 @@ def _describe_java(java, name: str | None = None) -> tuple[int, str]:
     line of its traceback."""
     chain = [java]
     while len(chain) < 32:
-        cause = _safely(lambda: chain[-1].getCause())
-        if cause is None or any(_safely(lambda c=c: c.equals(cause)) for c in chain):
+        cause = _safely(chain[-1].getCause)
+        if cause is None or any(_safely(lambda c=c, cause=cause: c.equals(cause)) for c in chain):
             break
         chain.append(cause)
     root = chain[-1]

@@ -107,7 +107,7 @@ def test_ctrl_c_of_a_running_train_exits_130_in_one_line(tmp_path):
         time.sleep(2)  # the JVM starting, or the first job running: Ctrl-C ends either in one line
         process.send_signal(signal.SIGINT)
         interrupted = time.monotonic()
-        out, err = process.communicate(timeout=120)
+        _, err = process.communicate(timeout=120)
     finally:
         process.kill()
     assert process.returncode == 130, err[-3000:]
