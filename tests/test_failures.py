@@ -36,6 +36,7 @@ def _one_line(capsys) -> str:
 
 @pytest.mark.parametrize(("master", "expected"), [
     ("foo://x", "bpe-spark train: error: Spark master 'foo://x' is not a master URL Spark knows"),
+    ("local[two]", "bpe-spark train: error: Spark master 'local[two]' is not a master URL Spark knows"),
     ("spark://127.0.0.1:1", ("bpe-spark train: error: Spark master spark://127.0.0.1:1 does not answer "
                              "(127.0.0.1:1: Connection refused)")),
 ])

@@ -40,7 +40,7 @@ QUICK_JIT = "-XX:TieredStopAtLevel=1"
 LOCAL_TASK_FAILURES = 4  # spark.task.maxFailures' default: a local task is tried 4 times, as on a cluster
 _LOCAL_MASTER = re.compile(r"^local(?:\[\s*(\d+|\*)\s*\])?$")
 # the master URLs Spark's SparkContext accepts (createTaskScheduler; Spark Connect's sc:// too)
-_MASTER_URL = re.compile(r"^(local(\[[^\]]*\])?|local-cluster\[[^\]]*\]|yarn|(spark|k8s|sc)://.+)$")
+_MASTER_URL = re.compile(r"^(local(\[\s*(\d+|\*)\s*(,\s*\d+\s*)?\])?|local-cluster\[[\d\s,]+\]|yarn|(spark|k8s|sc)://.+)$")
 QUIET_LOG_LEVEL = "FATAL"
 SPARK_MASTER_PORT = 7077
 PROBE_SECONDS = 3.0
@@ -174,7 +174,7 @@ def check_master(master: str, timeout: float = PROBE_SECONDS) -> None:
     """Before Spark starts: ``master`` is a master URL Spark knows, and a ``spark://`` master
     (standalone, ``spark://HOST:PORT[,HOST2:PORT2]``) answers on one of its ports.
 
-    >>> check_master("local[2]"); check_master("yarn")
+    >>> check_master("local[2]"); check_master("local[*, 4]"); check_master("yarn")
     >>> check_master("foo://x")
     Traceback (most recent call last):
     ...
