@@ -5,6 +5,8 @@ lines, ``bpe-spark ...``, allowed); Ctrl-C of a running ``train`` process exits 
 
 from __future__ import annotations
 
+import gzip
+import itertools
 import os
 import signal
 import subprocess
@@ -70,13 +72,16 @@ def _noise(stderr: str) -> list[str]:
 
 @pytest.mark.slow
 def test_train_and_encode_processes_print_no_jvm_or_spark_warnings(tmp_path):
-    model, ids = tmp_path / "model", tmp_path / "ids"
-    trained = subprocess.run(_command(*TRAIN_ARGS, "--out", str(model), "--master", "local[2]"),
+    model, ids, corpus = tmp_path / "model", tmp_path / "ids", tmp_path / "corpus.txt"
+    with gzip.open(SAMPLE, "rt", encoding="utf-8") as sample:  # a small corpus: the JVMs' start is the test
+        corpus.write_text("".join(itertools.islice(sample, 2000)), encoding="utf-8")
+    trained = subprocess.run(_command("train", "--input", str(corpus), "--vocab-size", "300", "--out", str(model),
+                                      "--master", "local[2]"),
                              capture_output=True, text=True, env=_env(), cwd=ROOT, timeout=300, check=False)
     assert trained.returncode == 0, trained.stderr[-3000:]
     assert "vocabulary: 300" in trained.stdout
     assert _noise(trained.stderr) == []
-    encoded = subprocess.run(_command("encode", "--model", str(model), "--input", SAMPLE, "--out", str(ids),
+    encoded = subprocess.run(_command("encode", "--model", str(model), "--input", str(corpus), "--out", str(ids),
                                       "--master", "local[2]"),
                              capture_output=True, text=True, env=_env(), cwd=ROOT, timeout=300, check=False)
     assert encoded.returncode == 0, encoded.stderr[-3000:]
