@@ -208,7 +208,7 @@ def quiet_java_options(options: str | None) -> str:
     '-Dlog4j2.configurationFile=mine.properties'
     """
     options = options or ""
-    if "log4j2.configurationFile" in options or "log4j.configurationFile" in options:
+    if "log4j2.configurationFile" in options or "log4j.configurationFile" in options or not QUIET_LOG_CONFIG.is_file():
         return options
     return f"{options} -Dlog4j2.configurationFile={QUIET_LOG_CONFIG.as_uri()}".strip()
 
