@@ -155,3 +155,7 @@ class CheckpointError(ConfigError):
 
 class CheckpointLockedError(CheckpointError):
     """Another run holds the lock of the checkpoint directory; the message names it."""
+
+
+class MasterUnreachableError(BpeSparkError, ConnectionError):
+    """The Spark master does not answer (checked before Spark starts); the message names it."""

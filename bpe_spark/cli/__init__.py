@@ -15,8 +15,8 @@ Spark runs in local mode (``local[*]``) unless ``--master`` or the environment s
 This package owns the parser (one module per command, each with its options, examples and
 ``run``; the options several share in :mod:`bpe_spark.cli.arguments`; the strict parsing, with
 its "did you mean", and ``--version`` in :mod:`bpe_spark.cli.parser`) and :func:`main`: the
-dispatch to a command and its error handling (a :class:`BpeSparkError` prints one line and
-exits with status 2).
+dispatch to a command and its error handling (one line and an exit status for every failure a
+user can cause: :mod:`bpe_spark.cli.failures`).
 """
 
 from __future__ import annotations
@@ -26,8 +26,9 @@ import sys
 from collections.abc import Sequence
 
 from bpe_spark.cli import count, decode, encode, export, inspect, report, train
+from bpe_spark.cli.failures import run_command
 from bpe_spark.cli.parser import Parser, VersionAction
-from bpe_spark.errors import BpeSparkError, speaks_cli
+from bpe_spark.errors import speaks_cli
 
 COMMANDS = (train, count, encode, decode, inspect, export, report)
 _HELP = __doc__.split("\n\nThis package owns", 1)[0].replace("``", "")  # what bpe-spark --help shows
@@ -59,8 +60,4 @@ def main(argv: Sequence[str] | None = None) -> int:
     """Run ``bpe-spark`` with ``argv`` (default: the process's arguments); the exit status."""
     argv = sys.argv[1:] if argv is None else list(argv)
     args = build_parser(argv[0] if argv else "").parse_args(argv)
-    try:
-        return int(args.run(args) or 0)
-    except BpeSparkError as exc:
-        print(f"bpe-spark {args.command}: error: {exc}", file=sys.stderr)
-        return 2
+    return run_command(args.command, lambda: args.run(args), args)

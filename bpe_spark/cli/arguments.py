@@ -100,7 +100,7 @@ def add_spark_options(parser: argparse.ArgumentParser) -> None:
         "--set", metavar="KEY=VALUE", action="append", default=[], dest="spark_set",
         help="extra Spark property, repeatable (e.g. --set spark.driver.memory=8g)",
     )
-    group.add_argument("--verbose", "-v", action="store_true", help="log progress and Spark warnings")
+    group.add_argument("--verbose", "-v", action="store_true", help="show Spark's log (its warnings) and the full trace of a failure")
 
 
 def check_document_options(input_format: str, document: str) -> None:
@@ -280,8 +280,10 @@ def start_spark(
     shared_input: bool = False,
 ):
     """The SparkSession of a Spark command: bpe-spark's defaults < ``--conf`` < the command's
-    ``properties`` < ``--set``; the master from ``--master`` (see ``build_session``). Quiet
-    (no progress bar, errors only in the log) unless ``--verbose``.
+    ``properties`` < ``--set``; the master from ``--master`` (see ``build_session``, which checks
+    it before Spark starts). Quiet unless ``--verbose``: no console progress bar of Spark's, no
+    JVM or Spark warnings on stderr (``build_session(quiet=True)``; the failure itself is one line
+    of :mod:`bpe_spark.cli.failures`).
 
     ``light_input``: the ``(paths, input_format, document)`` of documents that the command's
     Python tasks read and work on themselves; when they are local text files the JVM only
@@ -298,9 +300,10 @@ def start_spark(
 
     light = light_input is not None and reads_local_text(*light_input)
     spark = build_session(f"bpe-spark {command}", master=args.master, conf_file=args.conf,
-                          overrides=overrides, light_jvm=light, shared_input=shared_input)
-    if not args.verbose:
-        spark.sparkContext.setLogLevel("ERROR")
+                          overrides=overrides, light_jvm=light, shared_input=shared_input,
+                          quiet=not args.verbose)
+    if not args.verbose:  # a session that was running already (the JVM that build_session starts is quiet)
+        spark.sparkContext.setLogLevel("FATAL")
     return spark
 
 

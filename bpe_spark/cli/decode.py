@@ -50,16 +50,12 @@ def run(args: argparse.Namespace) -> int:
         documents = encoded_documents(args.input, limit=args.limit)  # a remote --input checked here, before any work
     tok = load_model(args.model, args.pattern)
     vocab = tok.vocab
-    try:
-        for ids in documents:
-            bad = [i for i in ids if i not in vocab]
-            if bad:
-                raise ConfigError(f"token id {bad[0]} is not in the model's vocabulary (ids 0..{tok.max_token_id})")
-            text = tok.decode(ids)
-            sys.stdout.write(text if text.endswith("\n") else text + "\n")
-        sys.stdout.flush()
-    except BrokenPipeError:  # e.g. piped into head
-        return 0
+    for ids in documents:  # a closed pipe (| head) ends in main(): bpe_spark.cli.failures
+        bad = [i for i in ids if i not in vocab]
+        if bad:
+            raise ConfigError(f"token id {bad[0]} is not in the model's vocabulary (ids 0..{tok.max_token_id})")
+        text = tok.decode(ids)
+        sys.stdout.write(text if text.endswith("\n") else text + "\n")
     return 0
 
 
