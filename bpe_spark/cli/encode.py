@@ -17,6 +17,7 @@ from bpe_spark.cli.arguments import (
     check_input_paths,
     check_special_tokens_match,
     input_report,
+    progress_reporter,
     start_spark,
 )
 from bpe_spark.errors import ConfigError
@@ -119,6 +120,7 @@ def run(args: argparse.Namespace) -> int:
         shard_tokens=args.shard_tokens, overwrite=args.overwrite,
         source={"model": str(args.model), "input": list(args.input), "input_format": args.input_format,
                 "document": args.document},
+        progress=progress_reporter(args, NAME),
     )
     bpt = manifest["bytes_per_token"]
     print(

@@ -23,6 +23,7 @@ from bpe_spark.cli.arguments import (
     check_input_paths,
     check_special_tokens_match,
     input_report,
+    progress_reporter,
     start_spark,
 )
 from bpe_spark.config import END_OF_WORD, SCHEMES, TIE_BREAKS, TrainerConfig
@@ -215,6 +216,7 @@ def run(args: argparse.Namespace) -> int:
         "checkpoint_dir": options["checkpoint_dir"],
         "resume": bool(options["resume"]),
         "on_round": on_round,
+        "progress": progress_reporter(args, NAME),
     }
     if options["input"]:
         docs = read_documents(spark, options["input"], input_format=options["input_format"],
