@@ -21,7 +21,7 @@ figures come from :mod:`bpe_spark.spark.progress`; this module imports no pyspar
 ...     phase.update(50)
 >>> print(out.getvalue(), end="")
 bpe-spark train: merging: 50/100 merges, 12 merges/s, 4 s left
-bpe-spark train: merging: done, 50/100 merges in 8 s, 6 merges/s
+bpe-spark train: merging: done, 50/100 merges in 8 s, 6.2 merges/s
 """
 
 from __future__ import annotations
@@ -35,7 +35,7 @@ MODES = ("off", "bar", "log")
 OPTION_CHOICES = ("auto", "on", "off")  # --progress: auto is bar on a terminal, else log
 DEFAULT_EVERY = 10.0  # seconds between two log lines of one phase
 _MB = 1_000_000
-_FAILURE_WORDS = ("WARN", "INFO", "ERROR", "Exception", "Traceback")
+FAILURE_WORDS = ("WARN", "INFO", "ERROR", "Exception", "Traceback")
 
 
 def resolve_mode(option: str, stream) -> str:
@@ -71,28 +71,31 @@ def duration(seconds: float) -> str:
 
 
 def amount(value: float | None, unit: str) -> str:
-    """A quantity as shown: bytes in MB with one decimal, anything else with thousands separators;
-    ``?`` when unknown.
+    """A quantity as shown: bytes in MB with one decimal (two below 1 MB), anything else with
+    thousands separators; ``?`` when unknown.
 
-    >>> amount(12_345_678, "bytes"), amount(31743, "merges"), amount(None, "bytes")
-    ('12.3', '31,743', '?')
+    >>> amount(12_345_678, "bytes"), amount(20_480, "bytes"), amount(31743, "merges"), amount(None, "bytes")
+    ('12.3', '0.02', '31,743', '?')
     """
     if value is None:
         return "?"
     if unit == "bytes":
-        return f"{value / _MB:.1f}"
+        return f"{value / _MB:.{1 if value >= _MB else 2}f}"
     return f"{int(value):,}"
 
 
 def per_second(rate: float, unit: str) -> str:
-    """A rate as shown: MB with two digits, anything else whole with thousands separators.
+    """A rate as shown: in MB for bytes; whole with thousands separators from 10 up, else with
+    one decimal (two below 1).
 
-    >>> per_second(4_213_000, "bytes"), per_second(23_456.7, "merges")
-    ('4.2', '23,457')
+    >>> per_second(4_213_000, "bytes"), per_second(23_456.7, "merges"), per_second(0.048, "tasks")
+    ('4.2', '23,457', '0.05')
     """
     if unit == "bytes":
-        return f"{rate / _MB:.{1 if rate >= _MB else 2}f}"
-    return f"{rate:,.0f}"
+        rate /= _MB
+    if rate >= 10:
+        return f"{rate:,.0f}"
+    return f"{rate:.{1 if rate >= 1 else 2}f}"
 
 
 def _unit_label(unit: str) -> str:
@@ -123,7 +126,7 @@ def log_line(command: str, text: str) -> str:
     >>> log_line("encode", "encoding: 2/4 tasks")
     'bpe-spark encode: encoding: 2/4 tasks'
     """
-    for word in _FAILURE_WORDS:
+    for word in FAILURE_WORDS:
         text = text.replace(word, word.lower())
     return f"bpe-spark {command}: {text}"
 
@@ -277,7 +280,7 @@ class Progress:
         if self.mode == "bar":
             from tqdm import tqdm
 
-            tqdm.write(text, file=self.stream)
+            tqdm.write(log_line(self.command, text), file=self.stream)
         elif self.mode == "log":
             self.write(text)
 

@@ -5,7 +5,7 @@ a daemon thread into a :class:`~bpe_spark.progress.Phase`.
 Input bytes are known up front when the input is local files (their sizes on disk, compressed
 when they are); bytes done are that total times the share of the phase's first stage (the one
 that reads the input) whose tasks are done. Remote inputs show ``?``. The phase's jobs are those
-seen running while it lasts (the driver runs one phase at a time); a stage counts once submitted
+started while it lasts (the driver runs one phase at a time); a stage counts once submitted
 (a stage Spark skips, its shuffle already computed, is never submitted).
 
 >>> with spark_phase(spark, progress, "encoding", input_bytes=local_input_bytes(df)):  # doctest: +SKIP
@@ -64,6 +64,9 @@ class StageWatch:
         self.show_bytes = show_bytes  # False: the phase reads no input (bytes are no figure of it)
         self.interval = interval
         self.jobs: set[int] = set()
+        # the jobs before the phase: the tracker lists them too (a job shorter than a poll is only
+        # found that way, after it ended)
+        self.before = max([*self._known_jobs(), -1])
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._run, name="bpe-spark-progress", daemon=True)
 
@@ -86,9 +89,12 @@ class StageWatch:
             except Exception:  # noqa: BLE001 - progress is never worth a failure (e.g. the JVM is stopping)
                 return
 
+    def _known_jobs(self) -> list[int]:
+        return [*self.tracker.getActiveJobsIds(), *self.tracker.getJobIdsForGroup()]
+
     def poll(self) -> None:
         tracker = self.tracker
-        self.jobs.update(tracker.getActiveJobsIds())
+        self.jobs.update(job for job in self._known_jobs() if job > self.before)
         stages = {}
         for job in sorted(self.jobs):
             info = tracker.getJobInfo(job)
