@@ -26,6 +26,7 @@ bpe-spark train: merging: done, 50/100 merges in 8 s, 6.2 merges/s
 
 from __future__ import annotations
 
+import shutil
 import sys
 import threading
 import time
@@ -151,9 +152,12 @@ class Phase:
         if progress.mode == "bar":
             from tqdm import tqdm
 
+            # subtle: a terminal that reports no size (some ptys) would get no bar drawn at all
+            size = shutil.get_terminal_size((100, 24))
             self._bar = tqdm(total=self._bar_total(), desc=name, unit=_unit_label(unit), file=progress.stream,
-                             leave=True, dynamic_ncols=True, unit_scale=1 / _MB if unit == "bytes" else False,
-                             initial=start)
+                             leave=True, ncols=size.columns if size.columns >= 40 else 100,
+                             nrows=size.lines if size.lines >= 2 else 24, initial=start,
+                             unit_scale=1 / _MB if unit == "bytes" else False)
 
     def _bar_total(self):
         return None if self.total is None else self.total
