@@ -202,34 +202,27 @@ class Phase:
                 parts.append(f"{key} {amount(value, key) if isinstance(value, int) else value}")
         return ", ".join(parts)
 
-    def figures(self, now: float) -> str:
-        """``done/total unit``, the extra figures, the rate and the time left."""
+    def figures(self, now: float, *, final: bool = False) -> str:
+        """``done/total unit``, the extra figures, the rate and the time left (``final``: the time
+        taken instead)."""
         rate, left = self._rate_and_left(now)
         label = _unit_label(self.unit)
         parts = [f"{amount(self.done, self.unit)}/{amount(self.total, self.unit)} {label}"]
+        if final:
+            parts[0] += f" in {duration(now - self.started)}"
         if self.extra:
             parts.append(self._extra_text())
         if rate is not None:
             parts.append(f"{per_second(rate, self.unit)} {label}/s")
-        if left is not None:
-            parts.append(f"{duration(left)} left")
-        else:
-            parts.append(f"{duration(now - self.started)} so far")
+        if not final:
+            parts.append(f"{duration(left)} left" if left is not None else f"{duration(now - self.started)} so far")
         return ", ".join(parts)
 
     def line(self, now: float) -> str:
         return f"{self.name}: {self.figures(now)}"
 
     def final_line(self, now: float) -> str:
-        elapsed = now - self.started
-        rate, _ = self._rate_and_left(now)
-        label = _unit_label(self.unit)
-        parts = [f"{amount(self.done, self.unit)}/{amount(self.total, self.unit)} {label} in {duration(elapsed)}"]
-        if self.extra:
-            parts.append(self._extra_text())
-        if rate is not None:
-            parts.append(f"{per_second(rate, self.unit)} {label}/s")
-        return f"{self.name}: done, " + ", ".join(parts)
+        return f"{self.name}: done, {self.figures(now, final=True)}"
 
     def close(self) -> None:
         if self.progress.mode == "off":
