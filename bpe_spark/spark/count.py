@@ -39,7 +39,7 @@ from bpe_spark.spark.guard import SparkOutput, input_paths
 from bpe_spark.spark.io import with_reader_stats
 from bpe_spark.spark.jregex import VERIFIED_PRESETS, java_pattern, special_tokens_regex
 from bpe_spark.spark.options import ENGINES
-from bpe_spark.spark.progress import local_input_bytes, spark_phase
+from bpe_spark.spark.progress import spark_phase
 from bpe_spark.text import InputTally
 
 # StructTypes, not DDL strings: a DDL string costs a JVM round trip to parse
@@ -257,8 +257,7 @@ def write_pretoken_counts(
     counts = count_pretokens(df, cfg, text_col=text_col, engine=engine, observation=observation)
     counts = counts.persist(StorageLevel.MEMORY_AND_DISK)
     try:
-        with executor_errors(), spark_phase(df.sparkSession, progress or OFF, "counting",
-                                            input_bytes=local_input_bytes(df)):
+        with executor_errors(), spark_phase(df.sparkSession, progress or OFF, "counting", reads=df):
             return _write_counts(df, counts, observation, output, overwrite)
     finally:
         counts.unpersist()

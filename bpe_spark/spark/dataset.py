@@ -66,7 +66,7 @@ from bpe_spark.spark.guard import input_paths
 from bpe_spark.spark.io import with_reader_stats
 from bpe_spark.spark.options import DEFAULT_SHARD_TOKENS, OUTPUT_FORMATS
 from bpe_spark.spark.output import PIECE_SCHEMA, Output, PieceWriter, plan_shards, write_shards
-from bpe_spark.spark.progress import local_input_bytes, spark_phase
+from bpe_spark.spark.progress import spark_phase
 from bpe_spark.text import InputTally
 from bpe_spark.tokenizer import Tokenizer
 
@@ -142,13 +142,13 @@ def encode_dataset(
     fs = output.fs
     try:
         fs.create_dir(pieces_dir, recursive=True)
-        with spark_phase(df.sparkSession, progress, "encoding", input_bytes=local_input_bytes(df)):
+        with spark_phase(df.sparkSession, progress, "encoding", reads=df):
             pieces, skipped_files = _encode_to_pieces(df, tok, options, text_col=text_col, id_cols=id_cols, fs=fs,
                                                       pieces_dir=pieces_dir)
         _check_pieces_seen(fs, pieces_dir, pieces, output.uri)
         plan = plan_shards(pieces, shard_tokens, fs, pieces_dir, "shard" if output_format == "bin" else "part")
         dest = output.begin(overwrite)  # in place (object stores): the earlier output goes from here
-        with spark_phase(df.sparkSession, progress, "writing", track_bytes=False):
+        with spark_phase(df.sparkSession, progress, "writing"):
             written = write_shards(df.sparkSession, plan, fs=fs, staging=staging, dest=dest, pieces_dir=pieces_dir,
                                    output_format=output_format, dtype=numpy_dtype, id_cols=id_cols)
         fs.delete_dir(pieces_dir)

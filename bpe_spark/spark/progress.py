@@ -8,7 +8,7 @@ that reads the input) whose tasks are done. Remote inputs show ``?``. The phase'
 started while it lasts (the driver runs one phase at a time); a stage counts once submitted
 (a stage Spark skips, its shuffle already computed, is never submitted).
 
->>> with spark_phase(spark, progress, "encoding", input_bytes=local_input_bytes(df)):  # doctest: +SKIP
+>>> with spark_phase(spark, progress, "encoding", reads=df):  # doctest: +SKIP
 ...     df.write.parquet("out")
 """
 
@@ -114,20 +114,20 @@ class StageWatch:
 
 
 @contextlib.contextmanager
-def spark_phase(spark, progress: Progress, name: str, *, input_bytes: int | None = None,
-                track_bytes: bool = True) -> Iterator[Phase]:
-    """A phase of ``progress`` fed by Spark's status tracker while the block runs: input bytes
-    (``input_bytes``, when known) and tasks; ``track_bytes=False``: tasks only (no input read,
-    e.g. writing shards from pieces)."""
+def spark_phase(spark, progress: Progress, name: str, *, reads=None) -> Iterator[Phase]:
+    """A phase of ``progress`` fed by Spark's status tracker while the block runs: the input bytes
+    of ``reads`` (the DataFrame whose files the phase reads: their sizes when local, else ``?``)
+    and the tasks; ``reads=None``: tasks only (the phase reads no input, e.g. writing shards from
+    pieces). Nothing is looked up when ``progress`` is off."""
     if not progress.enabled:
         yield progress.phase(name)
         return
-    if track_bytes and input_bytes is not None:
+    input_bytes = local_input_bytes(reads) if reads is not None else None
+    if input_bytes is not None:
         phase = progress.phase(name, total=input_bytes, unit="bytes")
     else:
         phase = progress.phase(name, unit="tasks")
-    watch = StageWatch(spark, phase, input_bytes if track_bytes else None, POLL_SECONDS[progress.mode],
-                       show_bytes=track_bytes)
+    watch = StageWatch(spark, phase, input_bytes, POLL_SECONDS[progress.mode], show_bytes=reads is not None)
     watch.start()
     try:
         yield phase

@@ -383,8 +383,7 @@ class RoundTrainer:
             return _levels(capped(frame.groupBy(value).agg(F.count(F.lit(1)).alias("n")), 1).toArrow(), value)
 
         try:
-            with spark_phase(words.sparkSession, self.progress, f"round {len(self.rounds) + 1}: counting pairs",
-                             track_bytes=False):
+            with spark_phase(words.sparkSession, self.progress, f"round {len(self.rounds) + 1}: counting pairs"):
                 phase = time.perf_counter()
                 occurrences = words.select("wid", "count", F.explode(F.expr(_PAIRS_SQL)).alias("pair"))
                 pair_counts = keep(capped(occurrences.groupBy("pair").agg(F.sum("count").alias("pc")), self.partitions))

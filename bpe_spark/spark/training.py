@@ -41,7 +41,7 @@ from bpe_spark.spark.encode_tasks import executor_errors
 from bpe_spark.spark.guard import input_paths
 from bpe_spark.spark.io import with_reader_stats
 from bpe_spark.spark.options import DEFAULT_DRIVER_BUDGET
-from bpe_spark.spark.progress import local_input_bytes, spark_phase
+from bpe_spark.spark.progress import spark_phase
 from bpe_spark.spark.round_words import ROUNDS_DIR, LineageWords, ReliableWords
 from bpe_spark.spark.rounds import Handoff, RoundTrainer, WordsStore, int64_counts
 from bpe_spark.tokenizer import Tokenizer
@@ -97,7 +97,7 @@ def train(
         if counts is not None:
             corpus = {k: recorded.get(k) for k in CORPUS_STATS}
         else:
-            counting.enter_context(spark_phase(spark, progress, "counting", input_bytes=local_input_bytes(df)))
+            counting.enter_context(spark_phase(spark, progress, "counting", reads=df))
             phase = time.perf_counter()
             observation = Observation("bpe_spark_corpus")
             counts = count_pretokens(df, cfg, text_col=text_col, engine=engine, observation=observation)
