@@ -46,11 +46,12 @@ bench: install
 
 # Executor packaging (README: Cluster): the wheel (compiled extensions inside: a failed build is an
 # error here), a packed environment of a fresh venv holding the wheel and its runtime dependencies
-# except pyspark (executors use their Spark's own), for `--archives dist/env.tar.gz#env` with
-# `spark.pyspark.python=./env/bin/python`, and the package as a zip for `--py-files` (pure
-# Python there: C extensions cannot load from a zip).
+# except pyspark (executors use their Spark's own) and matplotlib (the driver's report), for
+# `--archives dist/env.tar.gz#env` with `spark.pyspark.python=./env/bin/python`, and the package
+# as a zip for `--py-files` (pure Python there: C extensions cannot load from a zip).
 DIST := dist
-# What executors never load, left out of the packed environment (a fifth of it: less to unpack)
+# What executors never load, left out of the packed environment (a fifth of it: less to unpack);
+# matplotlib (the driver's training report) is not even installed there
 ENV_EXCLUDE := lib/python*/site-packages/*/tests/* lib/python*/site-packages/*/*/tests/* \
   lib/python*/site-packages/pyarrow/include/* lib/python*/site-packages/pyarrow/src/*
 DIST_SOURCES := pyproject.toml setup.py $(wildcard bpe_spark/*.py bpe_spark/*/*.py bpe_spark/*.c bpe_spark/*.h)
@@ -62,7 +63,7 @@ $(DIST)/env.tar.gz: $(STAMP) $(DIST_SOURCES)
 	$(PY) -c "import glob, zipfile; wheel = zipfile.ZipFile(glob.glob('$(DIST)/*.whl')[0]); \
 	  meta = next(n for n in wheel.namelist() if n.endswith('.dist-info/METADATA')); \
 	  deps = [l.split(': ', 1)[1] for l in wheel.read(meta).decode().splitlines() if l.startswith('Requires-Dist: ')]; \
-	  print('\n'.join(d for d in deps if 'extra ==' not in d and not d.startswith('pyspark'))); \
+	  print('\n'.join(d for d in deps if 'extra ==' not in d and not d.startswith(('pyspark', 'matplotlib')))); \
 	  out = zipfile.ZipFile('$(DIST)/bpe_spark.zip', 'w', zipfile.ZIP_DEFLATED); \
 	  [out.writestr(n, wheel.read(n)) for n in wheel.namelist() if n.startswith('bpe_spark/') and n.endswith('.py')]" \
 	  > $(DIST)/env-requirements.txt

@@ -1,4 +1,88 @@
-"""Exceptions raised by bpe-spark. Every message says what was wrong, where, and what to do."""
+"""Exceptions raised by bpe-spark, and how their messages name an option. Every message says
+what was wrong, where, and what to do, in the words of the interface in use: a message names an
+option through :func:`option_name` / :func:`option`, which spell it as the Python API does
+(``overwrite=True``, ``text_col=``) unless the command line is running (``--overwrite``,
+``--text-column``: :func:`bpe_spark.cli.main` runs under ``interface("cli")``). The interface is
+read when the message is built, so a message built in a Spark task is built on the driver first.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import functools
+import shlex
+from collections.abc import Callable, Iterator
+from contextvars import ContextVar
+
+INTERFACES = ("python", "cli")
+_INTERFACE: ContextVar[str] = ContextVar("bpe_spark_interface", default=INTERFACES[0])
+# the command-line spelling of the Python names that are not just the name with dashes
+CLI_NAMES = {"text_col": "--text-column", "id_cols": "--id-column", "special_tokens": "--special-token",
+             "fmt": "--format", "export_format": "--format"}
+_NO_VALUE = object()
+
+
+@contextlib.contextmanager
+def interface(name: str) -> Iterator[None]:
+    """Build messages in the words of ``name`` (``"python"`` or ``"cli"``) inside the block."""
+    if name not in INTERFACES:
+        raise ValueError(f"interface must be one of {INTERFACES}, got {name!r}")
+    token = _INTERFACE.set(name)
+    try:
+        yield
+    finally:
+        _INTERFACE.reset(token)
+
+
+def speaks_cli(func: Callable) -> Callable:
+    """``func`` (a command line's ``main``) runs under ``interface("cli")``."""
+    @functools.wraps(func)
+    def wrapper(*args, **kwargs):
+        with interface("cli"):
+            return func(*args, **kwargs)
+    return wrapper
+
+
+def current_interface() -> str:
+    """The interface whose words messages use now: ``"python"`` or ``"cli"`` (a Spark task's
+    closure takes the driver's, and builds its messages under it, see :func:`interface`)."""
+    return _INTERFACE.get()
+
+
+def in_cli() -> bool:
+    """Whether messages are built for the command line."""
+    return _INTERFACE.get() == "cli"
+
+
+def option_name(name: str) -> str:
+    """An option (its Python name) as the interface in use names it.
+
+    >>> option_name("text_col"), option_name("eos_token")
+    ('text_col', 'eos_token')
+    >>> with interface("cli"):
+    ...     option_name("text_col"), option_name("eos_token")
+    ('--text-column', '--eos-token')
+    """
+    return CLI_NAMES.get(name, "--" + name.replace("_", "-")) if in_cli() else name
+
+
+def option(name: str, value: object = _NO_VALUE) -> str:
+    """An option given a value, as a user of the interface in use would write it; without a
+    value, the option to give (``text_col=``, ``--text-column``).
+
+    >>> option("overwrite", True), option("on_bad_input", "skip"), option("text_col")
+    ('overwrite=True', "on_bad_input='skip'", 'text_col=')
+    >>> with interface("cli"):
+    ...     option("overwrite", True), option("on_bad_input", "skip"), option("text_col")
+    ('--overwrite', '--on-bad-input skip', '--text-column')
+    """
+    spelled = option_name(name)
+    if not in_cli():
+        return f"{name}=" if value is _NO_VALUE else f"{name}={value!r}"
+    if value is _NO_VALUE or value is True:
+        return spelled
+    return f"{spelled} {shlex.quote(str(value))}"
+
 
 
 class BpeSparkError(Exception):
@@ -26,7 +110,7 @@ class DisallowedSpecialTokenError(BpeSparkError, ValueError):
 
 
 class OutputExistsError(BpeSparkError, FileExistsError):
-    """An output path already exists and ``overwrite`` (``--overwrite``) was not given."""
+    """An output path already exists and ``overwrite=True`` (``--overwrite``) was not given."""
 
 
 class InputError(BpeSparkError, ValueError):
@@ -38,6 +122,16 @@ class ColumnError(InputError, KeyError):
 
     def __str__(self) -> str:  # KeyError would repr() the message
         return str(self.args[0]) if self.args else ""
+
+    @classmethod
+    def missing(cls, name: str, source: str, columns, hint: str = "") -> ColumnError:
+        """Column ``name`` is not among the ``columns`` of ``source`` (Spark's schema checks, and the
+        command line's look at local files before Spark starts)."""
+        return cls(f"column {name!r} not found in {source}; its columns are {list(columns)}" + (f"; {hint}" if hint else ""))
+
+    @classmethod
+    def wrong_type(cls, name: str, source: str, found: str, wanted: str) -> ColumnError:
+        return cls(f"column {name!r} of {source} has type {found}, not {wanted}")
 
 
 class BadInputError(InputError):
@@ -61,3 +155,7 @@ class CheckpointError(ConfigError):
 
 class CheckpointLockedError(CheckpointError):
     """Another run holds the lock of the checkpoint directory; the message names it."""
+
+
+class MasterUnreachableError(BpeSparkError, ConnectionError):
+    """The Spark master does not answer (checked before Spark starts); the message names it."""

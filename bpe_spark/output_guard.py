@@ -49,6 +49,7 @@ from pathlib import Path
 from urllib.parse import unquote, urlparse
 
 from bpe_spark.errors import ModelFormatError, OutputExistsError, OutputRefusedError
+from bpe_spark.errors import option as spell_option  # "option" names the output option here
 from bpe_spark.file_systems import LOCAL, Files
 from bpe_spark.owners import Owner, current_owner, owner_is_dead
 
@@ -58,6 +59,7 @@ MARKER_FILE = "_BPE_SPARK"
 MANIFEST_NAME = "_manifest.json"  # an encoded dataset's manifest ("_": Spark and pyarrow skip it)
 MANIFEST_FORMAT = "bpe-spark-encoded"  # its "format" field, which marked encoded datasets before the marker
 MARKER_VERSION = 1
+REPORT_MARKER = b"<!-- bpe-spark report -->"  # the second line of a training report (bpe_spark.report)
 KINDS = ("model", "encoded", "checkpoint", "counts", "export")
 _GLOB_CHARS = re.compile(r"[*?\[{]")
 _SCHEME_ALIASES = {"s3a": "s3", "s3n": "s3"}
@@ -116,7 +118,7 @@ def check_complete(path: str, kind: str, files: Files = LOCAL, *, shown=None) ->
     if record.get("state") == WRITING:
         raise ModelFormatError(
             f"{shown}: an incomplete bpe-spark {kind} output (its {MARKER_FILE} says a run is writing it: that run "
-            "stopped, or is still running); write it again (--overwrite), or wait for that run"
+            f"stopped, or is still running); write it again ({spell_option('overwrite', True)}), or wait for that run"
         )
 
 
@@ -155,7 +157,8 @@ def kind_of(path: str, files: Files = LOCAL) -> str | None:
 
 def looks_like(path: str, file_format: str, files: Files = LOCAL) -> bool:
     """Whether the file at ``path`` reads as the single-file export ``file_format``
-    (``tokenizer.json``, ``tiktoken``, ``subword-nmt``): what an overwrite may replace.
+    (``tokenizer.json``, ``tiktoken``, ``subword-nmt``; ``report.html``: a training report): what an
+    overwrite may replace.
 
     >>> import tempfile, pathlib
     >>> f = pathlib.Path(tempfile.mkdtemp()) / "x.tiktoken"
@@ -182,6 +185,8 @@ def looks_like(path: str, file_format: str, files: Files = LOCAL) -> bool:
     lines = (lines[:-1] if len(head) == limit else lines)[:100]  # a cut last line is not judged
     if file_format == "tiktoken":
         return bool(lines) and all(len(f := line.split()) == 2 and f[1].isdigit() for line in lines if line)
+    if file_format == "report.html":
+        return REPORT_MARKER in head[:256]
     if file_format == "subword-nmt":
         body = lines[1:] if lines and lines[0].startswith(b"#version:") else lines
         return all(len(line.split(b" ")) == 2 for line in body if line)
@@ -291,19 +296,19 @@ def check_replaceable(out: str, kind: str, *, overwrite: bool, files: Files = LO
         return
     if not overwrite:
         raise OutputExistsError(
-            f"{option} {shown} already exists; pass overwrite=True (--overwrite) to replace it, or choose another {option}"
+            f"{option} {shown} already exists; pass {spell_option('overwrite', True)} to replace it, or choose another {option}"
         )
     if file_format is not None:
         if found == "file" and looks_like(str(out), file_format, files):
             return
         raise OutputRefusedError(
-            f"{option} {shown} exists and is not a {file_format} file; --overwrite replaces only an "
+            f"{option} {shown} exists and is not a {file_format} file; {spell_option('overwrite', True)} replaces only an "
             "earlier export of the same format: remove it yourself or choose another path"
         )
     if kind_of(str(out), files) != kind and not (found == "dir" and not files.list_dir(str(out))):
         raise OutputRefusedError(
             f"{option} {shown} exists and is not an earlier bpe-spark {kind} output (no {MARKER_FILE} "
-            f"marker of kind {kind!r}); --overwrite replaces only those: remove it yourself or choose another path"
+            f"marker of kind {kind!r}); {spell_option('overwrite', True)} replaces only those: remove it yourself or choose another path"
         )
 
 

@@ -44,7 +44,7 @@ from typing import Any, BinaryIO
 
 import numpy as np
 
-from bpe_spark.errors import ConfigError, ModelFormatError
+from bpe_spark.errors import ConfigError, ModelFormatError, option
 from bpe_spark.output_guard import MANIFEST_FORMAT, MANIFEST_NAME, check_complete
 
 MANIFEST_VERSION = 1
@@ -85,7 +85,7 @@ def token_dtype(max_token_id: int, requested: str = "auto") -> np.dtype:
     if requested == "uint16" and max_token_id >= 2**16:
         raise ConfigError(
             f"the vocabulary's largest token id is {max_token_id}, which does not fit uint16 "
-            "(max 65535); use dtype uint32 (--dtype uint32) or auto"
+            f"(max 65535); use {option('dtype', 'uint32')} or {option('dtype', 'auto')}"
         )
     if max_token_id >= 2**31:
         raise ConfigError(f"token id {max_token_id} does not fit int32 (the Parquet input_ids type)")

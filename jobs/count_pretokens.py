@@ -7,6 +7,9 @@
         --out hdfs:///counts/web
 
 The output trains with ``spark-submit jobs/train_tokenizer.py --counts counts.parquet ...``.
+
+Quiet logs: ``spark-submit --driver-java-options -Dlog4j2.configurationFile=conf/log4j2.properties``
+(cluster mode: see conf/log4j2.properties).
 """
 
 import sys

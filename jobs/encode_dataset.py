@@ -10,6 +10,9 @@ Output: Parquet parts (id columns or doc_id, input_ids array<int32>, n_tokens) o
 (uint16/uint32 token streams with a Megatron-style .idx), in input order, with _manifest.json
 written last. Executors write the output files themselves: on a cluster, --out must be a path
 every executor reaches (a shared filesystem) or a URI pyarrow writes (s3://, hdfs://).
+
+Quiet logs: ``spark-submit --driver-java-options -Dlog4j2.configurationFile=conf/log4j2.properties``
+(cluster mode: see conf/log4j2.properties).
 """
 
 import sys

@@ -5,6 +5,9 @@
         --input hdfs:///corpora/web/ --vocab-size 50000 --driver-budget 30% \
         --checkpoint-dir hdfs:///tmp/bpe-ckpt --out models/web50k
     spark-submit jobs/train_tokenizer.py --counts counts.parquet --vocab-size 32000 --out models/c32k
+
+Quiet logs: ``spark-submit --driver-java-options -Dlog4j2.configurationFile=conf/log4j2.properties``
+(cluster mode: see conf/log4j2.properties).
 """
 
 import sys

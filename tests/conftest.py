@@ -101,3 +101,24 @@ def spark():
     )
     yield session
     session.stop()
+
+
+@pytest.fixture(autouse=True)
+def _training_report_only_where_tested(request, monkeypatch):
+    """``bpe-spark train`` writes report.html after the model (about a second of plotting): in
+    the tests of other things it does not; tests marked ``report`` make it (tests/spark/test_report_train.py)."""
+    if request.node.get_closest_marker("report") is None:
+        monkeypatch.setattr("bpe_spark.cli.train.train_report", lambda spark, tok, out, options: None)
+        monkeypatch.setattr("bpe_spark.cli.train.preload_plotting", lambda: None)
+
+
+@pytest.fixture()
+def no_spark(monkeypatch):
+    """Every Spark command (train, count, encode) fails the test if it gets as far as starting Spark."""
+    from bpe_spark.cli import count, encode, train
+
+    def refuse(*args, **kwargs):
+        raise AssertionError("Spark started before the error")
+
+    for module in (train, count, encode):
+        monkeypatch.setattr(module, "start_spark", refuse)

@@ -10,12 +10,9 @@ from conftest import PEERS
 
 from bpe_spark import ConfigError, Tokenizer, TrainerConfig, train
 from bpe_spark.batch_encoder import batch_options, resolve_token
-from bpe_spark.cli import count as count_command
-from bpe_spark.cli import encode as encode_command
 from bpe_spark.cli import main
-from bpe_spark.cli import train as train_command
 from bpe_spark.cli.arguments import check_input_paths
-from bpe_spark.errors import InputError
+from bpe_spark.errors import InputError, interface
 
 EOT = "<|endoftext|>"
 
@@ -27,8 +24,8 @@ def gpt2():
 
 def test_numeric_eos_text_is_an_error_naming_the_id_option(gpt2):
     assert gpt2.token_to_id(b"100") == 3064  # the text "100" is a GPT-2 token: it used to be taken
-    with pytest.raises(ConfigError) as caught:
-        resolve_token(gpt2, "--eos", text="100")
+    with pytest.raises(ConfigError) as caught, interface("cli"):
+        resolve_token(gpt2, "eos", text="100")
     assert str(caught.value) == (
         "--eos '100' looks like a token id, but --eos takes token text; for id 100 use --eos-id 100 "
         "(the text '100' is the ordinary token 3064: --eos-id 3064)"
@@ -40,13 +37,14 @@ def test_numeric_eos_text_is_an_error_naming_the_id_option(gpt2):
 
 
 def test_eos_text_and_eos_id_resolve(gpt2):
-    assert resolve_token(gpt2, "--eos", text=EOT) == 50256
-    assert resolve_token(gpt2, "--eos", text="hello") == gpt2.token_to_id(b"hello")
-    assert resolve_token(gpt2, "--eos", token_id=100) == 100
-    assert resolve_token(gpt2, "--eos") is None
+    assert resolve_token(gpt2, "eos", text=EOT) == 50256
+    assert resolve_token(gpt2, "eos", text="hello") == gpt2.token_to_id(b"hello")
+    assert resolve_token(gpt2, "eos", token_id=100) == 100
+    assert resolve_token(gpt2, "eos") is None
     assert batch_options(gpt2, eos_id=50256, bos=EOT)["eos_id"] == batch_options(gpt2, bos=EOT)["bos_id"] == 50256
-    with pytest.raises(ConfigError, match=r"--eos-id 50257 is not a token id of the model \(ids 0\.\.50256\)"):
-        resolve_token(gpt2, "--eos", token_id=50257)
+    with pytest.raises(ConfigError, match=r"--eos-id 50257 is not a token id of the model \(ids 0\.\.50256\)"), \
+            interface("cli"):
+        resolve_token(gpt2, "eos", token_id=50257)
     with pytest.raises(ConfigError, match="give eos .token text. or eos_id .a token id., not both"):
         batch_options(gpt2, eos=EOT, eos_id=1)
     with pytest.raises(ConfigError, match="eos_id takes a token id"):
@@ -54,22 +52,12 @@ def test_eos_text_and_eos_id_resolve(gpt2):
 
 
 def test_unknown_eos_text_points_to_the_id_option_that_exists(gpt2):
-    with pytest.raises(ConfigError) as caught:
-        resolve_token(gpt2, "--eos", text="<|nope|>")
+    with pytest.raises(ConfigError) as caught, interface("cli"):
+        resolve_token(gpt2, "eos", text="<|nope|>")
     assert str(caught.value) == (
         "--eos '<|nope|>' is neither a special token of the model (it has: ['<|endoftext|>']) nor a single "
         "token of its vocabulary; give one of those, or an id with --eos-id N"
     )
-
-
-@pytest.fixture()
-def no_spark(monkeypatch):
-    """Every Spark command fails the test if it gets as far as starting Spark."""
-    def refuse(*args, **kwargs):
-        raise AssertionError("Spark started before the error")
-
-    for module in (train_command, count_command, encode_command):
-        monkeypatch.setattr(module, "start_spark", refuse)
 
 
 @pytest.fixture(scope="module")

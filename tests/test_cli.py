@@ -36,7 +36,7 @@ def test_spark_options_only_where_spark_starts(command, capsys):
 
 
 def test_every_command_is_listed():
-    assert [module.NAME for module in COMMANDS] == ["train", "count", "encode", "decode", "inspect", "export"]
+    assert [module.NAME for module in COMMANDS] == ["train", "count", "encode", "decode", "inspect", "export", "report"]
     result = subprocess.run([sys.executable, "-m", "bpe_spark.cli", "--help"], capture_output=True, text=True,
                             check=False)
     assert result.returncode == 0, result.stderr

@@ -353,7 +353,7 @@ def test_model_options_match_tokenizers(options):
 
 
 def test_inspect_shows_the_pipeline_steps(tmp_path, byte_tok):
-    from bpe_spark.formats import describe
+    from bpe_spark.model_summary import describe
 
     data = to_hf_dict(byte_tok)
     data["model"]["ignore_merges"] = True  # the pipeline's route

@@ -8,13 +8,15 @@ Examples::
     bpe-spark decode --model models/en32k --ids "15496 995"
     bpe-spark inspect models/en32k
     bpe-spark export --model models/en32k --format gpt2 --out gpt2-files/
+    bpe-spark --version
 
 Spark runs in local mode (``local[*]``) unless ``--master`` or the environment says otherwise.
 
 This package owns the parser (one module per command, each with its options, examples and
-``run``; the options several share in :mod:`bpe_spark.cli.arguments`) and :func:`main`: the
-dispatch to a command and its error handling (a :class:`BpeSparkError` prints one line and
-exits with status 2).
+``run``; the options several share in :mod:`bpe_spark.cli.arguments`; the strict parsing, with
+its "did you mean", and ``--version`` in :mod:`bpe_spark.cli.parser`) and :func:`main`: the
+dispatch to a command and its error handling (one line and an exit status for every failure a
+user can cause: :mod:`bpe_spark.cli.failures`).
 """
 
 from __future__ import annotations
@@ -23,22 +25,26 @@ import argparse
 import sys
 from collections.abc import Sequence
 
-from bpe_spark.cli import count, decode, encode, export, inspect, train
-from bpe_spark.errors import BpeSparkError
+from bpe_spark.cli import count, decode, encode, export, inspect, report, train
+from bpe_spark.cli.failures import run_command
+from bpe_spark.cli.parser import Parser, VersionAction
+from bpe_spark.errors import speaks_cli
 
-COMMANDS = (train, count, encode, decode, inspect, export)
+COMMANDS = (train, count, encode, decode, inspect, export, report)
 _HELP = __doc__.split("\n\nThis package owns", 1)[0].replace("``", "")  # what bpe-spark --help shows
 
 
 def build_parser(only: str | None = None) -> argparse.ArgumentParser:
     """The parser of every command; ``only``: set up that command's options alone (the others'
     imports, numpy's for one, then never load: ``bpe-spark --help`` stays quick)."""
-    parser = argparse.ArgumentParser(
+    parser = Parser(
         prog="bpe-spark",
         description=_HELP.split("\n\n")[0],
         epilog=_HELP.split("Examples::", 1)[1],
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
+    parser.add_argument("--version", action=VersionAction,
+                        help="print the versions of bpe-spark, Python, pyspark and Java, and exit")
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
     for command in COMMANDS:
         subparser = sub.add_parser(command.NAME, help=command.SUMMARY, description=command.SUMMARY,
@@ -49,12 +55,9 @@ def build_parser(only: str | None = None) -> argparse.ArgumentParser:
     return parser
 
 
+@speaks_cli  # its messages name options as --overwrite, not overwrite=True
 def main(argv: Sequence[str] | None = None) -> int:
     """Run ``bpe-spark`` with ``argv`` (default: the process's arguments); the exit status."""
     argv = sys.argv[1:] if argv is None else list(argv)
     args = build_parser(argv[0] if argv else "").parse_args(argv)
-    try:
-        return int(args.run(args) or 0)
-    except BpeSparkError as exc:
-        print(f"bpe-spark {args.command}: error: {exc}", file=sys.stderr)
-        return 2
+    return run_command(args.command, lambda: args.run(args), args)

@@ -101,7 +101,7 @@ def add_spark_options(parser: argparse.ArgumentParser) -> None:
         "--set", metavar="KEY=VALUE", action="append", default=[], dest="spark_set",
         help="extra Spark property, repeatable (e.g. --set spark.driver.memory=8g)",
     )
-    group.add_argument("--verbose", "-v", action="store_true", help="log progress and Spark warnings")
+    group.add_argument("--verbose", "-v", action="store_true", help="show Spark's log (its warnings) and the full trace of a failure")
     group.add_argument("--progress", choices=PROGRESS_CHOICES, default="auto",
                        help="progress of counting, merging and encoding on stderr: auto (default) draws bars "
                             "on a terminal, else logs a line every 10 s ($BPE_SPARK_PROGRESS_SECONDS); on: the "
@@ -161,15 +161,118 @@ def check_input_paths(paths: Sequence[str], option: str = "--input") -> None:
 
 
 def _holds_input(path: str) -> bool:
+    return next(_input_files(path), None) is not None
+
+
+def _input_files(path: str):
+    """The files Spark reads at a local path (a file, or a directory's files not hidden by a
+    ``.`` or ``_`` name, at any depth), in name order."""
     import os
 
     if os.path.isfile(path):
-        return True
-    for _root, dirs, files in os.walk(path):
-        dirs[:] = [d for d in dirs if not d.startswith((".", "_"))]
-        if any(not name.startswith((".", "_")) for name in files):
-            return True
-    return False
+        yield path
+        return
+    for root, dirs, files in os.walk(path):
+        dirs[:] = sorted(d for d in dirs if not d.startswith((".", "_")))
+        yield from (os.path.join(root, name) for name in sorted(files) if not name.startswith((".", "_")))
+
+
+def _local_input_files(paths: Sequence[str]) -> list[str] | None:
+    """Every file the local ``paths`` name (globs expanded), or None when one is not local (or a
+    Hadoop brace glob): then Spark's reader is the one to look."""
+    import glob
+
+    from bpe_spark.output_guard import is_local, local_path
+
+    found: list[str] = []
+    for given in paths:
+        if not is_local(given) or "{" in given:
+            return None
+        path = local_path(given)
+        for match in sorted(glob.glob(path)) if any(ch in path for ch in "*?[") else [path]:
+            found.extend(_input_files(match))
+    return found
+
+
+def check_local_columns(paths: Sequence[str], input_format: str, text_column: str,
+                        id_columns: Sequence[str] = ()) -> None:
+    """Before Spark starts: the text column (a string) and the id columns of local jsonl and
+    parquet input exist, as ``read_documents`` will check them once Spark runs. Parquet: the
+    schema of the first file (pyarrow reads its footer); JSON Lines: the fields of the first
+    records, which must name a column in at least one file (a column first seen further into a
+    file is left to Spark's reader, which looks at its first records in its own file order).
+    Compressed files other than .gz/.bz2 are left to Spark's reader."""
+    if input_format not in ("jsonl", "parquet"):
+        return
+    files = _local_input_files(paths)
+    if not files:
+        return
+    from bpe_spark.errors import ColumnError, option
+
+    required = [text_column, *id_columns]
+    hint = f"name the text column with {option('text_col')}" + (f" and id columns with {option('id_cols')}"
+                                                                 if id_columns else "")
+    if input_format == "parquet":
+        import pyarrow as pa
+        import pyarrow.parquet as pq
+        import pyarrow.types as pa_types
+
+        names: dict[str, None] = {}
+        for path in files:  # the first file that has them all; all are read only when none has
+            try:
+                schema = pq.read_schema(path)
+            except (OSError, pa.ArrowException):  # not Parquet, or damaged: Spark's reader names what is wrong
+                return
+            names.update(dict.fromkeys(schema.names))
+            if all(name in schema.names for name in required):
+                found = schema.field(text_column).type
+                if not (pa_types.is_string(found) or pa_types.is_large_string(found)):
+                    raise ColumnError.wrong_type(text_column, f"{path} (Parquet)", str(found), "string")
+                return
+        missing = next(name for name in required if name not in names)
+        raise ColumnError.missing(missing, _shown(files), names, hint)
+    from bpe_spark.spark.options import JSON_SAMPLE_LINES
+
+    seen: dict[str, None] = {}
+    for path in files:
+        fields = _jsonl_fields(path, JSON_SAMPLE_LINES)
+        if fields is None:
+            return
+        seen.update(dict.fromkeys(fields))
+        if all(name in seen for name in required):
+            return
+    missing = next(name for name in required if name not in seen)
+    raise ColumnError.missing(missing, f"the first {JSON_SAMPLE_LINES} records of {_shown(files)}", seen, hint)
+
+
+def _shown(files: Sequence[str]) -> str:
+    return files[0] if len(files) == 1 else f"{len(files)} files ({files[0]}, ...)"
+
+
+def _jsonl_fields(path: str, lines: int) -> list[str] | None:
+    """The fields of the JSON objects among the first ``lines`` lines of a JSON Lines file (not
+    JSON, or not objects: none), or None when it cannot be read here (another codec, damage)."""
+    import bz2
+    import gzip
+    import itertools
+    import json
+
+    opener = {".gz": gzip.open, ".bz2": bz2.open}.get(path[path.rfind("."):].lower(), open)
+    if opener is open and path.lower().endswith((".zst", ".zstd", ".lz4", ".snappy", ".xz", ".deflate", ".br")):
+        return None
+    fields: dict[str, None] = {}
+    try:
+        with opener(path, "rb") as fh:
+            for line in itertools.islice(fh, lines):
+                try:
+                    record = json.loads(line)
+                except ValueError:
+                    continue
+                if isinstance(record, dict):
+                    fields.update(dict.fromkeys(record))
+    except (OSError, EOFError, ValueError):
+        return None
+    return list(fields)
 
 
 def check_special_tokens_match(tokens, input_format: str, document: str, option: str) -> None:
@@ -205,8 +308,10 @@ def start_spark(
     shared_input: bool = False,
 ):
     """The SparkSession of a Spark command: bpe-spark's defaults < ``--conf`` < the command's
-    ``properties`` < ``--set``; the master from ``--master`` (see ``build_session``). Quiet
-    (no progress bar, errors only in the log) unless ``--verbose``.
+    ``properties`` < ``--set``; the master from ``--master`` (see ``build_session``, which checks
+    it before Spark starts). Quiet unless ``--verbose``: no console progress bar of Spark's, no
+    JVM or Spark warnings on stderr (``build_session(quiet=True)``; the failure itself is one line
+    of :mod:`bpe_spark.cli.failures`).
 
     ``light_input``: the ``(paths, input_format, document)`` of documents that the command's
     Python tasks read and work on themselves; when they are local text files the JVM only
@@ -223,9 +328,10 @@ def start_spark(
 
     light = light_input is not None and reads_local_text(*light_input)
     spark = build_session(f"bpe-spark {command}", master=args.master, conf_file=args.conf,
-                          overrides=overrides, light_jvm=light, shared_input=shared_input)
-    if not args.verbose:
-        spark.sparkContext.setLogLevel("ERROR")
+                          overrides=overrides, light_jvm=light, shared_input=shared_input,
+                          quiet=not args.verbose)
+    if not args.verbose:  # a session that was running already (the JVM that build_session starts is quiet)
+        spark.sparkContext.setLogLevel("FATAL")
     return spark
 
 

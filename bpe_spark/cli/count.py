@@ -15,6 +15,7 @@ from bpe_spark.cli.arguments import (
     add_spark_options,
     check_document_options,
     check_input_paths,
+    check_local_columns,
     check_special_tokens_match,
     input_report,
     progress_reporter,
@@ -25,6 +26,7 @@ NAME = "count"
 SUMMARY = "count a corpus's pretokens into Parquet (pretoken, count), for train --counts"
 EXAMPLES = """
 examples:
+  bpe-spark count --input data/sample/tiny_shakespeare.txt.gz --out out/counts.parquet
   bpe-spark count --input corpus/ --out counts.parquet
   bpe-spark count --input docs.jsonl --input-format jsonl --text-column body \\
       --special-token "<|endoftext|>" --out counts.parquet --master local[8]
@@ -58,6 +60,7 @@ def run(args: argparse.Namespace) -> int:
                         special_tokens=tuple(args.special_tokens))
     check_document_options(args.input_format, args.document)
     check_input_paths(args.input)
+    check_local_columns(args.input, args.input_format, args.text_column)
     check_output(args.out, "counts", overwrite=args.overwrite, option="--out", protected={"input": args.input})
     check_special_tokens_match(cfg.special_tokens, args.input_format, args.document, "--special-token")
     # local text is read and counted by the Python tasks unless the JVM's regex counts

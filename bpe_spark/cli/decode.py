@@ -15,6 +15,8 @@ NAME = "decode"
 SUMMARY = "decode token ids back to text"
 EXAMPLES = """
 examples:
+  bpe-spark decode --model out/sample-model --ids "84 111 32 98 101"      # prints: To be
+  bpe-spark decode --model out/sample-model --input out/ids/ --limit 3
   bpe-spark decode --model models/en32k --ids "15496 995"
   bpe-spark decode --model models/en32k --input shards/ --limit 3
   bpe-spark decode --model gpt2/vocab.json --input gpt2-ids/ --limit 10
@@ -48,16 +50,12 @@ def run(args: argparse.Namespace) -> int:
         documents = encoded_documents(args.input, limit=args.limit)  # a remote --input checked here, before any work
     tok = load_model(args.model, args.pattern)
     vocab = tok.vocab
-    try:
-        for ids in documents:
-            bad = [i for i in ids if i not in vocab]
-            if bad:
-                raise ConfigError(f"token id {bad[0]} is not in the model's vocabulary (ids 0..{tok.max_token_id})")
-            text = tok.decode(ids)
-            sys.stdout.write(text if text.endswith("\n") else text + "\n")
-        sys.stdout.flush()
-    except BrokenPipeError:  # e.g. piped into head
-        return 0
+    for ids in documents:  # a closed pipe (| head) ends in main(): bpe_spark.cli.failures
+        bad = [i for i in ids if i not in vocab]
+        if bad:
+            raise ConfigError(f"token id {bad[0]} is not in the model's vocabulary (ids 0..{tok.max_token_id})")
+        text = tok.decode(ids)
+        sys.stdout.write(text if text.endswith("\n") else text + "\n")
     return 0
 
 

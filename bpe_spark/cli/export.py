@@ -25,6 +25,7 @@ _EXAMPLES = """
 examples:
   tokenizer.json: a folder transformers loads as it is (tokenizer.json, tokenizer_config.json,
   special_tokens_map.json); a char-scheme model too when trained with --end-of-word fused
+    bpe-spark export --model out/sample-model --format tokenizer.json --out out/hf-sample/
     bpe-spark export --model models/en32k --format tokenizer.json --out hf/en32k/ \\
         --eos-token "<|endoftext|>" --pad-token "<|endoftext|>" --model-max-length 1024
     bpe-spark export --model gpt2/vocab.json --format tokenizer.json --out gpt2-tokenizer.json  # the file alone
@@ -78,19 +79,20 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
+    from bpe_spark.errors import option_name
     from bpe_spark.formats import export_spec
-    from bpe_spark.formats.hf_config import option_name, set_transformers_config
+    from bpe_spark.formats.hf_config import set_transformers_config
     from bpe_spark.remote_files import prepare_export
 
     given = {name: getattr(args, name) for name in FOLDER_OPTIONS if getattr(args, name) is not None}
     if given and export_spec(args.export_format).folder is None:
-        named = ", ".join(option_name(name, cli=True) for name in given)
+        named = ", ".join(option_name(name) for name in given)
         raise ConfigError(f"{named} apply to --format tokenizer.json and gpt2, not {args.export_format}")
     target = prepare_export(args.out, args.export_format, overwrite=args.overwrite,
                             protected={"model": [args.model]}, option="--out")
     tok = load_model(args.model, args.pattern)
     if given:
-        set_transformers_config(tok, cli=True, **given)  # what the export's config files then say
+        set_transformers_config(tok, **given)  # what the export's config files then say
     for path in target.write(tok):
         print(path)
     return 0

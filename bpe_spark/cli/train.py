@@ -21,11 +21,13 @@ from bpe_spark.cli.arguments import (
     add_spark_options,
     check_document_options,
     check_input_paths,
+    check_local_columns,
     check_special_tokens_match,
     input_report,
     progress_reporter,
     start_spark,
 )
+from bpe_spark.cli.report import preload_plotting, train_report
 from bpe_spark.config import END_OF_WORD, SCHEMES, TIE_BREAKS, TrainerConfig
 from bpe_spark.errors import BpeSparkError, ConfigError
 from bpe_spark.spark.options import DEFAULT_DRIVER_BUDGET
@@ -34,7 +36,7 @@ NAME = "train"
 SUMMARY = "train a BPE tokenizer on a corpus (or on pretoken counts)"
 EXAMPLES = """
 examples:
-  bpe-spark train --input data/sample/tiny_shakespeare.txt.gz --vocab-size 2000 --out out/sample-model
+  bpe-spark train --input data/sample/tiny_shakespeare.txt.gz --vocab-size 1000 --out out/shakespeare-1k
   bpe-spark train --input corpus/ --vocab-size 32000 --special-token "<|endoftext|>" --out models/en32k \\
       --master local[8] --set spark.driver.memory=8g
   bpe-spark train --input docs.jsonl --input-format jsonl --text-column body --vocab-size 8000 \\
@@ -58,6 +60,7 @@ DEFAULTS = {
     **DOCUMENT_DEFAULTS,
     **PRETOKENIZER_DEFAULTS,
     "driver_budget": None, "checkpoint_dir": None, "resume": False, "sample": SAMPLE,
+    "report_sample": None, "no_report": False,
     "input": None, "counts": None, "out": None, "overwrite": False,
     **{name: None for name in FOLDER_OPTIONS if name != "unk_token"},  # unk_token: TrainerConfig's
 }
@@ -96,6 +99,12 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--resume", action="store_true", default=None,
                         help="continue the interrupted run in --checkpoint-dir (same settings), to the same result")
     parser.add_argument("--sample", metavar="TEXT", help="sentence shown as tokens in the summary")
+    parser.add_argument("--report-sample", metavar="FILE",
+                        help="local held-out text for the report's bytes-per-token plot (text, .gz/.bz2, .jsonl, "
+                             ".parquet; its first 256 KB); default: the start of the first local input file, "
+                             "which the plot then says is training data")
+    parser.add_argument("--no-report", action="store_true",
+                        help="do not write report.html (plots of the training) into the model directory")
     add_pretokenizer_options(parser)
     add_model_folder_options(parser, unk_token=False)
     add_document_options(parser)
@@ -147,21 +156,23 @@ def folder_options(options: dict, special_tokens) -> dict:
     """The model-folder options of resolved options, checked before any work: each token option
     names a --special-token (the vocabulary is not known before training, and transformers
     makes these tokens special, so an ordinary token would change its ids)."""
-    from bpe_spark.formats.hf_config import check_max_length, option_name
+    from bpe_spark.errors import option_name
+    from bpe_spark.formats.hf_config import check_max_length
 
     chosen = {name: options[name] for name in FOLDER_OPTIONS if options.get(name) is not None}
     for name, value in chosen.items():
         if name == "model_max_length":
-            check_max_length(value, cli=True)
+            check_max_length(value)
         elif value not in special_tokens:
             raise ConfigError(
-                f"{option_name(name, cli=True)} {value!r} is not one of the --special-token tokens "
+                f"{option_name(name)} {value!r} is not one of the --special-token tokens "
                 f"{list(special_tokens)}; add --special-token {value!r} (transformers makes it special, so it must be one)"
             )
     return chosen
 
 
 def run(args: argparse.Namespace) -> int:
+    import os
     import time
 
     from bpe_spark.formats.hf_config import set_transformers_config
@@ -181,6 +192,8 @@ def run(args: argparse.Namespace) -> int:
     if options["input"]:
         check_document_options(options["input_format"], options["document"])
     check_input_paths(options["input"] or options["counts"], "--input" if options["input"] else "--counts")
+    if options["input"]:
+        check_local_columns(options["input"], options["input_format"], options["text_column"])
     out = str(options["out"])  # a path or a URI (s3a://, hdfs://...): never a Path, which would mangle a URI
     inputs, checkpoint_dir = options["input"] or options["counts"], options["checkpoint_dir"]
     protected = {"input": inputs, "checkpoint": [checkpoint_dir]}
@@ -191,9 +204,13 @@ def run(args: argparse.Namespace) -> int:
     if options["input"]:
         check_special_tokens_match(cfg.special_tokens, options["input_format"], options["document"], "--special-token")
     folder = folder_options(options, cfg.special_tokens)
+    if options["report_sample"] and not os.path.isfile(str(options["report_sample"])):
+        raise ConfigError(f"--report-sample {options['report_sample']}: no such file; give a local text file")
 
     # Local text is read by the Python tasks, and the JVM only coordinates; not when a driver
     # budget is given: that asks for rounds, whose pair counts are JVM work.
+    if not options["no_report"]:
+        preload_plotting()
     light = options["input"] and options["engine"] != "jvm" and not options["driver_budget"]
     spark = start_spark(args, NAME, light_input=(options["input"], options["input_format"], options["document"])
                         if light else None, shared_input=bool(options["shared_input"]))
@@ -232,10 +249,13 @@ def run(args: argparse.Namespace) -> int:
         for key in ("input", "counts", "input_format", "text_column", "document", "on_bad_input", "engine")
     }
     if folder:
-        set_transformers_config(tok, cli=True, **folder)
+        set_transformers_config(tok, **folder)
     save_model(spark, tok, out, overwrite=bool(options["overwrite"]), option="--out")
     tok.metadata["timings"]["save_seconds"] = round(time.perf_counter() - started, 3)
+    report = None if options["no_report"] else train_report(spark, tok, out, options)
     print(summary(tok, out, options["sample"]))
+    if report is not None:
+        print(f"report: {report}")
     return 0
 
 
@@ -263,9 +283,9 @@ def summary(tok, out, sample: str | None) -> str:
                  f"merges per round: {shown}")
     phases = [("count", "count_seconds"), ("collect", "collect_seconds"), ("merge", "merge_seconds"),
               ("rounds on Spark", "rounds_spark_seconds"), ("checkpoint", "checkpoint_seconds"),
-              ("save", "save_seconds")]
+              ("save", "save_seconds"), ("report", "report_seconds")]
     shown_times = [f"{name} {timings[key]:.2f} s" for name, key in phases if timings.get(key)]
-    total = timings.get("total_seconds", 0) + timings.get("save_seconds", 0)
+    total = timings.get("total_seconds", 0) + timings.get("save_seconds", 0) + timings.get("report_seconds", 0)
     lines.append("time: " + ", ".join(shown_times) + f"; total {total:.2f} s")
     if sample:
         try:

@@ -2,8 +2,9 @@
 
 The entry points: ``load_any(path, build=...)`` recognises what ``path`` holds and builds the
 tokenizer from it (``Tokenizer.load(path)`` is the call to use: it passes its class);
-``export_model(tok, fmt, out)`` writes one of the export formats; ``describe(tok)`` is what
-``bpe-spark inspect`` shows. Every write is atomic: the output appears complete or not at all.
+``export_model(tok, fmt, out)`` writes one of the export formats (what ``bpe-spark inspect`` shows
+of a model is :mod:`bpe_spark.model_summary`'s). Every write is atomic: the output appears complete
+or not at all.
 
 No module here imports ``bpe_spark.tokenizer`` (which imports this package to save and load):
 the readers return the Tokenizer's keyword arguments, the writers take any tokenizer object.
@@ -41,7 +42,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from bpe_spark.errors import ConfigError, ModelFormatError
+from bpe_spark.errors import ConfigError, ModelFormatError, option_name
 from bpe_spark.formats.fields import check_file_size
 from bpe_spark.formats.files import atomic_directory, atomic_file
 from bpe_spark.formats.gpt2 import read_gpt2
@@ -50,13 +51,10 @@ from bpe_spark.formats.registry import EXPORT_FORMATS, MODEL_META_FILE, export_s
 from bpe_spark.formats.sentencepiece_model import looks_like_sentencepiece, read_sentencepiece
 from bpe_spark.formats.tekken import looks_like_tekken, read_tekken
 from bpe_spark.formats.tiktoken_file import read_tiktoken
-from bpe_spark.patterns import PRESETS, pattern_source
 
 __all__ = [
     "EXPORT_FORMATS",
     "MODEL_META_FILE",
-    "describe",
-    "describe_text",
     "detect_format",
     "export_model",
     "load_any",
@@ -194,7 +192,6 @@ def export_model(
     pad_token: str | None = None,
     unk_token: str | None = None,
     model_max_length: int | None = None,
-    cli: bool = False,
 ) -> list[Path]:
     """Write ``tok`` in an export format; returns the files written.
 
@@ -210,21 +207,21 @@ def export_model(
 
     ``bos_token``, ``eos_token``, ``pad_token``, ``unk_token`` (special tokens' text) and
     ``model_max_length`` go into the config files, over the model's own
-    (:mod:`bpe_spark.formats.hf_config`); ``cli``: errors spell them as options (``--eos-token``).
+    (:mod:`bpe_spark.formats.hf_config`).
     ``overwrite`` replaces an earlier export only: a directory with the ``_BPE_SPARK`` marker of
     kind ``export``, or a file that reads as ``fmt`` (:mod:`bpe_spark.output_guard`), with the
     config files beside it.
     """
-    from bpe_spark.formats.hf_config import FOLDER_FILES, OPTIONS, folder_options, option_name
+    from bpe_spark.formats.hf_config import FOLDER_FILES, OPTIONS, folder_options
 
     out = Path(out)
     spec = export_spec(fmt)
     given = dict(zip(OPTIONS, (bos_token, eos_token, pad_token, unk_token, model_max_length)))
     if spec.folder is None:
-        named = [option_name(name, cli=cli) for name, value in given.items() if value is not None]
+        named = [option_name(name) for name, value in given.items() if value is not None]
         if named:
             raise ConfigError(f"{', '.join(named)} apply to the tokenizer.json and gpt2 exports, not {fmt}")
-    options = folder_options(tok, given, cli=cli) if spec.folder is not None else None
+    options = folder_options(tok, given) if spec.folder is not None else None
     if spec.directory:
         with atomic_directory(out, kind="export", overwrite=overwrite, format=fmt) as staged:
             spec.write(tok, staged)
@@ -253,86 +250,3 @@ def check_beside(path: Path, *, overwrite: bool, file_format: str) -> None:
 
     output_guard.check_replaceable(str(path), "export", overwrite=overwrite, file_format=file_format)
 
-
-def describe(tok, *, first_merges: int = 10) -> dict:
-    """A summary of ``tok`` for people (what ``bpe-spark inspect`` prints)."""
-
-    def show(value) -> str:
-        if isinstance(value, bytes):
-            return value.decode("utf-8", errors="backslashreplace")
-        return value
-
-    summary = {
-        "scheme": tok.scheme,
-        "vocab_size": tok.vocab_size,
-        "merges": len(tok.merge_ids),
-        "merge_rule": tok.merge_rule,
-        "special_tokens": dict(tok.special_tokens),
-    }
-    if getattr(tok, "pipeline", None) is not None:  # an imported tokenizer.json: its own steps
-        summary["merge_rule"] = "tokenizers"
-        summary.update(pipeline_steps(tok.pipeline.spec))
-    else:
-        summary.update({
-            "pattern": tok.pattern if tok.pattern in PRESETS else "custom",
-            "pattern_regex": pattern_source(tok.pattern),
-            "lowercase": tok.lowercase,
-            "normalization": tok.normalization,
-        })
-    if tok.scheme == "char" and getattr(tok, "pipeline", None) is None:
-        summary["end_of_word"] = tok.end_of_word
-        summary["unk_token"] = tok.unk_token
-    if tok.config is not None:
-        summary["tie_break"] = tok.config.tie_break
-    counts = tok.metadata.get("merge_counts") or []
-    summary["first_merges"] = [
-        [show(left), show(right), counts[rank] if rank < len(counts) else None]
-        for rank, (left, right) in enumerate(tok.merges[:first_merges])
-    ]
-    for key, value in tok.metadata.items():
-        if key != "merge_counts":
-            summary[key] = value
-    return summary
-
-
-def pipeline_steps(spec: dict) -> dict:
-    """The steps of an imported pipeline in a line each: ``Sequence[Split, ByteLevel]`` and the
-    BPE options that are set.
-
-    >>> pipeline_steps({"normalizer": None, "pre_tokenizer": {"type": "Sequence", "pretokenizers": [
-    ...     {"type": "Split"}, {"type": "ByteLevel"}]}, "model": {"type": "BPE", "ignore_merges": True}})
-    {'normalizer': None, 'pre_tokenizer': 'Sequence[Split, ByteLevel]', 'decoder': None, 'model_options': {'ignore_merges': True}}
-    """
-
-    def name(step) -> str | None:
-        if not isinstance(step, dict):
-            return None
-        inner = next((step[key] for key in ("normalizers", "pretokenizers", "decoders", "processors")
-                      if isinstance(step.get(key), list)), None)
-        kind = str(step.get("type"))
-        return kind if inner is None else f"{kind}[{', '.join(str(name(s)) for s in inner)}]"
-
-    model = spec.get("model") or {}
-    options = {key: model[key] for key in ("ignore_merges", "byte_fallback", "unk_token", "fuse_unk",
-                                           "continuing_subword_prefix", "end_of_word_suffix") if model.get(key)}
-    return {"normalizer": name(spec.get("normalizer")), "pre_tokenizer": name(spec.get("pre_tokenizer")),
-            "decoder": name(spec.get("decoder")), "model_options": options}
-
-
-def describe_text(tok, *, first_merges: int = 10) -> str:
-    """:func:`describe` as aligned ``key: value`` lines."""
-    lines = []
-    for key, value in describe(tok, first_merges=first_merges).items():
-        if key == "first_merges":
-            lines.append(f"first merges ({len(value)}):")
-            lines.extend(
-                f"  {rank:>5}  {json.dumps(left, ensure_ascii=False)} + "
-                f"{json.dumps(right, ensure_ascii=False)}" + (f"  (count {count})" if count else "")
-                for rank, (left, right, count) in enumerate(value)
-            )
-        elif isinstance(value, dict) and value and key != "special_tokens":
-            lines.append(f"{key}:")
-            lines.extend(f"  {k}: {json.dumps(v, ensure_ascii=False)}" for k, v in value.items())
-        else:
-            lines.append(f"{key}: {json.dumps(value, ensure_ascii=False)}")
-    return "\n".join(lines)

@@ -35,7 +35,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from bpe_spark.errors import ConfigError
+from bpe_spark.errors import ConfigError, option_name
 from bpe_spark.formats.gpt2 import gpt2_class_differs
 from bpe_spark.formats.hf_json import added_tokens, write_tokenizer_json
 from bpe_spark.token_options import resolve_token
@@ -51,30 +51,24 @@ FAST_CLASS = "PreTrainedTokenizerFast"  # loads tokenizer.json as it is (transfo
 GPT2_CLASS = "GPT2Tokenizer"  # builds GPT-2's pipeline from vocab.json + merges.txt
 
 
-def option_name(name: str, *, cli: bool) -> str:
-    """How an option is spelled: ``eos_token`` in Python, ``--eos-token`` on the command line."""
-    return "--" + name.replace("_", "-") if cli else name
-
-
-def check_role(tok, name: str, text, *, cli: bool = False) -> None:
+def check_role(tok, name: str, text) -> None:
     """``text`` (a token option's value) must name a special token of ``tok``."""
-    option = option_name(name, cli=cli)
-    token_id = resolve_token(tok, option, text=text, id_form=False)
+    option = option_name(name)
+    token_id = resolve_token(tok, name, text=text, id_form=False)
     if token_id is not None and text not in tok.special_tokens:
         raise ConfigError(
             f"{option} {text!r} is an ordinary token of the vocabulary (id {token_id}), not a special "
             "token; transformers makes this token special, matched in any text before pretokenization, "
             f"which would change the ids of text holding {text!r}: name a special token (train with "
-            f"{'--special-token' if cli else 'special_tokens'} {text!r})"
+            f"{option_name('special_tokens')} {text!r})"
         )
 
 
-def folder_options(tok, given: Mapping[str, Any] | None = None, *, cli: bool = False) -> dict[str, Any]:
+def folder_options(tok, given: Mapping[str, Any] | None = None) -> dict[str, Any]:
     """The model-folder options of ``tok``: its own (``tok.metadata["transformers"]``), then the
     ``given`` ones (a None value: not given), checked; ``model_max_length`` :data:`NO_LIMIT`
     when none is set. A char-scheme model's ``unk_token`` (the token of characters unseen in
-    training) is its unk token, and an other one is refused. ``cli``: errors spell the options
-    as on the command line."""
+    training) is its unk token, and an other one is refused."""
     stored = tok.metadata.get(METADATA_KEY) or {}
     options = {name: None for name in OPTIONS}
     for source in (stored, given or {}):
@@ -90,30 +84,30 @@ def folder_options(tok, given: Mapping[str, Any] | None = None, *, cli: bool = F
             options["unk_token"] = model_unk
         elif options["unk_token"] != model_unk:
             raise ConfigError(
-                f"{option_name('unk_token', cli=cli)} {options['unk_token']!r} differs from the model's "
+                f"{option_name('unk_token')} {options['unk_token']!r} differs from the model's "
                 f"unk_token {model_unk!r}, the token it gives characters unseen in training"
             )
     for name in ROLES:
-        check_role(tok, name, options[name], cli=cli)
+        check_role(tok, name, options[name])
     if options["model_max_length"] is None:
         options["model_max_length"] = NO_LIMIT
-    check_max_length(options["model_max_length"], cli=cli)
+    check_max_length(options["model_max_length"])
     return options
 
 
-def check_max_length(length, *, cli: bool = False) -> None:
+def check_max_length(length) -> None:
     """``model_max_length`` is a positive integer."""
     if isinstance(length, bool) or not isinstance(length, int) or length < 1:
         raise ConfigError(
-            f"{option_name('model_max_length', cli=cli)} takes a positive integer (tokens), got {length!r}"
+            f"{option_name('model_max_length')} takes a positive integer (tokens), got {length!r}"
         )
 
 
-def set_transformers_config(tok, *, cli: bool = False, **options):
+def set_transformers_config(tok, **options):
     """Set the model-folder options that ``tok.save`` and every export write (``bos_token``,
     ``eos_token``, ``pad_token``, ``unk_token``: special tokens' text; ``model_max_length``: an
-    int), merged over those already set; returns ``tok``. ``cli``: as :func:`folder_options`."""
-    resolved = folder_options(tok, options, cli=cli)
+    int), merged over those already set; returns ``tok``."""
+    resolved = folder_options(tok, options)
     given = {**(tok.metadata.get(METADATA_KEY) or {}), **{k: v for k, v in options.items() if v is not None}}
     tok.metadata[METADATA_KEY] = {name: resolved[name] for name in OPTIONS if given.get(name) is not None}
     return tok

@@ -22,7 +22,7 @@ import copy
 import json
 from typing import Any
 
-from bpe_spark.errors import ConfigError
+from bpe_spark.errors import ConfigError, option
 from bpe_spark.formats.gpt2 import display_merges, display_vocab
 from bpe_spark.formats.hf_regex import COVERING_PRESETS, onig_pattern
 from bpe_spark.patterns import pattern_source
@@ -71,9 +71,9 @@ def refusal(tok) -> str | None:
         return None
     if tok.scheme == "char" and tok.end_of_word == "separate":
         return (
-            "tokenizer.json cannot hold a char-scheme model with end_of_word 'separate' (--end-of-word "
-            f"separate: {tok.end_of_word_marker} a symbol of its own): tokenizers' end_of_word_suffix fuses "
-            "it onto the last character; train with end_of_word 'fused', or export to subword-nmt"
+            f"tokenizer.json cannot hold a char-scheme model with {option('end_of_word', 'separate')} "
+            f"({tok.end_of_word_marker} a symbol of its own): tokenizers' end_of_word_suffix fuses "
+            f"it onto the last character; train with {option('end_of_word', 'fused')}, or export to subword-nmt"
         )
     return None
 

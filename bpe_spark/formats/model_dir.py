@@ -43,12 +43,12 @@ from bpe_spark.formats.fields import (
     check_pattern,
     check_token,
     is_id,
-    is_integer,
 )
 from bpe_spark.formats.files import atomic_directory, read_json_file
 from bpe_spark.formats.registry import EXPORTS, MODEL_META_FILE, export_spec
 from bpe_spark.patterns import PRESETS, pattern_source
 from bpe_spark.symbols import utf8_bytes
+from bpe_spark.vocab_stats import merge_counts, token_kinds
 
 FORMAT_VERSION = 1
 MERGES_FILE = "merges.parquet"
@@ -72,38 +72,10 @@ VOCAB_SCHEMA = pa.schema([("id", pa.int32()), ("token_bytes", pa.binary()), ("ki
 
 
 # --- writing ----------------------------------------------------------------------------------
-def token_kinds(tok) -> dict[int, str]:
-    """Kind of every id: ``special``; ``merge`` for what some merge makes (and, byte scheme, any
-    longer token); otherwise ``byte`` (byte scheme) or ``char`` (char scheme alphabet)."""
-    made = {new_id for _, _, new_id in tok.merge_ids}
-    kinds = {}
-    for token_id, value in tok.ordinary_vocab.items():
-        if token_id in made:
-            kinds[token_id] = "merge"
-        elif tok.scheme == "byte":
-            kinds[token_id] = "byte" if len(value) == 1 else "merge"
-        else:
-            kinds[token_id] = "char"
-    for token_id in tok.special_tokens.values():
-        kinds[token_id] = "special"
-    return kinds
-
-
-def _merge_counts(tok) -> list[int] | None:
-    counts = tok.metadata.get("merge_counts")
-    if (
-        isinstance(counts, list)
-        and len(counts) == len(tok.merge_ids)
-        and all(is_integer(c) for c in counts)
-    ):
-        return counts
-    return None
-
-
 def merges_table(tok) -> pa.Table:
     vocab = tok.ordinary_vocab
     merge_ids = tok.merge_ids
-    counts = _merge_counts(tok)
+    counts = merge_counts(tok)
     left_bytes = [utf8_bytes(vocab[left]) for left, _, _ in merge_ids]
     right_bytes = [utf8_bytes(vocab[right]) for _, right, _ in merge_ids]
     return pa.Table.from_pydict(
@@ -163,7 +135,7 @@ def _check_json_value(value: Any, where: str) -> None:
 def model_metadata(tok, exports: Iterable[str] = ()) -> dict[str, Any]:
     """The content of ``bpe_spark.json``."""
     metadata = {key: value for key, value in tok.metadata.items()}
-    counts_in_parquet = _merge_counts(tok) is not None
+    counts_in_parquet = merge_counts(tok) is not None
     if counts_in_parquet:
         del metadata["merge_counts"]
     _check_json_value(metadata, "")

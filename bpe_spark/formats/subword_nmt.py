@@ -25,7 +25,7 @@ from pathlib import Path
 from typing import Any
 
 from bpe_spark.config import END_OF_WORD_MARKER
-from bpe_spark.errors import ConfigError, ModelFormatError
+from bpe_spark.errors import ConfigError, ModelFormatError, option
 from bpe_spark.formats.fields import check_count, check_file_size, check_token
 from bpe_spark.words import bpe_merge, initial_symbols
 
@@ -51,7 +51,7 @@ def write_codes(tok, path) -> None:
     if tok.scheme != "char":
         raise ConfigError(
             "subword-nmt codes hold character merges; this tokenizer uses the byte scheme "
-            "(train with scheme='char' to export subword-nmt codes)"
+            f"(train with {option('scheme', 'char')} to export subword-nmt codes)"
         )
     if tok.end_of_word not in ("fused", "separate") or tok.end_of_word_marker != _MARKER:
         raise ConfigError(

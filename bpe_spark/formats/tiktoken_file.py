@@ -47,7 +47,7 @@ from typing import Any
 
 import regex
 
-from bpe_spark.errors import ConfigError, ModelFormatError
+from bpe_spark.errors import ConfigError, ModelFormatError, in_cli, option
 from bpe_spark.formats.fields import (
     ID_RANGE,
     MAX_TOKEN_ID,
@@ -334,8 +334,8 @@ def read_tiktoken(
             raise ModelFormatError(
                 f"{path}: field 'pattern' is unknown: the file (sha256 {digest[:16]}...) is none of "
                 f"OpenAI's {', '.join(name for name, _, _ in KNOWN_FILES.values())} and has no "
-                f"sidecar {side.name}; pass pattern= (a preset such as 'cl100k', or a regex; "
-                "--pattern on the command line) and special_tokens= if it has any"
+                f"sidecar {side.name}; pass {option('pattern')} (a preset such as 'cl100k', or a regex)"
+                + ("" if in_cli() else " and special_tokens= if it has any")
             )
         pattern = found[1]
     if special_tokens is None:

@@ -27,7 +27,7 @@ from pyspark.sql.types import IntegerType, StructField, StructType
 
 from bpe_spark import output_guard
 from bpe_spark.config import TrainerConfig
-from bpe_spark.errors import CheckpointError, ConfigError, OutputExistsError
+from bpe_spark.errors import CheckpointError, ConfigError, OutputExistsError, in_cli, option
 from bpe_spark.spark.checkpoint_lock import CheckpointLock
 from bpe_spark.spark.guard import HadoopFiles, input_paths
 from bpe_spark.symbols import SymbolTable, utf8_bytes
@@ -92,6 +92,11 @@ def _input_changes(then: dict, now: dict) -> str:
 
 
 @functools.cache
+def _new_run() -> str:
+    """How a user starts afresh instead of resuming."""
+    return f"drop {option('resume', True)}" if in_cli() else f"pass {option('resume', False)}"
+
+
 def merges_schema() -> StructType:
     """The Spark schema of the checkpoint's merges: the model directory's merges columns, then
     the ``round`` of each merge."""
@@ -146,12 +151,12 @@ class Checkpoint:
         if resume and self._files.kind(self.path) != "dir":
             raise CheckpointError(
                 f"checkpoint directory {self.path} does not exist; give the directory of the interrupted "
-                "run, or drop --resume (resume=False) to start a new run there"
+                f"run, or {_new_run()} to start a new run there"
             )
         if resume and not self.exists(META_FILE):
             raise CheckpointError(
                 f"checkpoint directory {self.path} holds no checkpoint (no {META_FILE}: its run stopped "
-                "before its counts were saved, or none ran there); drop --resume (resume=False) to start afresh"
+                f"before its counts were saved, or none ran there); {_new_run()} to start afresh"
             )
         self._mark()  # subtle: before the lock, so that a directory holding a lock reads as a checkpoint
         self._lock = CheckpointLock(self.spark, self.path)
@@ -177,8 +182,8 @@ class Checkpoint:
             return None
         if not resume:
             raise OutputExistsError(
-                f"checkpoint directory {self.path} holds an earlier training run; pass --resume "
-                "(resume=True) to continue it, or choose an empty directory"
+                f"checkpoint directory {self.path} holds an earlier training run; pass {option('resume', True)} "
+                "to continue it, or choose an empty directory"
             )
         recorded = self.read_json(META_FILE)
         config = _differences(recorded.get("config") or {}, cfg.to_dict())

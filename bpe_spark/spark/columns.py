@@ -42,15 +42,10 @@ def check_columns(
         types = dict.fromkeys(columns)
     for name, kind in required.items():
         if name not in types:
-            raise ColumnError(
-                f"column {name!r} not found in {source}; its columns are {list(types)}"
-                + (f"; {hint}" if hint else "")
-            )
+            raise ColumnError.missing(name, source, types, hint)
         found = types[name]
         if kind is not None and found is not None and not isinstance(found, kind):
-            raise ColumnError(
-                f"column {name!r} of {source} has type {found.simpleString()}, not {_KIND_NAMES.get(kind, kind)}"
-            )
+            raise ColumnError.wrong_type(name, source, found.simpleString(), _KIND_NAMES.get(kind, kind))
     for name in added:
         if name in types:
             raise ColumnError(f"Output column {name} already exists in {source}; rename or drop it first")

@@ -40,6 +40,7 @@ from bpe_spark.errors import (
     DisallowedSpecialTokenError,
     PatternTimeoutError,
     UnknownCharacterError,
+    option,
 )
 from bpe_spark.shards import model_fingerprint
 from bpe_spark.spark.columns import STRING, check_columns
@@ -57,8 +58,8 @@ SLICE_BYTES = 64 << 20  # text per encoded slice: keeps int32 list offsets far f
 def check_input(df: DataFrame, text_col: str, id_cols: Sequence[str], added: Sequence[str]) -> None:
     """Schema checks before any work: the text column is a string, the id columns exist, the
     ``added`` output columns do not (:class:`~bpe_spark.errors.ColumnError`)."""
-    check_columns(df, {text_col: STRING}, hint="choose the text column with text_col= (--text-column)")
-    check_columns(df, dict.fromkeys(id_cols), hint="choose id columns with id_cols= (--id-column)", added=added)
+    check_columns(df, {text_col: STRING}, hint=f"choose the text column with {option('text_col')}")
+    check_columns(df, dict.fromkeys(id_cols), hint=f"choose id columns with {option('id_cols')}", added=added)
     if len(set(id_cols)) != len(id_cols):
         raise ConfigError(f"id columns repeat: {list(id_cols)}; name each once")
     if len(set(added)) != len(added):
@@ -148,7 +149,7 @@ def bad_file_error(exc: Exception) -> BadInputError | None:
     detail = f" ({causes[-1].strip()})" if causes else ""
     return BadInputError(
         f"input file {found.group(1)} could not be read: corrupt or truncated{detail}; repair or remove "
-        "it, or pass --on-bad-input skip (on_bad_input='skip') to skip it"
+        f"it, or pass {option('on_bad_input', 'skip')} to skip it"
     )
 
 

@@ -38,7 +38,7 @@ from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
 from bpe_spark.batch_encoder import batch_options
-from bpe_spark.errors import ConfigError
+from bpe_spark.errors import ConfigError, current_interface, interface, option
 from bpe_spark.spark.encode_tasks import (
     TEXT,
     ModelBroadcast,
@@ -112,8 +112,11 @@ def encode(
     model = ModelBroadcast(df.sparkSession, tok, options)
     text_index = len(id_cols)
 
+    speaking = current_interface()  # a task's messages in the words of the driver's interface
+
     def run(batches):
-        return _encode_batches(batches, model=model, text_index=text_index, segments=segments)
+        with interface(speaking):
+            yield from _encode_batches(batches, model=model, text_index=text_index, segments=segments)
 
     schema = T.StructType([T.StructField(str(i), f.dataType, f.nullable) for i, f in enumerate(fields)])
     return df.select(*projection).mapInArrow(run, schema).toDF(*[f.name for f in fields])
@@ -170,7 +173,7 @@ class _Positions:
             if entry is None:
                 raise ConfigError(
                     f"input segment {key} was not seen when counting documents: the input changed "
-                    "between the counting and the encoding pass; pass id_cols (--id-column) instead"
+                    f"between the counting and the encoding pass; pass {option('id_cols')} instead"
                 )
             done = self.seen.get(key, 0)
             out[lo:hi] = entry[0] + done + np.arange(hi - lo)
@@ -183,5 +186,5 @@ class _Positions:
             if count != expected:
                 raise ConfigError(
                     f"input segment {key} held {expected} documents when counted and {count} when "
-                    "encoded: the input is not deterministic; pass id_cols (--id-column) instead"
+                    f"encoded: the input is not deterministic; pass {option('id_cols')} instead"
                 )

@@ -35,13 +35,11 @@ from pyspark.sql import DataFrame, Observation, SparkSession
 from pyspark.sql import functions as F
 from pyspark.sql.types import StringType, StructField
 
-from bpe_spark.errors import ConfigError, InputError
+from bpe_spark.errors import ConfigError, InputError, option
 from bpe_spark.spark import jsonl, textsplits
 from bpe_spark.spark.columns import STRING, check_columns
-from bpe_spark.spark.options import DOCUMENT_UNITS, INPUT_FORMATS
+from bpe_spark.spark.options import DOCUMENT_UNITS, INPUT_FORMATS, JSON_SAMPLE_LINES
 from bpe_spark.text import check_bad_input_policy
-
-_JSON_SAMPLE_LINES = 200
 
 
 class InputNotFoundError(InputError, FileNotFoundError):
@@ -134,11 +132,11 @@ def read_documents(
     if input_format == "parquet":
         frame = _load(lambda p: reader.parquet(*p), paths)
         check_columns(frame, {text_col: STRING, **dict.fromkeys(keep_columns)}, source=", ".join(paths),
-                      hint=_TEXT_HINT)
+                      hint=_text_hint())
         return _tag_reader(frame.select(text_col, *keep_columns), {"skipped_records": 0})
     # JSON Lines: look at the first lines for the columns, then parse every line in the Python
     # tasks (bpe_spark.spark.jsonl), so that Spark does not scan the whole input to infer a schema.
-    sample = _load(lambda p: reader.text(p), paths).limit(_JSON_SAMPLE_LINES).collect()
+    sample = _load(lambda p: reader.text(p), paths).limit(JSON_SAMPLE_LINES).collect()
     seen: dict[str, None] = {}
     for row in sample:
         try:
@@ -148,8 +146,8 @@ def read_documents(
         if isinstance(record, dict):
             seen.update(dict.fromkeys(record))
     if sample:
-        check_columns(list(seen), dict.fromkeys([text_col, *keep_columns]), hint=_TEXT_HINT,
-                      source=f"the first {_JSON_SAMPLE_LINES} records of {', '.join(paths)}")
+        check_columns(list(seen), dict.fromkeys([text_col, *keep_columns]), hint=_text_hint(),
+                      source=f"the first {JSON_SAMPLE_LINES} records of {', '.join(paths)}")
     keep_fields = [StructField(c, StringType()) for c in keep_columns]
     if keep_columns:
         inferred = spark.read.json(spark.sparkContext.parallelize([r.value for r in sample])).schema
@@ -165,7 +163,8 @@ def _local_master(spark: SparkSession) -> bool:
     return spark.conf.get("spark.master", "").strip().lower().startswith("local")
 
 
-_TEXT_HINT = "name the text column with --text-column (text_col=)"
+def _text_hint() -> str:
+    return f"name the text column with {option('text_col')}"
 _READER = "_bpe_spark_reader_stats"
 
 

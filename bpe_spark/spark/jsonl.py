@@ -34,7 +34,7 @@ from pyspark.sql import DataFrame, Observation
 from pyspark.sql import functions as F
 from pyspark.sql.types import LongType, StringType, StructField, StructType
 
-from bpe_spark.errors import BadInputError
+from bpe_spark.errors import BadInputError, option
 from bpe_spark.spark.encode_tasks import BLOCK, FILE, carry_segments, segment_runs
 from bpe_spark.text import clean_counted, decode_counted
 
@@ -164,6 +164,9 @@ def read_jsonl(lines: DataFrame, text_col: str, keep_fields: list[StructField],
                          StructField(_AFFECTED, LongType()), StructField(FILE, StringType()),
                          StructField(BLOCK, LongType())])
 
+    fix = (f"fix the input, choose the text field with {option('text_col')}, or pass "  # the driver's words
+           f"{option('on_bad_input', 'skip')} to skip such records")
+
     def parse(batches):
         seen: dict[tuple, int] = {}  # lines of each input segment (file, block) in earlier batches
         for batch in batches:
@@ -176,8 +179,7 @@ def read_jsonl(lines: DataFrame, text_col: str, keep_fields: list[StructField],
                 lo, _, key = next(run for run in runs if run[0] <= row < run[1])
                 raise BadInputError(
                     f"{_where(key[0], key[1], seen.get(key, 0) + row - lo)} is a bad JSON Lines record: "
-                    f"{problem}; fix the input, choose the text field with --text-column (text_col=), or "
-                    "pass --on-bad-input skip (on_bad_input='skip') to skip such records"
+                    f"{problem}; {fix}"
                 )
             for lo, hi, key in runs:
                 seen[key] = seen.get(key, 0) + hi - lo

@@ -17,4 +17,5 @@ ENGINES = ("auto", "jvm", "python")  # count_pretokens(engine=): who pretokenize
 # driver's memory holds, at the bytes per pretoken measured (bpe_spark.driver_budget)
 DEFAULT_DRIVER_BUDGET = "auto"
 OUTPUT_FORMATS = ("parquet", "bin")  # encode_dataset(output_format=)
+JSON_SAMPLE_LINES = 200  # read_documents: the JSON Lines records whose fields are the columns
 DEFAULT_SHARD_TOKENS = 100_000_000  # encode_dataset(shard_tokens=): about this many per file

@@ -2,19 +2,26 @@
 ``spark-defaults.conf`` or a running session already set, a properties file and overrides on
 top, the master, and the options of a driver JVM that bpe-spark starts itself (the class archive
 of :mod:`jvm_cache`, C1-only compilation for a JVM that only coordinates), appended to the
-user's."""
+user's; and a quiet start (``quiet=True``): the master checked before any JVM starts (a URL Spark
+knows; a ``spark://`` master answering on its port), Spark's logging set to errors-only before
+the JVM logs anything (:data:`QUIET_LOG_CONFIG`), and the JVM's own start-up warning dropped."""
 
 from __future__ import annotations
 
+import contextlib
 import os
 import re
+import signal
+import socket
+import subprocess
 import sys
+import threading
 from collections.abc import Mapping
 from pathlib import Path
 
 from pyspark.sql import SparkSession
 
-from bpe_spark.errors import ConfigError
+from bpe_spark.errors import ConfigError, MasterUnreachableError
 from bpe_spark.spark import jvm_cache
 
 DEFAULTS = {
@@ -32,6 +39,16 @@ LOCAL_DEFAULTS = {
 QUICK_JIT = "-XX:TieredStopAtLevel=1"
 LOCAL_TASK_FAILURES = 4  # spark.task.maxFailures' default: a local task is tried 4 times, as on a cluster
 _LOCAL_MASTER = re.compile(r"^local(?:\[\s*(\d+|\*)\s*\])?$")
+# the master URLs Spark's SparkContext accepts (createTaskScheduler; Spark Connect's sc:// too)
+_MASTER_URL = re.compile(r"^(local(\[\s*(\d+|\*)\s*(,\s*\d+\s*)?\])?|local-cluster\[[\d\s,]+\]|yarn|(spark|k8s|sc)://.+)$")
+QUIET_LOG_LEVEL = "FATAL"
+SPARK_MASTER_PORT = 7077
+PROBE_SECONDS = 3.0
+# The driver JVM's logging when quiet: errors-only from its first line (log4j2 reads it at start-up).
+QUIET_LOG_CONFIG = Path(__file__).with_name("log4j2-quiet.properties")
+# subtle: Spark's launcher adds --add-modules=jdk.incubator.vector, and the JVM then prints this
+# line on stderr, unconditionally (no JVM option silences it): a quiet start filters it out.
+_JVM_NOISE = (b"WARNING: Using incubator modules",)
 
 
 def read_conf_file(path: str | os.PathLike) -> dict[str, str]:
@@ -63,6 +80,7 @@ def build_session(
     overrides: Mapping[str, str] | None = None,
     light_jvm: bool = False,
     shared_input: bool = False,
+    quiet: bool = False,
 ) -> SparkSession:
     """Build (or get) the SparkSession. What the user chose always wins over what we would pick.
 
@@ -91,6 +109,14 @@ def build_session(
     fresh executor otherwise spends its first task's seconds compiling. Never applied when the
     properties already choose a JIT mode. A JVM we start also maps the class archive (:mod:`jvm_cache`); its options are
     appended to the ``spark.driver.extraJavaOptions`` already set, never replace them.
+
+    ``quiet``: no JVM or Spark warnings on stderr (the CLI without ``--verbose``). A JVM we start
+    reads :data:`QUIET_LOG_CONFIG` (unless the user's driver options name a log4j2 configuration)
+    and its stderr passes through a filter that drops the JVM's incubator-module warning; the
+    context starts at ``spark.log.level`` :data:`QUIET_LOG_LEVEL` (unless set), which also quiets
+    spark-submit's context (the lines its JVM logs before: ``conf/log4j2.properties``). A master given here (or resolved for a JVM we start) is checked first either way: a
+    URL Spark does not know is a ConfigError, a ``spark://`` master that nothing answers on within
+    :data:`PROBE_SECONDS` a :class:`MasterUnreachableError` (not Spark's minute of retries).
     """
     chosen = dict(read_conf_file(conf_file)) if conf_file is not None else {}
     chosen.update(overrides or {})
@@ -98,6 +124,8 @@ def build_session(
     running = _running_session()
     outside = _outside_conf(running)
     resolved = given_master or outside.get("spark.master") or os.environ.get("SPARK_MASTER") or "local[*]"
+    if given_master or (running is None and _launches_jvm()):
+        check_master(resolved)
     props: dict[str, str] = {}
     if running is None and (given_master or "spark.master" not in outside):
         resolved = with_task_retries(resolved, chosen.get("spark.task.maxFailures", outside.get("spark.task.maxFailures")))
@@ -119,8 +147,14 @@ def build_session(
         key = "spark.driver.extraJavaOptions"
         existing = " ".join(v for v in (outside.get(key), chosen.get(key)) if v) or None
         options = launch_java_options(existing, light=light_jvm and local)
+        if quiet:
+            options = quiet_java_options(options)
         if options:
             props[key] = options
+    if quiet and running is None and "spark.log.level" not in outside and "spark.log.level" not in chosen:
+        # subtle: the context reloads log4j's configuration as it starts (structured logging or
+        # not), so a level set before is lost; spark.log.level is applied after that reload.
+        props["spark.log.level"] = QUIET_LOG_LEVEL
     if running is None and light_jvm and shared_input and not local:
         key = "spark.executor.extraJavaOptions"
         options = light_executor_options(" ".join(v for v in (outside.get(key), chosen.get(key)) if v))
@@ -131,7 +165,96 @@ def build_session(
     builder = SparkSession.builder.appName(app_name)
     for key, value in props.items():
         builder = builder.master(value) if key == "spark.master" else builder.config(key, value)
+    if quiet:
+        _start_quiet_jvm(app_name, props)
     return builder.getOrCreate()
+
+
+def check_master(master: str, timeout: float = PROBE_SECONDS) -> None:
+    """Before Spark starts: ``master`` is a master URL Spark knows, and a ``spark://`` master
+    (standalone, ``spark://HOST:PORT[,HOST2:PORT2]``) answers on one of its ports.
+
+    >>> check_master("local[2]"); check_master("local[*, 4]"); check_master("yarn")
+    >>> check_master("foo://x")
+    Traceback (most recent call last):
+    ...
+    bpe_spark.errors.ConfigError: Spark master 'foo://x' is not a master URL Spark knows: use local[N], spark://HOST:PORT, yarn or k8s://URL
+    """
+    url = master.strip()
+    if not _MASTER_URL.match(url):
+        raise ConfigError(f"Spark master {master!r} is not a master URL Spark knows: use local[N], "
+                          "spark://HOST:PORT, yarn or k8s://URL")
+    if not url.startswith("spark://"):
+        return
+    reasons = []
+    for address in url[len("spark://"):].split(","):
+        host, _, port = address.strip().rpartition(":") if ":" in address else (address.strip(), "", "")
+        try:
+            with socket.create_connection((host, int(port or SPARK_MASTER_PORT)), timeout=timeout):
+                return
+        except ValueError:
+            raise ConfigError(f"Spark master {master!r}: {address!r} is not HOST:PORT") from None
+        except OSError as exc:
+            reasons.append(f"{address.strip()}: {exc.strerror or exc or 'no answer'}")
+    raise MasterUnreachableError(f"Spark master {master} does not answer ({'; '.join(reasons)}): check the URL "
+                                 "and that the cluster is up")
+
+
+def quiet_java_options(options: str | None) -> str:
+    """The driver options with :data:`QUIET_LOG_CONFIG` as log4j2's configuration, unless they
+    name one already (the user's stands).
+
+    >>> quiet_java_options("-Dlog4j2.configurationFile=mine.properties")
+    '-Dlog4j2.configurationFile=mine.properties'
+    """
+    options = options or ""
+    if "log4j2.configurationFile" in options or "log4j.configurationFile" in options or not QUIET_LOG_CONFIG.is_file():
+        return options
+    return f"{options} -Dlog4j2.configurationFile={QUIET_LOG_CONFIG.as_uri()}".strip()
+
+
+def _start_quiet_jvm(app_name: str, props: Mapping[str, str]) -> None:
+    """Start the driver JVM (pyspark's gateway) with its stderr filtered through a thread that
+    drops :data:`_JVM_NOISE` (nothing to start under spark-submit, whose JVM runs already)."""
+    from pyspark import SparkConf, SparkContext
+    from pyspark.java_gateway import launch_gateway
+
+    if SparkContext._gateway is not None or "PYSPARK_GATEWAY_PORT" in os.environ:
+        return  # spark-submit's JVM (or one a stopped context left): spark.log.level quiets its context
+    conf = SparkConf(loadDefaults=False)
+    conf.set("spark.app.name", app_name)
+    conf.setAll(list(props.items()))
+    with SparkContext._lock, _sigint_deferred():
+        gateway = launch_gateway(conf, popen_kwargs={"stderr": subprocess.PIPE})
+        threading.Thread(target=_copy_filtered, args=(gateway.proc.stderr,), name="bpe-spark JVM stderr",
+                         daemon=True).start()
+        SparkContext._gateway = gateway
+        SparkContext._jvm = gateway.jvm
+
+
+@contextlib.contextmanager
+def _sigint_deferred():
+    """Ctrl-C waits until the JVM is up: one interrupted while it starts would outlive us (its
+    gateway thread keeps it alive once pyspark gave up on it); once up, it exits with us."""
+    block = hasattr(signal, "pthread_sigmask") and threading.current_thread() is threading.main_thread()
+    if block:
+        signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT})
+    try:
+        yield
+    finally:
+        if block:
+            signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGINT})
+
+
+def _copy_filtered(stream) -> None:
+    """The JVM's stderr onto ours, line by line, without the lines of :data:`_JVM_NOISE`."""
+    for line in iter(stream.readline, b""):
+        if not line.startswith(_JVM_NOISE):
+            try:
+                os.write(2, line)
+            except OSError:
+                return
+
 
 
 def with_task_retries(master: str, max_failures: str | None = None) -> str:

@@ -27,10 +27,10 @@ import gzip
 import os
 import zlib
 from collections.abc import Iterator, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from urllib.parse import unquote, urlparse
 
-from bpe_spark.errors import BadInputError
+from bpe_spark.errors import BadInputError, current_interface, interface, option
 from bpe_spark.long_documents import LONG_DOCUMENT_BYTES, LongDocument
 from bpe_spark.text import InputTally, decode_lines
 
@@ -57,6 +57,7 @@ class Split:
     start: int
     end: int  # exclusive; -1: the whole (compressed) file
     uri: str = ""  # the file as Spark names it (input_file_name()): encoding's ordering key
+    interface: str = field(default_factory=current_interface)  # planned on the driver: its messages' words
 
 
 _ATTRIBUTE = "_bpe_spark_text_source"
@@ -116,10 +117,11 @@ def _chunks(split: Split, tally: InputTally | None, on_bad_input: str) -> Iterat
                     chunk = fh.read(_READ_BYTES)
                 except _CORRUPT as exc:
                     if on_bad_input != "skip":
-                        raise BadInputError(
-                            f"input file {split.uri or split.path} is corrupt or truncated ({suffix[1:]}: {exc}); "
-                            "repair or remove it, or pass --on-bad-input skip (on_bad_input='skip') to skip it"
-                        ) from None
+                        with interface(split.interface):  # built in a task, in the words of the driver's
+                            raise BadInputError(
+                                f"input file {split.uri or split.path} is corrupt or truncated ({suffix[1:]}: {exc}); "
+                                f"repair or remove it, or pass {option('on_bad_input', 'skip')} to skip it"
+                            ) from None
                     if tally is not None:
                         tally.skipped_files += 1
                     return

@@ -53,7 +53,7 @@ def test_a_truncated_gz_is_named_in_one_line(spark, gz_dir, engine):
     with pytest.raises(BadInputError) as raised:
         train(read_documents(spark, str(gz_dir)), CFG, engine=engine)
     message = str(raised.value)
-    assert "a-truncated.txt.gz" in message and "--on-bad-input skip" in message
+    assert "a-truncated.txt.gz" in message and "pass on_bad_input='skip' to skip it" in message  # the API's words
     assert "\n" not in message
 
 
@@ -106,6 +106,7 @@ def test_a_bad_jsonl_record_is_named_by_file_and_line(spark, jsonl_path, split_b
     message = str(raised.value)
     assert f"rows.jsonl, line {offset + 4} is a bad JSON Lines record" in message
     assert 'its "text" field is a number, not a string' in message and "\n" not in message
+    assert message.endswith("choose the text field with text_col=, or pass on_bad_input='skip' to skip such records")
 
 
 def test_skipped_records_and_null_documents_are_counted_never_trained_on(spark, jsonl_path, tmp_path):
@@ -135,6 +136,7 @@ def test_cli_reports_skips_and_errors_in_one_line(spark, gz_dir, jsonl_path, tmp
     assert main(["count", "--input", str(gz_dir), "--out", str(tmp_path / "c1")]) == 2
     err = capsys.readouterr().err.strip()
     assert err.startswith("bpe-spark count: error: input file") and "a-truncated.txt.gz" in err
+    assert err.endswith("pass --on-bad-input skip to skip it")  # built in a task, in the command line's words
     assert len(err.splitlines()) == 1
     assert main(["count", "--input", str(gz_dir), "--on-bad-input", "skip", "--out", str(tmp_path / "c2")]) == 0
     assert "1 corrupt files skipped" in capsys.readouterr().out
@@ -143,3 +145,6 @@ def test_cli_reports_skips_and_errors_in_one_line(spark, gz_dir, jsonl_path, tmp
                  "--vocab-size", "270", "--out", str(tmp_path / "model")]) == 0
     out = capsys.readouterr().out
     assert "input: 1 null documents (no text) left out, 7 bad records skipped" in out
+    assert main(["count", "--input", str(path), "--input-format", "jsonl", "--out", str(tmp_path / "c3")]) == 2
+    assert capsys.readouterr().err.strip().endswith(  # the same error as above, in the command line's words
+        "choose the text field with --text-column, or pass --on-bad-input skip to skip such records")

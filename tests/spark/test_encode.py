@@ -255,7 +255,7 @@ def test_schema_errors_come_before_any_work(spark, tok, tmp_path):
     with pytest.raises(ColumnError, match="Output column input_ids already exists in the input; rename or drop it first"):
         encode(df, tok)
     with pytest.raises(ColumnError, match=r"column 'body' not found in the input; its columns are \['text', 'input_ids'\]; "
-                       r"choose the text column with text_col= \(--text-column\)"):
+                       r"choose the text column with text_col=$"):
         encode(df, tok, "body", output_col="ids")
     with pytest.raises(ColumnError, match=r"column 'url' not found in the input; .*choose id columns with id_cols="):
         encode_dataset(df.drop("input_ids"), tok, str(tmp_path / "out"), id_cols=["url"])

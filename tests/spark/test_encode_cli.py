@@ -50,7 +50,7 @@ def test_train_then_encode_then_decode_end_to_end(tmp_path):
     assert encoded.returncode == 0, encoded.stderr
     assert "bpe-spark encode: encoding: done, 0.43/0.43 MB in " in encoded.stderr
     assert "bpe-spark encode: writing: done, " in encoded.stderr
-    assert "encoded 40000 documents (1115394 bytes)" in encoded.stdout
+    assert "encoded 40,000 documents (1,115,394 bytes)" in encoded.stdout
 
     lines = gzip.decompress(sample.read_bytes()).decode("utf-8").splitlines(keepends=True)
     tok = Tokenizer.load(model)
@@ -78,6 +78,15 @@ def test_jsonl_with_ids_to_parquet_then_decode(spark, tmp_path, capsys):
     code = main(["encode", "--model", gpt2, "--input", str(source), "--input-format", "jsonl",
                  "--text-column", "body", "--id-column", "url", "--out", str(out), "--bos", EOT])
     assert code == 0
+    # the summary: the manifest's figures, with thousands separators, and its seconds
+    manifest = read_manifest(out)
+    summary = capsys.readouterr().out.splitlines()[0]
+    assert summary == (
+        f"encoded {len(lines):,} documents ({manifest['bytes']:,} bytes) to {manifest['tokens']:,} tokens "
+        f"({manifest['bytes_per_token']:.3f} bytes per token) in 1 Parquet file at {out}: "
+        f"{manifest['seconds']:,.1f} s, {manifest['bytes'] / manifest['seconds'] / 1e6:,.2f} MB/s"
+    )
+    assert manifest["bytes"] == sum(len(line.encode()) for line in lines) > 1000
     table = pq.read_table(out)
     assert table.column_names == ["url", "input_ids", "n_tokens"]
     assert table.column("url").to_pylist() == [f"u{i}" for i in range(len(lines))]

@@ -139,7 +139,7 @@ def test_resume_after_an_interruption_gives_the_uninterrupted_result(spark, smal
 
     with pytest.raises(Interrupted):
         train(df, cfg, driver_budget=0.3, checkpoint_dir=checkpoint, on_round=stop_after_two)
-    with pytest.raises(OutputExistsError, match="--resume"):
+    with pytest.raises(OutputExistsError, match=r"pass resume=True to continue it"):
         train(df, cfg, driver_budget=0.3, checkpoint_dir=checkpoint)
     with pytest.raises(ConfigError, match="another config"):
         train(df, cfg.replace(vocab_size=331), driver_budget=0.3, checkpoint_dir=checkpoint, resume=True)
