@@ -224,23 +224,26 @@ class Phase:
     def final_line(self, now: float) -> str:
         return f"{self.name}: done, {self.figures(now, final=True)}"
 
-    def close(self) -> None:
+    def close(self, *, finished: bool = True) -> None:
+        """End the phase: the bar's last state, or the final log line; ``finished=False`` (a
+        failure, an interrupt): no final line, which would read as done."""
         if self.progress.mode == "off":
             return
         with self._lock:
             if self._bar is not None:
-                self._bar.n = self.done
-                self._bar.refresh()
+                if finished:
+                    self._bar.n = self.done
+                    self._bar.refresh()
                 self._bar.close()
                 self._bar = None
-            else:
+            elif finished:
                 self.progress.write(self.final_line(self.progress.clock()))
 
     def __enter__(self):
         return self
 
-    def __exit__(self, *exc) -> None:
-        self.close()
+    def __exit__(self, kind, value, traceback) -> None:
+        self.close(finished=kind is None)
 
 
 class Progress:

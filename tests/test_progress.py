@@ -127,6 +127,15 @@ def test_off_writes_nothing_and_bar_draws_a_tqdm_bar():
     assert "bpe-spark train: round 1: 872 merges so far, threshold 12\n" in drawn
 
 
+def test_a_failed_or_interrupted_phase_has_no_done_line():
+    progress, out, clock = reporter(every=1.0)
+    with pytest.raises(KeyboardInterrupt), progress.phase("counting", total=10) as phase:
+        clock.now += 2
+        phase.update(3)
+        raise KeyboardInterrupt
+    assert lines(out) == ["bpe-spark train: counting: 3/10 tasks, 1.5 tasks/s, 5 s left"]
+
+
 def test_a_closed_stream_is_no_failure():
     stream = io.StringIO()
     progress = Progress("log", stream=stream, every=0.0)

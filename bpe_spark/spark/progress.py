@@ -133,7 +133,7 @@ def spark_phase(spark, progress: Progress, name: str, *, reads=None) -> Iterator
         yield phase
     except BaseException:
         watch.stop(last_poll=False)
-        phase.close()
+        phase.close(finished=False)  # no "done" line for a failed or interrupted phase
         raise
     watch.stop()
     phase.close()
