@@ -17,6 +17,7 @@ from collections.abc import Mapping, Sequence
 from bpe_spark.config import NORMALIZATIONS, TrainerConfig
 from bpe_spark.errors import ConfigError, InputError
 from bpe_spark.patterns import PRESETS
+from bpe_spark.progress import OPTION_CHOICES as PROGRESS_CHOICES
 from bpe_spark.spark.options import DOCUMENT_UNITS, ENGINES, INPUT_FORMATS
 from bpe_spark.text import BAD_INPUT_POLICIES
 
@@ -101,6 +102,33 @@ def add_spark_options(parser: argparse.ArgumentParser) -> None:
         help="extra Spark property, repeatable (e.g. --set spark.driver.memory=8g)",
     )
     group.add_argument("--verbose", "-v", action="store_true", help="show Spark's log (its warnings) and the full trace of a failure")
+    group.add_argument("--progress", choices=PROGRESS_CHOICES, default="auto",
+                       help="progress of counting, merging and encoding on stderr: auto (default) draws bars "
+                            "on a terminal, else logs a line every 10 s ($BPE_SPARK_PROGRESS_SECONDS); on: the "
+                            "same; off: none")
+
+
+def progress_reporter(args: argparse.Namespace, command: str):
+    """The :class:`~bpe_spark.progress.Progress` reporter of ``--progress`` for ``command``."""
+    from bpe_spark.progress import Progress
+
+    return Progress.from_option(getattr(args, "progress", "auto"), command, every=progress_seconds())
+
+
+def progress_seconds() -> float:
+    """Seconds between two progress log lines: $BPE_SPARK_PROGRESS_SECONDS, default 10."""
+    import os
+
+    from bpe_spark.progress import DEFAULT_EVERY
+
+    value = os.environ.get("BPE_SPARK_PROGRESS_SECONDS", "")
+    try:
+        seconds = float(value) if value else DEFAULT_EVERY
+    except ValueError:
+        raise ConfigError(f"BPE_SPARK_PROGRESS_SECONDS must be a number of seconds, got {value!r}") from None
+    if seconds <= 0:
+        raise ConfigError(f"BPE_SPARK_PROGRESS_SECONDS must be > 0, got {value!r}")
+    return seconds
 
 
 def check_document_options(input_format: str, document: str) -> None:

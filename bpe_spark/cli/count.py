@@ -18,6 +18,7 @@ from bpe_spark.cli.arguments import (
     check_local_columns,
     check_special_tokens_match,
     input_report,
+    progress_reporter,
     start_spark,
 )
 
@@ -71,7 +72,7 @@ def run(args: argparse.Namespace) -> int:
     docs = read_documents(spark, args.input, input_format=args.input_format, text_col=args.text_column,
                           document=args.document, on_bad_input=args.on_bad_input, shared_input=args.shared_input)
     stats = write_pretoken_counts(docs, cfg, args.out, text_col=args.text_column, engine=args.engine,
-                                  overwrite=args.overwrite)
+                                  overwrite=args.overwrite, progress=progress_reporter(args, NAME))
     print(f"wrote {stats['distinct_pretokens']:,} distinct pretokens ({stats['pretokens']:,} in all, from "
           f"{stats['documents']:,} documents) to {args.out}")
     if report := input_report(stats):

@@ -19,6 +19,7 @@ from bpe_spark.cli.arguments import (
     check_local_columns,
     check_special_tokens_match,
     input_report,
+    progress_reporter,
     start_spark,
 )
 from bpe_spark.errors import ConfigError
@@ -120,6 +121,7 @@ def run(args: argparse.Namespace) -> int:
         shard_tokens=args.shard_tokens, overwrite=args.overwrite,
         source={"model": str(args.model), "input": list(args.input), "input_format": args.input_format,
                 "document": args.document},
+        progress=progress_reporter(args, NAME),
     )
     print(encode_summary(manifest, args.out))
     if report := input_report(manifest):

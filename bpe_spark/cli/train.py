@@ -24,6 +24,7 @@ from bpe_spark.cli.arguments import (
     check_local_columns,
     check_special_tokens_match,
     input_report,
+    progress_reporter,
     start_spark,
 )
 from bpe_spark.cli.report import preload_plotting, train_report
@@ -232,6 +233,7 @@ def run(args: argparse.Namespace) -> int:
         "checkpoint_dir": options["checkpoint_dir"],
         "resume": bool(options["resume"]),
         "on_round": on_round,
+        "progress": progress_reporter(args, NAME),
     }
     if options["input"]:
         docs = read_documents(spark, options["input"], input_format=options["input_format"],

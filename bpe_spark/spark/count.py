@@ -30,6 +30,7 @@ from pyspark.sql.types import LongType, StringType, StructField, StructType
 from bpe_spark.config import TrainerConfig
 from bpe_spark.errors import ConfigError
 from bpe_spark.pretokenize import Pretokenizer
+from bpe_spark.progress import OFF, Progress
 from bpe_spark.spark import resources, textsplits
 from bpe_spark.spark.columns import STRING, check_columns
 from bpe_spark.spark.encode_tasks import executor_errors
@@ -38,6 +39,7 @@ from bpe_spark.spark.guard import SparkOutput, input_paths
 from bpe_spark.spark.io import with_reader_stats
 from bpe_spark.spark.jregex import VERIFIED_PRESETS, java_pattern, special_tokens_regex
 from bpe_spark.spark.options import ENGINES
+from bpe_spark.spark.progress import spark_phase
 from bpe_spark.text import InputTally
 
 # StructTypes, not DDL strings: a DDL string costs a JVM round trip to parse
@@ -237,13 +239,15 @@ def write_pretoken_counts(
     text_col: str = "text",
     engine: str = "auto",
     overwrite: bool = False,
+    progress: Progress | None = None,
 ) -> dict:
     """Count the pretokens of ``df[text_col]`` and write them as Parquet ``(pretoken, count)``.
 
     Returns the corpus statistics (:data:`CORPUS_STATS`, ``pretokens``, ``distinct_pretokens``).
     An empty corpus raises before anything is written. ``path`` is checked before any work and
     written atomically, with the ``_BPE_SPARK`` marker of kind ``counts`` (``overwrite``
-    replaces only earlier counts: :mod:`bpe_spark.output_guard`).
+    replaces only earlier counts: :mod:`bpe_spark.output_guard`). ``progress``: a
+    :class:`~bpe_spark.progress.Progress` reporter for the counting (default: silent).
     """
     from pyspark import StorageLevel
 
@@ -253,7 +257,7 @@ def write_pretoken_counts(
     counts = count_pretokens(df, cfg, text_col=text_col, engine=engine, observation=observation)
     counts = counts.persist(StorageLevel.MEMORY_AND_DISK)
     try:
-        with executor_errors():
+        with executor_errors(), spark_phase(df.sparkSession, progress or OFF, "counting", reads=df):
             return _write_counts(df, counts, observation, output, overwrite)
     finally:
         counts.unpersist()

@@ -39,6 +39,7 @@ from pyspark.sql import functions as F
 from bpe_spark.batch_encoder import batch_options
 from bpe_spark.errors import ConfigError
 from bpe_spark.long_documents import LongDocument
+from bpe_spark.progress import OFF, Progress
 from bpe_spark.shards import (
     MANIFEST_FORMAT,
     MANIFEST_NAME,
@@ -65,6 +66,7 @@ from bpe_spark.spark.guard import input_paths
 from bpe_spark.spark.io import with_reader_stats
 from bpe_spark.spark.options import DEFAULT_SHARD_TOKENS, OUTPUT_FORMATS
 from bpe_spark.spark.output import PIECE_SCHEMA, Output, PieceWriter, plan_shards, write_shards
+from bpe_spark.spark.progress import spark_phase
 from bpe_spark.text import InputTally
 from bpe_spark.tokenizer import Tokenizer
 
@@ -87,6 +89,7 @@ def encode_dataset(
     shard_tokens: int = DEFAULT_SHARD_TOKENS,
     overwrite: bool = False,
     source: dict[str, Any] | None = None,
+    progress: Progress | None = None,
 ) -> dict[str, Any]:
     """Encode ``df[text_col]`` and write it to ``out``: Parquet parts or binary shards + manifest.
 
@@ -106,13 +109,16 @@ def encode_dataset(
     ``out`` is a local (or shared) path or a URI the tasks write through pyarrow (``s3://``,
     ``s3a://`` with the session's ``fs.s3a.*`` settings, ``gs://``, ``abfs://``, ``hdfs://`` with
     libhdfs; another scheme is refused before any work): executors write the files directly, so
-    on a cluster it must be a file system they all reach.
+    on a cluster it must be a file system they all reach. ``progress``: a
+    :class:`~bpe_spark.progress.Progress` reporter for the encoding and writing jobs (default:
+    silent); the files do not depend on it.
     Before any work, ``out`` is refused (:class:`~bpe_spark.errors.OutputRefusedError`) when it
     is, holds or lies inside a file ``df`` reads or ``source``'s ``input`` or ``model``, cannot
     be written, or exists and is not an earlier encoded dataset (``overwrite`` replaces only
     those: :mod:`bpe_spark.output_guard`).
     """
     started = time.time()
+    progress = progress or OFF
     if output_format not in OUTPUT_FORMATS:
         raise ConfigError(f"output_format must be one of {OUTPUT_FORMATS}, got {output_format!r}")
     if isinstance(shard_tokens, bool) or not isinstance(shard_tokens, int) or shard_tokens < 1:
@@ -136,13 +142,15 @@ def encode_dataset(
     fs = output.fs
     try:
         fs.create_dir(pieces_dir, recursive=True)
-        pieces, skipped_files = _encode_to_pieces(df, tok, options, text_col=text_col, id_cols=id_cols, fs=fs,
-                                                  pieces_dir=pieces_dir)
+        with spark_phase(df.sparkSession, progress, "encoding", reads=df):
+            pieces, skipped_files = _encode_to_pieces(df, tok, options, text_col=text_col, id_cols=id_cols, fs=fs,
+                                                      pieces_dir=pieces_dir)
         _check_pieces_seen(fs, pieces_dir, pieces, output.uri)
         plan = plan_shards(pieces, shard_tokens, fs, pieces_dir, "shard" if output_format == "bin" else "part")
         dest = output.begin(overwrite)  # in place (object stores): the earlier output goes from here
-        written = write_shards(df.sparkSession, plan, fs=fs, staging=staging, dest=dest, pieces_dir=pieces_dir,
-                               output_format=output_format, dtype=numpy_dtype, id_cols=id_cols)
+        with spark_phase(df.sparkSession, progress, "writing"):
+            written = write_shards(df.sparkSession, plan, fs=fs, staging=staging, dest=dest, pieces_dir=pieces_dir,
+                                   output_format=output_format, dtype=numpy_dtype, id_cols=id_cols)
         fs.delete_dir(pieces_dir)
         manifest = _manifest(
             pieces, plan, written, tok, options, output_format=output_format, dtype=numpy_dtype,

@@ -47,8 +47,10 @@ from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 
 from bpe_spark.config import TrainerConfig
+from bpe_spark.progress import OFF, Progress, merge_callback
 from bpe_spark.round_plan import broadcast_cut, choose_threshold
 from bpe_spark.spark.faults import fail_once
+from bpe_spark.spark.progress import spark_phase
 from bpe_spark.spark.resources import capped
 from bpe_spark.spark.round_words import LineageWords, ReliableWords, sized_counts
 from bpe_spark.symbols import SymbolTable
@@ -232,8 +234,12 @@ class RoundTrainer:
         on_round: Callable[[dict], None] | None,
         timings: dict,
         partitions: int | None = None,
+        *,
+        progress: Progress = OFF,
     ):
         self.counts = counts
+        self.progress = progress
+        self.merge_target: int | None = None  # merges training may reach (the budgets), set by start
         self.partitions = partitions  # of the words table and the rounds' aggregations (resources)
         self.cfg = cfg
         self.budget = budget
@@ -269,6 +275,8 @@ class RoundTrainer:
         the checkpoint's merges into it."""
         self.table = table
         check_vocab_floor(self.cfg, table)
+        new_tokens = new_token_budget(self.cfg, table)
+        self.merge_target = new_tokens if self.cfg.max_merges is None else min(new_tokens, self.cfg.max_merges)
         if self.checkpoint is not None and resume:
             merges, per_round = self.checkpoint.load_merges(table)
             self.merges = merges
@@ -282,6 +290,10 @@ class RoundTrainer:
         self.merges.extend(merges)
         record.update(round=len(self.rounds) + 1, merges=len(merges), seconds=round(time.perf_counter() - since, 3))
         self.rounds.append(record)
+        if record.get("kind") != "driver":
+            threshold = record.get("threshold")
+            self.progress.note(f"round {record['round']}: {len(self.merges):,} merges so far"
+                               + (f", threshold {threshold:,}" if threshold is not None else ""))
         if self.on_round is not None:
             self.on_round(dict(record))
 
@@ -291,13 +303,18 @@ class RoundTrainer:
         phase = time.perf_counter()
         engine = words.engine(self.table)
         new_tokens, max_merges = self._remaining()
-        merges = engine.run(
-            max_new_tokens=new_tokens,
-            max_merges=max_merges,
-            min_frequency=self.cfg.min_frequency,
-            floor=floor,
-            stop_after_reuse=floor is not None,
-        )
+        name = "merging" if floor is None else f"round {len(self.rounds) + 1}: merging"
+        before = len(self.merges)
+        with self.progress.phase(name, total=self.merge_target, unit="merges", start=before) as shown:
+            merges = engine.run(
+                max_new_tokens=new_tokens,
+                max_merges=max_merges,
+                min_frequency=self.cfg.min_frequency,
+                floor=floor,
+                stop_after_reuse=floor is not None,
+                progress=merge_callback(shown, already=before) if self.progress.enabled else None,
+            )
+            shown.update(before + len(merges))
         done = not self.budget_left()
         if not done:
             top = engine.best()
@@ -366,31 +383,32 @@ class RoundTrainer:
             return _levels(capped(frame.groupBy(value).agg(F.count(F.lit(1)).alias("n")), 1).toArrow(), value)
 
         try:
-            phase = time.perf_counter()
-            occurrences = words.select("wid", "count", F.explode(F.expr(_PAIRS_SQL)).alias("pair"))
-            pair_counts = keep(capped(occurrences.groupBy("pair").agg(F.sum("count").alias("pc")), self.partitions))
-            pair_levels = histogram(pair_counts, "pc")
-            if not pair_levels or pair_levels[0][0] < max(self.cfg.min_frequency, 1):
-                return None
-            cut, outside = broadcast_cut(pair_levels, min(self.budget, _MAX_BROADCAST_PAIRS))
-            levels, highest = [], None
-            if cut is not None:
-                kept = F.broadcast(pair_counts.where(F.col("pc") >= cut))
-                highest = keep(capped(
-                    occurrences.select("wid", "pair").join(kept, "pair").groupBy("wid").agg(F.max("pc").alias("m")),
-                    self.partitions,
-                ))
-                levels = histogram(highest, "m")
-            chosen = choose_threshold(levels, self.budget, outside)
-            if chosen is None:
-                merges = self._top_pair_merge(pair_counts, pair_levels[0][0])
-                self.clock("rounds_spark_seconds", phase)
-                return merges, {"kind": "top-pair", "threshold": pair_levels[0][0], "floor": None, "collected": 0}, False
-            wids = F.broadcast(highest.where(F.col("m") >= chosen.value).select("wid"))
-            arrow = Handoff.table(words.join(wids, "wid").select("count", "symbols").toArrow())
-            phase = self.clock("rounds_spark_seconds", phase)
-            collected = _packed_words(arrow.take())
-            self.clock("collect_seconds", phase)
+            with spark_phase(words.sparkSession, self.progress, f"round {len(self.rounds) + 1}: counting pairs"):
+                phase = time.perf_counter()
+                occurrences = words.select("wid", "count", F.explode(F.expr(_PAIRS_SQL)).alias("pair"))
+                pair_counts = keep(capped(occurrences.groupBy("pair").agg(F.sum("count").alias("pc")), self.partitions))
+                pair_levels = histogram(pair_counts, "pc")
+                if not pair_levels or pair_levels[0][0] < max(self.cfg.min_frequency, 1):
+                    return None
+                cut, outside = broadcast_cut(pair_levels, min(self.budget, _MAX_BROADCAST_PAIRS))
+                levels, highest = [], None
+                if cut is not None:
+                    kept = F.broadcast(pair_counts.where(F.col("pc") >= cut))
+                    highest = keep(capped(
+                        occurrences.select("wid", "pair").join(kept, "pair").groupBy("wid").agg(F.max("pc").alias("m")),
+                        self.partitions,
+                    ))
+                    levels = histogram(highest, "m")
+                chosen = choose_threshold(levels, self.budget, outside)
+                if chosen is None:
+                    merges = self._top_pair_merge(pair_counts, pair_levels[0][0])
+                    self.clock("rounds_spark_seconds", phase)
+                    return merges, {"kind": "top-pair", "threshold": pair_levels[0][0], "floor": None, "collected": 0}, False
+                wids = F.broadcast(highest.where(F.col("m") >= chosen.value).select("wid"))
+                arrow = Handoff.table(words.join(wids, "wid").select("count", "symbols").toArrow())
+                phase = self.clock("rounds_spark_seconds", phase)
+                collected = _packed_words(arrow.take())
+                self.clock("collect_seconds", phase)
             record = {"kind": "engine", "threshold": chosen.value, "floor": chosen.floor, "collected": collected.rows}
             merges, done = self.engine_round(collected, floor=chosen.floor)
             if not merges and not done:

@@ -14,7 +14,9 @@ merges equal the core's. The run's checkpoint directory is :mod:`bpe_spark.spark
 
 from __future__ import annotations
 
+import contextlib
 import logging
+import sys
 import time
 from collections.abc import Callable, Mapping
 from typing import Any
@@ -29,6 +31,7 @@ from pyspark.sql import functions as F
 from bpe_spark.config import TrainerConfig
 from bpe_spark.driver_budget import absolute_budget, is_auto, memory_budget, resolve_budget
 from bpe_spark.errors import ConfigError, EmptyCorpusError
+from bpe_spark.progress import OFF, Progress
 from bpe_spark.round_plan import words_bytes
 from bpe_spark.spark import resources
 from bpe_spark.spark.checkpoint import Checkpoint, input_fingerprint
@@ -38,6 +41,7 @@ from bpe_spark.spark.encode_tasks import executor_errors
 from bpe_spark.spark.guard import input_paths
 from bpe_spark.spark.io import with_reader_stats
 from bpe_spark.spark.options import DEFAULT_DRIVER_BUDGET
+from bpe_spark.spark.progress import spark_phase
 from bpe_spark.spark.round_words import ROUNDS_DIR, LineageWords, ReliableWords
 from bpe_spark.spark.rounds import Handoff, RoundTrainer, WordsStore, int64_counts
 from bpe_spark.tokenizer import Tokenizer
@@ -59,6 +63,7 @@ def train(
     engine: str = "auto",
     on_round: Callable[[dict], None] | None = None,
     read_options: Mapping[str, Any] | None = None,
+    progress: Progress | None = None,
 ) -> Tokenizer:
     """Train on the documents of ``df[text_col]``; the result equals the core's ``train``.
 
@@ -72,9 +77,12 @@ def train(
     :class:`~bpe_spark.errors.CheckpointError`; a run holds the directory's lock. ``on_round`` is
     called with each round's record (``round``, ``merges``, ``threshold``, ``floor``,
     ``collected``, ``seconds``). The statistics, rounds and phase timings are in
-    ``tok.metadata`` (``"stats"``, ``"rounds"``, ``"timings"``).
+    ``tok.metadata`` (``"stats"``, ``"rounds"``, ``"timings"``). ``progress``: a
+    :class:`~bpe_spark.progress.Progress` reporter for counting, merging and the rounds (default:
+    silent); the result does not depend on it.
     """
     require_classic(df)
+    progress = progress or OFF
     spark = df.sparkSession
     started = time.perf_counter()
     timings = {"count_seconds": 0.0}
@@ -83,11 +91,13 @@ def train(
     if checkpoint is not None:
         options = {"text_column": text_col, "engine": engine, **dict(read_options or {})}
         recorded = checkpoint.start(cfg, input_fingerprint(df, **options), resume=resume)
+    counting = contextlib.ExitStack()  # the counting phase's progress: closed once the counts are summed
     try:
         counts = checkpoint.load_counts() if recorded is not None else None
         if counts is not None:
             corpus = {k: recorded.get(k) for k in CORPUS_STATS}
         else:
+            counting.enter_context(spark_phase(spark, progress, "counting", reads=df))
             phase = time.perf_counter()
             observation = Observation("bpe_spark_corpus")
             counts = count_pretokens(df, cfg, text_col=text_col, engine=engine, observation=observation)
@@ -98,7 +108,7 @@ def train(
                 counts = counts.persist(StorageLevel.MEMORY_AND_DISK)
             corpus = None  # read from the observation once the first job has run
             timings["count_seconds"] = time.perf_counter() - phase
-        with executor_errors():
+        with executor_errors(), counting:
             return _train_counts(
                 counts,
                 cfg,
@@ -110,7 +120,12 @@ def train(
                 timings=timings,
                 started=started,
                 reader=df,
+                progress=progress,
+                counting=counting,
             )
+    except BaseException:
+        counting.__exit__(*sys.exc_info())  # a failed count: no last figures from the session
+        raise
     finally:
         if checkpoint is not None:
             checkpoint.release()
@@ -128,10 +143,12 @@ def train_from_counts(
     checkpoint_dir: str | None = None,
     resume: bool = False,
     on_round: Callable[[dict], None] | None = None,
+    progress: Progress | None = None,
 ) -> Tokenizer:
     """Train on a pretoken-counts DataFrame (a string and an integer column; 64-bit counts).
 
     The pretokens are taken as they are (no pretokenization); duplicates are summed.
+    ``progress``: as :func:`train`'s.
     """
     check_columns(counts, {pretoken_col: STRING, count_col: INTEGER}, source="the counts DataFrame",
                   hint="name the columns with pretoken_col= and count_col=")
@@ -161,6 +178,7 @@ def train_from_counts(
             corpus={"documents": None, "bytes": None},
             timings={},
             started=started,
+            progress=progress or OFF,
         )
     finally:
         if frame is not None:
@@ -195,6 +213,8 @@ def _train_counts(
     timings: dict,
     started: float,
     reader: DataFrame | None = None,
+    progress: Progress = OFF,
+    counting: contextlib.ExitStack | None = None,
 ) -> Tokenizer:
     phase = time.perf_counter()
     fixed = absolute_budget(driver_budget)
@@ -216,6 +236,8 @@ def _train_counts(
         raise EmptyCorpusError(
             "the corpus has no pretoken to train on (empty input, empty text column, or only special tokens)"
         )
+    if counting is not None:
+        counting.close()  # the counts are summed: the counting phase's last line
     if isinstance(corpus, Observation):
         corpus = with_reader_stats(reader, dict(corpus.get))
     if "count_seconds" in timings:
@@ -232,7 +254,7 @@ def _train_counts(
     if checkpoint is not None:
         checkpoint.record(cfg, stats)
     partitions = resources.partitions(counts.sparkSession, words_bytes(distinct, int(summary["bytes"])))
-    trainer = RoundTrainer(counts, cfg, budget, checkpoint, on_round, timings, partitions)
+    trainer = RoundTrainer(counts, cfg, budget, checkpoint, on_round, timings, partitions, progress=progress)
     driver_mode = distinct <= budget
     if driver_mode:
         _run_on_driver(trainer, collected, resume)

@@ -42,9 +42,14 @@ def test_train_then_encode_then_decode_end_to_end(tmp_path):
     trained = run_cli("train", "--input", str(sample), "--vocab-size", "2000", "--special-token", EOT,
                       "--out", str(model), "--master", "local[2]", cwd=ROOT)
     assert trained.returncode == 0, trained.stderr
+    # stderr is no terminal here: progress is logged, one line per phase at least
+    assert "bpe-spark train: counting: done, 0.43/0.43 MB in " in trained.stderr
+    assert "bpe-spark train: merging: done, 1,743/1,743 merges in " in trained.stderr
     encoded = run_cli("encode", "--model", str(model), "--input", str(sample), "--out", str(shards),
                       "--output-format", "bin", "--eos", EOT, "--master", "local[2]", cwd=ROOT)
     assert encoded.returncode == 0, encoded.stderr
+    assert "bpe-spark encode: encoding: done, 0.43/0.43 MB in " in encoded.stderr
+    assert "bpe-spark encode: writing: done, " in encoded.stderr
     assert "encoded 40,000 documents (1,115,394 bytes)" in encoded.stdout
 
     lines = gzip.decompress(sample.read_bytes()).decode("utf-8").splitlines(keepends=True)
