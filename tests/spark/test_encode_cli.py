@@ -108,15 +108,17 @@ def test_jsonl_with_ids_to_parquet_then_decode(spark, tmp_path, capsys):
 
 def test_bad_models_and_dtypes_fail_before_spark(tmp_path, capsys):
     out = tmp_path / "out"
-    assert main(["encode", "--model", str(tmp_path / "missing"), "--input", "x.txt", "--out", str(out)]) == 2
+    docs = tmp_path / "x.txt"  # the input is checked first: it exists, so the model is what fails
+    docs.write_text("hello\n", encoding="utf-8")
+    assert main(["encode", "--model", str(tmp_path / "missing"), "--input", str(docs), "--out", str(out)]) == 2
     assert f"{tmp_path / 'missing'}: no such file or directory" in capsys.readouterr().err
     require_shared()
     cl100k = Path(os.environ["TIKTOKEN_CACHE_DIR"]) / hashlib.sha1(CL100K_URL.encode()).hexdigest()
-    code = main(["encode", "--model", str(cl100k), "--input", "x.txt", "--out", str(out),
+    code = main(["encode", "--model", str(cl100k), "--input", str(docs), "--out", str(out),
                  "--output-format", "bin", "--dtype", "uint16"])
     assert code == 2
     assert "largest token id is 100276, which does not fit uint16" in capsys.readouterr().err
-    assert main(["encode", "--model", str(cl100k), "--input", "x.txt", "--out", str(out), "--dtype", "uint32"]) == 2
+    assert main(["encode", "--model", str(cl100k), "--input", str(docs), "--out", str(out), "--dtype", "uint32"]) == 2
     assert "--dtype applies to --output-format bin" in capsys.readouterr().err
     assert not out.exists()
 
