@@ -149,7 +149,7 @@ HUB_PRE_TOKENIZERS: dict[str, dict] = {
 
 
 @cache
-def corpus_lines(name: str, n: int = 2000) -> tuple[str, ...]:
+def corpus_lines(name: str, n: int = 1000) -> tuple[str, ...]:
     """The first ``n`` non-empty lines of ``/work/shared/corpora/<name>.txt.gz``, each with its
     ``\\n`` (as tokenizers sees a line of a text file it is given; the corpora have no ``\\r``).
     Raises FileNotFoundError without /work/shared: callers that may run without it check

@@ -6,7 +6,7 @@ Llama-3 / Mistral-Nemo layout: ignore_merges and every split of each token), ``t
 under a Sequence normalizer, CLIP-style end_of_word_suffix), transformers' ``LlamaConverter`` on
 a SentencePiece BPE model trained here (byte_fallback, Prepend/Replace or Metaspace, the
 ByteFallback/Fuse/Strip decoder). For each: the ids of the edge cases (tests/hf_cases.py) and of
-2,000 lines of each shared corpus equal ``tokenizers``' ``encode(text, add_special_tokens=False)``,
+1,000 lines of each shared corpus equal ``tokenizers``' ``encode(text, add_special_tokens=False)``,
 line for line, and our ``decode`` equals its ``decode(ids, skip_special_tokens=False)``. What
 cannot be reproduced (dropout, Unigram, WordPiece) is refused at load in one line naming the
 file, the field and the value.
@@ -30,7 +30,7 @@ from bpe_spark.errors import ModelFormatError
 from bpe_spark.formats.hf_json import to_hf_dict
 
 CL100K_FILE = PEERS / "tiktoken_cache" / "9b5ad71b2ce5302211f9c61530b329a4922fc6a4"
-N_LINES = 2000
+N_LINES = 1000
 ADDED_TEXTS = [  # the added tokens of the layouts below, in and out of place
     "a<|fim_hole|>b <|fim_hole|> x<tool>  y  </tool>  z hello world xhello helloworld hello_",
     "<|User|>Hi<|Assistant|>ok<|endoftext|>THE <|user|> ﬁx FIX Fix",
@@ -59,7 +59,7 @@ def _load(hf: HfTokenizer, tmp_path: Path, name: str) -> tuple[HfTokenizer, Toke
 
 def assert_same_ids(hf: HfTokenizer, tok: Tokenizer, texts: list[str]) -> list[list[int]]:
     """Ids equal tokenizers', text for text, and so does the decoded text of the first 100 texts
-    (the edge cases) and of every 4th after them (2,000 corpus lines: our decoders run in Python);
+    (the edge cases) and of every 4th after them (1,000 corpus lines: our decoders run in Python);
     returns the ids."""
     ref = [e.ids for e in hf.encode_batch(texts, add_special_tokens=False)]
     ours = [tok.encode(text, allowed_special="all") for text in texts]
@@ -364,7 +364,7 @@ def test_inspect_shows_the_pipeline_steps(tmp_path, byte_tok):
     assert summary["decoder"] == "ByteLevel"
 
 
-# --- every normalizer and pre-tokenizer of the issue, end to end on 2,000 lines of each corpus ------
+# --- every normalizer and pre-tokenizer of the issue, end to end on 1,000 lines of each corpus ------
 _BYTE_LEVEL = {"type": "ByteLevel", "add_prefix_space": False, "trim_offsets": True, "use_regex": False}
 
 

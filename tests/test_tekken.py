@@ -1,5 +1,5 @@
 """Mistral's tekken JSON (issue 14): a Tokenizer loaded from a tekken file gives mistral-common's
-``Tekkenizer`` ids, line for line, on 2,000 lines of each shared corpus and the edge cases, and
+``Tekkenizer`` ids, line for line, on 1,000 lines of each shared corpus and the edge cases, and
 decodes as it does. Two files: Mistral-Nemo's ``tekken_240718.json`` as mistral-common ships it
 (version v3: no special-token list, 20 deprecated specials and fillers to 1,000, the 150,000-entry
 vocabulary cut to 130,072), and a small file of the newer layout written here (v13: a

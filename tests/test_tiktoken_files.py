@@ -3,7 +3,7 @@
 
 - ``cl100k_base.tiktoken`` (the shared tiktoken cache's copy) and ``r50k_base.tiktoken`` (written
   here from tiktoken's GPT-2 ranks: byte for byte OpenAI's file, the hash proves it) load with no
-  ``pattern=`` and give tiktoken's ids, line for line, on 2,000 lines of each shared corpus and
+  ``pattern=`` and give tiktoken's ids, line for line, on 1,000 lines of each shared corpus and
   the edge cases; a copy with CRLF line ends is still recognised.
 - A file that is none of them, without ``pattern=`` or a sidecar, fails in one line.
 - A trained model's export reloads through its sidecar with the model's ids, and

@@ -38,7 +38,7 @@ def corpora(tmp_path_factory):
 
 def train_args(corpus, checkpoint, out, *extra):
     return ["train", "--input", str(corpus), "--vocab-size", "300",
-            "--checkpoint-dir", str(checkpoint), "--out", str(out), "--master", "local[2]", *extra]
+            "--checkpoint-dir", str(checkpoint), "--out", str(out), "--master", "local[2]", "--progress", "off", *extra]
 
 
 def one_line_error(capsys) -> str:

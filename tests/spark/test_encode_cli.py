@@ -33,6 +33,11 @@ def run_cli(*args: str, cwd: Path) -> subprocess.CompletedProcess:
 
 
 @pytest.mark.slow
+def not_ours(stderr: str) -> list[str]:
+    """The lines of a command's stderr that are not bpe-spark's own (JVM or Spark log lines)."""
+    return [line for line in stderr.splitlines() if line.strip() and not line.startswith("bpe-spark ")]
+
+
 def test_train_then_encode_then_decode_end_to_end(tmp_path):
     sample = SAMPLE
     if not sample.is_file():  # the sample corpus of the repository, or the same file from ../shared
@@ -42,12 +47,15 @@ def test_train_then_encode_then_decode_end_to_end(tmp_path):
     trained = run_cli("train", "--input", str(sample), "--vocab-size", "2000", "--special-token", EOT,
                       "--out", str(model), "--master", "local[2]", cwd=ROOT)
     assert trained.returncode == 0, trained.stderr
+    # quiet: no JVM or Spark line on stderr, only the tool's own (a fresh JVM each: separate processes)
+    assert not_ours(trained.stderr) == []
     # stderr is no terminal here: progress is logged, one line per phase at least
     assert "bpe-spark train: counting: done, 0.43/0.43 MB in " in trained.stderr
     assert "bpe-spark train: merging: done, 1,743/1,743 merges in " in trained.stderr
     encoded = run_cli("encode", "--model", str(model), "--input", str(sample), "--out", str(shards),
                       "--output-format", "bin", "--eos", EOT, "--master", "local[2]", cwd=ROOT)
     assert encoded.returncode == 0, encoded.stderr
+    assert not_ours(encoded.stderr) == []
     assert "bpe-spark encode: encoding: done, 0.43/0.43 MB in " in encoded.stderr
     assert "bpe-spark encode: writing: done, " in encoded.stderr
     assert "encoded 40,000 documents (1,115,394 bytes)" in encoded.stdout
@@ -65,6 +73,7 @@ def test_train_then_encode_then_decode_end_to_end(tmp_path):
 
     decoded = run_cli("decode", "--model", str(model), "--input", str(shards), "--limit", "4", cwd=ROOT)
     assert decoded.returncode == 0, decoded.stderr
+    assert decoded.stderr == ""
     assert decoded.stdout == "".join(line + EOT + "\n" for line in lines[:4])
 
 

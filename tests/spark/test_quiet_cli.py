@@ -1,12 +1,10 @@
 """Quiet runs and one-line Spark failures (issue 16, acceptance 1 and 2): a failed Spark job
-(Py4JJavaError, a task's root cause) and an AnalysisException through ``main(argv)``; ``train``
-then ``encode`` as separate processes leave stderr free of JVM and Spark warnings (the tool's own
-lines, ``bpe-spark ...``, allowed); Ctrl-C of a running ``train`` process exits 130 in one line."""
+(Py4JJavaError, a task's root cause) and an AnalysisException through ``main(argv)``; Ctrl-C of a
+running ``train`` process exits 130 in one line. (``train`` then ``encode`` as separate processes
+with stderr free of JVM and Spark lines: tests/spark/test_encode_cli.py's end-to-end test.)"""
 
 from __future__ import annotations
 
-import gzip
-import itertools
 import os
 import signal
 import subprocess
@@ -63,30 +61,6 @@ def _env() -> dict[str, str]:
                PYTHONPATH=os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")]).rstrip(os.pathsep))
     env.pop("BPE_SPARK_TRACE", None)
     return env
-
-
-def _noise(stderr: str) -> list[str]:
-    """The lines of stderr that are not the tool's own."""
-    return [line for line in stderr.splitlines() if line.strip() and not line.startswith("bpe-spark ")]
-
-
-@pytest.mark.slow
-def test_train_and_encode_processes_print_no_jvm_or_spark_warnings(tmp_path):
-    model, ids, corpus = tmp_path / "model", tmp_path / "ids", tmp_path / "corpus.txt"
-    with gzip.open(SAMPLE, "rt", encoding="utf-8") as sample:  # a small corpus: the JVMs' start is the test
-        corpus.write_text("".join(itertools.islice(sample, 2000)), encoding="utf-8")
-    trained = subprocess.run(_command("train", "--input", str(corpus), "--vocab-size", "300", "--out", str(model),
-                                      "--master", "local[2]"),
-                             capture_output=True, text=True, env=_env(), cwd=ROOT, timeout=300, check=False)
-    assert trained.returncode == 0, trained.stderr[-3000:]
-    assert "vocabulary: 300" in trained.stdout
-    assert _noise(trained.stderr) == []
-    encoded = subprocess.run(_command("encode", "--model", str(model), "--input", str(corpus), "--out", str(ids),
-                                      "--master", "local[2]"),
-                             capture_output=True, text=True, env=_env(), cwd=ROOT, timeout=300, check=False)
-    assert encoded.returncode == 0, encoded.stderr[-3000:]
-    assert (ids / "_manifest.json").is_file()
-    assert _noise(encoded.stderr) == []
 
 
 def _has_java_child(pid: int) -> bool:

@@ -300,6 +300,7 @@ def test_driver_outputs_on_viewfs_equal_local_and_encode_is_refused_there(spark,
         sorted(spark.read.parquet(str(tmp_path / "counts")).collect())
 
     # the encoding tasks cannot write viewfs:// (pyarrow has no libhdfs here): refused up front, in one line
+    capsys.readouterr()  # the progress lines of the runs above
     assert main(["encode", "--model", f"{viewfs}/model", "--input", str(corpus),
                  "--out", f"{viewfs}/enc"]) == 2
     err = capsys.readouterr().err.strip()

@@ -46,7 +46,8 @@ def test_train_writes_the_report_with_every_plot(spark, corpus, tmp_path, capsys
 
 def test_report_sample_no_report_and_a_failing_report(spark, corpus, tmp_path, capsys, monkeypatch):
     out = tmp_path / "model"
-    common = ["train", "--input", str(corpus / "train.txt"), "--vocab-size", "300", "--out", str(out)]
+    common = ["train", "--input", str(corpus / "train.txt"), "--vocab-size", "300", "--out", str(out),
+              "--progress", "off"]
     assert main([*common, "--report-sample", str(corpus / "held_out.txt")]) == 0
     page = ReportPage((out / "report.html").read_text(encoding="utf-8"))
     assert "Bytes per token as the vocabulary grows (sample held out: held_out.txt)" in page.images
