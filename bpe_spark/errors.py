@@ -85,6 +85,16 @@ def option(name: str, value: object = _NO_VALUE) -> str:
 
 
 
+def first_line(exc: BaseException) -> str:
+    """The first line of an exception's message ("" for none), as one-line reports show it.
+
+    >>> first_line(ValueError("bad value\\nmore detail"))
+    'bad value'
+    """
+    text = str(exc).strip()
+    return text.splitlines()[0].strip() if text else ""
+
+
 class BpeSparkError(Exception):
     """Base class of every error bpe-spark raises on purpose."""
 

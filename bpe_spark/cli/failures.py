@@ -21,6 +21,9 @@ A closed pipe exits 141, the status of a coreutils program that SIGPIPE ends (``
 so ``set -o pipefail`` scripts see what they see for them; stdout then points at ``os.devnull``
 (Python's documented recipe) so that the interpreter's last flush prints nothing.
 
+Spark's own failures (py4j's and pyspark's exceptions) are read by :mod:`bpe_spark.spark.failures`,
+loaded only when one is met; Ctrl-C cancels running jobs there too, when a Spark command ran.
+
 Quiet runs (no ``--verbose``) also silence py4j's and pyspark's Python loggers, whose messages
 about a call that Ctrl-C broke are noise around the one line.
 """
@@ -30,13 +33,12 @@ from __future__ import annotations
 import argparse
 import logging
 import os
-import re
 import signal
 import sys
 import traceback
 from collections.abc import Callable
 
-from bpe_spark.errors import BpeSparkError
+from bpe_spark.errors import BpeSparkError, first_line
 
 TRACE_ENV = "BPE_SPARK_TRACE"
 EXIT_USER = 2
@@ -46,11 +48,6 @@ EXIT_BROKEN_PIPE = 141  # 128 + SIGPIPE
 # the Python loggers that print around a failure: py4j's (a call Ctrl-C broke), pyspark's query context
 NOISY_LOGGERS = ("py4j", "py4j.clientserver", "py4j.java_gateway",
                  "DataFrameQueryContextLogger", "SQLQueryContextLogger")
-# Java exceptions whose cause is the user's input or settings (exit 2), by simple class name
-USER_JAVA_ERRORS = ("AnalysisException", "IllegalArgumentException", "NumberFormatException",
-                    "FileNotFoundException", "AccessDeniedException", "FileAlreadyExistsException",
-                    "NoSuchFileException", "UnknownHostException", "ParseException")
-_SQLSTATE = re.compile(r"\s*SQLSTATE: \w+.*$")  # Spark's error-class suffix: "...  SQLSTATE: 42703; line 1 pos 7;"
 
 
 def wants_trace(args: argparse.Namespace | None) -> bool:
@@ -74,7 +71,10 @@ def run_command(command: str, run: Callable[[], object], args: argparse.Namespac
     except KeyboardInterrupt:
         signal.signal(signal.SIGINT, signal.SIG_IGN)  # a second Ctrl-C must not break the clean-up
         try:
-            cancel_spark_jobs()
+            if "pyspark" in sys.modules:  # a Spark command ran: cancel its jobs
+                from bpe_spark.spark.failures import cancel_spark_jobs
+
+                cancel_spark_jobs()
             _report(command, "interrupted", trace)
         finally:
             signal.signal(signal.SIGINT, signal.default_int_handler)
@@ -97,37 +97,14 @@ def describe_failure(exc: BaseException) -> tuple[int, str]:
     """
     if isinstance(exc, BpeSparkError):
         return EXIT_USER, f"error: {exc}"
-    java = _java_throwable(exc)
-    if java is not None:
-        return _describe_java(java, None if isinstance(exc, _py4j_error()) else type(exc).__name__)
-    kind = type(exc).__module__.partition(".")[0]
-    if kind == "py4j":  # Py4JError, Py4JNetworkError: the JVM is gone or broke the call
-        return EXIT_INTERNAL, f"error: the Spark JVM stopped answering ({_first_line(exc) or type(exc).__name__})"
-    if kind == "pyspark":
-        condition = getattr(exc, "getCondition", lambda: None)()
-        if condition == "JAVA_GATEWAY_EXITED":
-            return EXIT_INTERNAL, ("error: the Spark JVM exited as it started (see its message above; "
-                                   "check JAVA_HOME and the Spark properties)")
-        return EXIT_USER, f"error: {type(exc).__name__}: {_first_line(exc)}"
+    if type(exc).__module__.partition(".")[0] in ("py4j", "pyspark"):
+        from bpe_spark.spark.failures import describe_spark_failure
+
+        user, line = describe_spark_failure(exc)
+        return (EXIT_USER if user else EXIT_INTERNAL), line
     if isinstance(exc, OSError) and exc.filename is not None:
         return EXIT_USER, f"error: {exc.filename}: {exc.strerror or exc}"
-    return EXIT_INTERNAL, f"internal error: {type(exc).__name__}: {_first_line(exc)}"
-
-
-def cancel_spark_jobs() -> None:
-    """Cancel the jobs of a running SparkContext, if any (pyspark's own Ctrl-C handler does too;
-    this covers an interrupt that its handler did not see)."""
-    if "pyspark" not in sys.modules:
-        return
-    from pyspark import SparkContext
-
-    context = SparkContext._active_spark_context
-    if context is None:
-        return
-    try:
-        context.cancelAllJobs()
-    except Exception:  # noqa: BLE001, S110 - the JVM may be gone already; the exit stands
-        pass
+    return EXIT_INTERNAL, f"internal error: {type(exc).__name__}: {first_line(exc)}"
 
 
 def quiet_python_loggers() -> None:
@@ -145,58 +122,6 @@ class _Py4jRecords(logging.Filter):
 
     def filter(self, record: logging.LogRecord) -> bool:
         return f"{os.sep}py4j{os.sep}" not in record.pathname
-
-
-def _describe_java(java, name: str | None = None) -> tuple[int, str]:
-    """A Java throwable as its root cause's class (``name``: pyspark's for it, when the root is
-    ``java`` itself) and first message line, without its SQLSTATE; a Python task's error: the last
-    line of its traceback."""
-    chain = [java]
-    while len(chain) < 32:
-        cause = _safely(chain[-1].getCause)
-        if cause is None or any(_safely(lambda c=c, cause=cause: c.equals(cause)) for c in chain):
-            break
-        chain.append(cause)
-    root = chain[-1]
-    java_name = _safely(lambda: root.getClass().getSimpleName()) or "Exception"
-    if len(chain) > 1 or not name:
-        name = java_name
-    message = (_safely(lambda: root.getMessage()) or "").strip()
-    if java_name == "PythonException":  # a task's Python traceback: its last line names the error
-        lines = [line for line in message.splitlines() if line.strip() and not line.strip().startswith("SQLSTATE")]
-        message = lines[-1].strip() if lines else message
-        return EXIT_INTERNAL, f"error: a Spark task failed: {message}"
-    status = EXIT_USER if name in USER_JAVA_ERRORS or java_name.endswith(USER_JAVA_ERRORS) else EXIT_INTERNAL
-    first = _SQLSTATE.sub("", message.splitlines()[0]).strip() if message else ""
-    return status, f"error: {name}: {first}" if first else f"error: {name}"
-
-
-def _py4j_error() -> type | tuple:
-    if "py4j" not in sys.modules:
-        return ()
-    from py4j.protocol import Py4JJavaError
-
-    return Py4JJavaError
-
-
-def _java_throwable(exc: BaseException):
-    """The Java throwable behind a py4j or pyspark exception (None: not one)."""
-    java = getattr(exc, "java_exception", None)  # Py4JJavaError
-    if java is None:
-        java = getattr(exc, "_origin", None)  # pyspark's CapturedException (AnalysisException...)
-    return java if java is not None and hasattr(java, "getClass") else None
-
-
-def _safely(call):
-    try:
-        return call()
-    except Exception:  # noqa: BLE001 - a JVM that is gone answers nothing
-        return None
-
-
-def _first_line(exc: BaseException) -> str:
-    text = str(exc).strip()
-    return text.splitlines()[0].strip() if text else ""
 
 
 def _report(command: str, line: str, trace: bool) -> None:
