@@ -177,7 +177,7 @@ def _input_files(path: str):
         yield from (os.path.join(root, name) for name in sorted(files) if not name.startswith((".", "_")))
 
 
-def _local_input_files(paths: Sequence[str]) -> list[str] | None:
+def local_input_files(paths: Sequence[str]) -> list[str] | None:
     """Every file the local ``paths`` name (globs expanded), or None when one is not local (or a
     Hadoop brace glob): then Spark's reader is the one to look."""
     import glob
@@ -204,7 +204,7 @@ def check_local_columns(paths: Sequence[str], input_format: str, text_column: st
     Compressed files other than .gz/.bz2 are left to Spark's reader."""
     if input_format not in ("jsonl", "parquet"):
         return
-    files = _local_input_files(paths)
+    files = local_input_files(paths)
     if not files:
         return
     from bpe_spark.errors import ColumnError, option

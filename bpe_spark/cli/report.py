@@ -116,27 +116,12 @@ def training_sample(tok, report_sample: str | None, options: dict):
 
 
 def _first_local_file(inputs) -> str | None:
-    """The first file (sorted) of the first local input: a file, a glob or a directory."""
-    import glob
-    import os
-
-    from bpe_spark.output_guard import is_local, local_path
+    """The first file (sorted) of the first local input that holds one: a file, a glob or a directory."""
+    from bpe_spark.cli.arguments import local_input_files
 
     for given in inputs:
-        if not is_local(str(given)):
-            continue
-        path = local_path(str(given))
-        if os.path.isfile(path):
-            return path
-        candidates = sorted(glob.glob(path)) if any(ch in path for ch in "*?[") else [path]
-        for candidate in candidates:
-            if os.path.isfile(candidate):
-                return candidate
-            for root, dirs, files in sorted(os.walk(candidate)):
-                dirs[:] = sorted(d for d in dirs if not d.startswith((".", "_")))
-                for name in sorted(files):
-                    if not name.startswith((".", "_")):
-                        return os.path.join(root, name)
+        if files := local_input_files([str(given)]):
+            return files[0]
     return None
 
 
