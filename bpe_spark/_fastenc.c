@@ -2,9 +2,8 @@
  * scheme's hot path. bpe_spark/tokenizer.py keeps the pure-Python encoder as the reference and
  * the fallback; tests/test_encoder_equivalence.py proves both give the same pretokens and ids.
  *
- * - Pretokenization of the `gpt2` and `cl100k` presets is hand-written over UTF-8 bytes, with
- *   the character classes (\p{L}, \p{N}, \s) taken from the Python `regex` module at start-up
- *   (set_char_classes), so it splits exactly as `regex.findall` does with the same Unicode data.
+ * - Pretokenization of the compiled presets is hand-written over UTF-8 bytes (_pretokenizer.h),
+ *   so it splits exactly as `regex.findall` does with the same Unicode data.
  * - BPE merges by rank the adjacent pair of lowest rank, leftmost first (bpe_merge's rule),
  *   with a table (left, right) -> (rank, new_id) built from the merges in rank order.
  * - A cache maps each distinct pretoken (its UTF-8 bytes) to its ids, as tiktoken does; it starts
@@ -17,214 +16,7 @@
  * encoder refuses them with UnicodeEncodeError, as the Python encoder does.
  */
 #include "_bpe_common.h"
-
-#define CLASS_L 1
-#define CLASS_N 2
-#define CLASS_S 4
-#define MAX_CODE_POINT 0x110000
-
-static uint8_t *char_class = NULL; /* one byte per code point, set once from Python */
-
-enum { PATTERN_NONE = 0, PATTERN_GPT2 = 1, PATTERN_CL100K = 2 };
-
-/* The pattern a preset name selects; -1 (with ValueError set) for a name we do not compile. */
-static int pattern_from_name(const char *name) {
-    if (strcmp(name, "gpt2") == 0) return PATTERN_GPT2;
-    if (strcmp(name, "cl100k") == 0) return PATTERN_CL100K;
-    PyErr_Format(PyExc_ValueError, "no compiled pretokenizer for pattern '%s'", name);
-    return -1;
-}
-
-/* --- UTF-8 and character classes ---------------------------------------------------------- */
-
-/* Decode the code point at s[i] (i < n); returns its byte length. The bytes are valid UTF-8 (from
- * a str); should a sequence be cut short by the end of the buffer anyway, its first byte counts
- * alone, as a code point of no class: no read goes past s[n - 1]. */
-static inline int decode(const uint8_t *s, size_t n, size_t i, uint32_t *cp) {
-    uint8_t b = s[i];
-    if (b < 0x80) {
-        *cp = b;
-        return 1;
-    }
-    size_t left = n - i;
-    if (b < 0xE0 && left >= 2) {
-        *cp = ((uint32_t)(b & 0x1F) << 6) | (s[i + 1] & 0x3F);
-        return 2;
-    }
-    if (b >= 0xE0 && b < 0xF0 && left >= 3) {
-        *cp = ((uint32_t)(b & 0x0F) << 12) | ((uint32_t)(s[i + 1] & 0x3F) << 6) | (s[i + 2] & 0x3F);
-        return 3;
-    }
-    if (b >= 0xF0 && left >= 4) {
-        *cp = ((uint32_t)(b & 0x07) << 18) | ((uint32_t)(s[i + 1] & 0x3F) << 12) |
-              ((uint32_t)(s[i + 2] & 0x3F) << 6) | (s[i + 3] & 0x3F);
-        return 4;
-    }
-    *cp = MAX_CODE_POINT; /* cut short: no class */
-    return 1;
-}
-
-static inline int class_at(const uint8_t *s, size_t n, size_t i, int *width) {
-    uint32_t cp;
-    *width = decode(s, n, i, &cp);
-    return cp < MAX_CODE_POINT ? char_class[cp] : 0;
-}
-
-/* End of the run from i of code points whose class satisfies: (class & mask) == want. */
-static inline size_t run_of(const uint8_t *s, size_t n, size_t i, int mask, int want) {
-    while (i < n) {
-        int w, c = class_at(s, n, i, &w);
-        if ((c & mask) != want) break;
-        i += (size_t)w;
-    }
-    return i;
-}
-
-#define IS_LETTER(c) (((c) & CLASS_L) != 0)
-#define IS_NUMBER(c) (((c) & CLASS_N) != 0)
-#define IS_SPACE(c) (((c) & CLASS_S) != 0)
-#define IS_OTHER(c) (((c) & (CLASS_L | CLASS_N | CLASS_S)) == 0)
-#define ALL_CLASSES (CLASS_L | CLASS_N | CLASS_S)
-
-/* Start of the last code point before position k (k > 0). */
-static inline size_t last_start(const uint8_t *s, size_t k) {
-    size_t j = k - 1;
-    while (j > 0 && (s[j] & 0xC0) == 0x80) j--;
-    return j;
-}
-
-/* Whitespace at i: `\s+(?!\S)|\s+` (gpt2's last two alternatives). */
-static inline size_t spaces_then_lookahead(const uint8_t *s, size_t n, size_t i) {
-    size_t k = run_of(s, n, i, CLASS_S, CLASS_S);
-    if (k == n) return k;
-    size_t last = last_start(s, k);
-    return last > i ? last : k; /* leave the last space to the next word, if it is not alone */
-}
-
-/* gpt2: 's|'t|'re|'ve|'m|'ll|'d| ?\p{L}+| ?\p{N}+| ?[^\s\p{L}\p{N}]+|\s+(?!\S)|\s+ */
-static size_t gpt2_next(const uint8_t *s, size_t n, size_t i) {
-    uint8_t b = s[i];
-    if (b == '\'' && i + 1 < n) {
-        uint8_t a = s[i + 1];
-        if (a == 's' || a == 't' || a == 'm' || a == 'd') return i + 2;
-        if (i + 2 < n) {
-            uint8_t c = s[i + 2];
-            if ((a == 'r' && c == 'e') || (a == 'v' && c == 'e') || (a == 'l' && c == 'l')) return i + 3;
-        }
-    }
-    int w, cls;
-    if (b == ' ' && i + 1 < n) {
-        cls = class_at(s, n, i + 1, &w);
-        if (IS_LETTER(cls)) return run_of(s, n, i + 1 + w, CLASS_L, CLASS_L);
-        if (IS_NUMBER(cls)) return run_of(s, n, i + 1 + w, CLASS_N, CLASS_N);
-        if (IS_OTHER(cls)) return run_of(s, n, i + 1 + w, ALL_CLASSES, 0);
-    }
-    cls = class_at(s, n, i, &w);
-    if (IS_LETTER(cls)) return run_of(s, n, i + w, CLASS_L, CLASS_L);
-    if (IS_NUMBER(cls)) return run_of(s, n, i + w, CLASS_N, CLASS_N);
-    if (IS_OTHER(cls)) return run_of(s, n, i + w, ALL_CLASSES, 0);
-    return spaces_then_lookahead(s, n, i);
-}
-
-/* (?i:x) for the ASCII letters of cl100k's contractions; 's' also folds from U+017F (long s). */
-static inline int fold_is(const uint8_t *s, size_t n, size_t i, char lower, int *width) {
-    if (i >= n) return 0;
-    uint8_t b = s[i];
-    if (b == (uint8_t)lower || b == (uint8_t)(lower - 32)) {
-        *width = 1;
-        return 1;
-    }
-    if (lower == 's' && b == 0xC5 && i + 1 < n && s[i + 1] == 0xBF) {
-        *width = 2;
-        return 1;
-    }
-    return 0;
-}
-
-static inline size_t newlines_run(const uint8_t *s, size_t n, size_t i) {
-    while (i < n && (s[i] == '\r' || s[i] == '\n')) i++;
-    return i;
-}
-
-/* cl100k: '(?i:[sdmt]|ll|ve|re)|[^\r\n\p{L}\p{N}]?+\p{L}++|\p{N}{1,3}+| ?[^\s\p{L}\p{N}]++[\r\n]*+
- *         |\s++$|\s*[\r\n]|\s+(?!\S)|\s */
-static size_t cl100k_next(const uint8_t *s, size_t n, size_t i) {
-    uint8_t b = s[i];
-    int w, w2, cls;
-    if (b == '\'') {
-        if (fold_is(s, n, i + 1, 's', &w) || fold_is(s, n, i + 1, 'd', &w) || fold_is(s, n, i + 1, 'm', &w) ||
-            fold_is(s, n, i + 1, 't', &w))
-            return i + 1 + w;
-        if ((fold_is(s, n, i + 1, 'l', &w) && fold_is(s, n, i + 1 + w, 'l', &w2)) ||
-            (fold_is(s, n, i + 1, 'v', &w) && fold_is(s, n, i + 1 + w, 'e', &w2)) ||
-            (fold_is(s, n, i + 1, 'r', &w) && fold_is(s, n, i + 1 + w, 'e', &w2)))
-            return i + 1 + w + w2;
-    }
-    cls = class_at(s, n, i, &w);
-    /* [^\r\n\p{L}\p{N}]?+\p{L}++ */
-    if (IS_LETTER(cls)) return run_of(s, n, i + w, CLASS_L, CLASS_L);
-    if (!IS_NUMBER(cls) && b != '\r' && b != '\n' && i + w < n) {
-        int w_next, next = class_at(s, n, i + w, &w_next);
-        if (IS_LETTER(next)) return run_of(s, n, i + w + w_next, CLASS_L, CLASS_L);
-    }
-    /* \p{N}{1,3}+ */
-    if (IS_NUMBER(cls)) {
-        size_t j = i + w;
-        for (int taken = 1; taken < 3 && j < n; taken++) {
-            int wj, cj = class_at(s, n, j, &wj);
-            if (!IS_NUMBER(cj)) break;
-            j += wj;
-        }
-        return j;
-    }
-    /*  ?[^\s\p{L}\p{N}]++[\r\n]*+ */
-    if (b == ' ' && i + 1 < n) {
-        int wn, next = class_at(s, n, i + 1, &wn);
-        if (IS_OTHER(next)) return newlines_run(s, n, run_of(s, n, i + 1 + wn, ALL_CLASSES, 0));
-    }
-    if (IS_OTHER(cls)) return newlines_run(s, n, run_of(s, n, i + w, ALL_CLASSES, 0));
-    /* whitespace: \s++$ | \s*[\r\n] | \s+(?!\S) | \s */
-    size_t k = run_of(s, n, i, CLASS_S, CLASS_S);
-    if (k == n) return k;
-    for (size_t j = k; j > i; j--) {
-        if (s[j - 1] == '\r' || s[j - 1] == '\n') return j;
-    }
-    size_t last = last_start(s, k);
-    if (last > i) return last;
-    return i + w;
-}
-
-static inline size_t next_pretoken(int pattern, const uint8_t *s, size_t n, size_t i) {
-    return pattern == PATTERN_GPT2 ? gpt2_next(s, n, i) : cl100k_next(s, n, i);
-}
-
-/* --- streaming one long text in pieces ------------------------------------------------------ */
-
-/* A text too long to hold whole (a 100 MB line) is split, counted or encoded in pieces: each call
- * gets the unfinished tail of the last piece followed by the next piece, and handles only the
- * pretokens that no text appended later can change; the rest is the tail for the next call.
- *
- * subtle: why STREAM_MARGIN bytes suffice (gpt2 and cl100k, as next_pretoken scans them). A
- * piece always ends at a character boundary (it is the UTF-8 of a str). The pretoken found at i
- * depends on the bytes from i up to the first code point that ends its run (read whole, since it
- * lies inside the buffer), on at most two code points after i (the contractions, cl100k's
- * optional prefix) and on whether a run reaches the end of the buffer (`\s+(?!\S)`, `\s++$`,
- * runs cut by the end). Each of those either makes the pretoken end at n, or within 8 bytes
- * (two code points) of what it read; so a pretoken that ends at least STREAM_MARGIN bytes before
- * n was read from bytes that the whole text has too, and is the whole text's pretoken.
- * tests/test_long_documents.py checks it against the whole text at every cut. */
-#define STREAM_MARGIN 16
-
-/* The end of the pretoken at i if the stream may take it now; 0 if it must wait for more text. */
-static inline size_t stream_next(int pattern, const uint8_t *s, size_t n, size_t i, int final) {
-    size_t end = next_pretoken(pattern, s, n, i);
-    return (final || end + STREAM_MARGIN <= n) ? end : 0;
-}
-
-/* The unfinished tail s[i:n) as a str (what the caller prepends to the next piece). */
-static PyObject *stream_tail(const uint8_t *s, size_t n, size_t i) {
-    return PyUnicode_DecodeUTF8((const char *)s + i, (Py_ssize_t)(n - i), "surrogatepass");
-}
+#include "_pretokenizer.h"
 
 /* --- the encoder ---------------------------------------------------------------------------- */
 
@@ -518,14 +310,6 @@ static PyObject *ids_to_list(const int32_t *ids, size_t n) {
         PyList_SET_ITEM(list, (Py_ssize_t)j, id);
     }
     return list;
-}
-
-static int check_classes(void) {
-    if (char_class == NULL) {
-        PyErr_SetString(PyExc_RuntimeError, "call set_char_classes() before splitting text");
-        return -1;
-    }
-    return 0;
 }
 
 static int check_pattern(Encoder *e) {
@@ -1043,64 +827,6 @@ static PyTypeObject PretokenCounterType = {
     .tp_methods = PretokenCounter_methods,
     .tp_as_sequence = &PretokenCounter_as_sequence,
 };
-
-/* set_char_classes(ranges): [(first, end, bits), ...] with bits 1 = \p{L}, 2 = \p{N}, 4 = \s. */
-static PyObject *set_char_classes(PyObject *self, PyObject *arg) {
-    PyObject *seq = PySequence_Fast(arg, "set_char_classes() takes a sequence of (first, end, bits)");
-    if (seq == NULL) return NULL;
-    uint8_t *table = allocation_fails() ? NULL : PyMem_RawCalloc(MAX_CODE_POINT, 1);
-    if (table == NULL) {
-        Py_DECREF(seq);
-        return PyErr_NoMemory();
-    }
-    for (Py_ssize_t r = 0; r < PySequence_Fast_GET_SIZE(seq); r++) {
-        long first, end, bits;
-        if (!PyArg_ParseTuple(PySequence_Fast_GET_ITEM(seq, r), "lll", &first, &end, &bits)) goto fail;
-        if (first < 0 || end > MAX_CODE_POINT || first > end || bits < 0 || bits > 255) {
-            PyErr_SetString(PyExc_ValueError, "a class range is outside the code points");
-            goto fail;
-        }
-        for (long cp = first; cp < end; cp++) table[cp] |= (uint8_t)bits;
-    }
-    Py_DECREF(seq);
-    uint8_t *old = char_class;
-    char_class = table;
-    PyMem_RawFree(old);
-    Py_RETURN_NONE;
-fail:
-    Py_DECREF(seq);
-    PyMem_RawFree(table);
-    return NULL;
-}
-
-static PyObject *has_char_classes(PyObject *self, PyObject *Py_UNUSED(ignored)) {
-    return PyBool_FromLong(char_class != NULL);
-}
-
-/* _pretoken_ends(pattern, data): where each pretoken of the raw bytes data ends. A test hook for
- * the decoder's bounds: data need not be valid UTF-8, and it is read from a copy of exactly its
- * size, so that a read past its end shows under AddressSanitizer. */
-static PyObject *pretoken_ends(PyObject *Py_UNUSED(module), PyObject *args) {
-    const char *name, *data;
-    Py_ssize_t length;
-    if (!PyArg_ParseTuple(args, "sy#", &name, &data, &length)) return NULL;
-    int pattern = pattern_from_name(name);
-    if (pattern < 0) return NULL;
-    if (check_classes() < 0) return NULL;
-    uint8_t *copy = bpe_malloc(length ? (size_t)length : 1);
-    if (copy == NULL) return NULL;
-    memcpy(copy, data, (size_t)length);
-    PyObject *ends = PyList_New(0);
-    size_t n = (size_t)length, i = 0;
-    while (ends != NULL && i < n) {
-        i = next_pretoken(pattern, copy, n, i);
-        PyObject *end = PyLong_FromSize_t(i);
-        if (end == NULL || PyList_Append(ends, end) < 0) Py_CLEAR(ends);
-        Py_XDECREF(end);
-    }
-    PyMem_Free(copy);
-    return ends;
-}
 
 static PyMethodDef module_methods[] = {
     {"set_char_classes", (PyCFunction)set_char_classes, METH_O,
