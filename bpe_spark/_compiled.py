@@ -91,8 +91,8 @@ def encoder_available() -> bool:
 
 def ensure_char_classes() -> None:
     """Give the compiled pretokenizer the ``\\p{L}``, ``\\p{N}`` and ``\\s`` code points of the
-    ``regex`` module in use, so that it splits exactly as ``regex.findall`` does (once per
-    process)."""
+    ``regex`` module in use, and o200k's two letter classes, so that it splits exactly as
+    ``regex.findall`` does (once per process)."""
     if _fastenc is None or _fastenc.has_char_classes():
         return
     with _classes_lock:
@@ -102,7 +102,11 @@ def ensure_char_classes() -> None:
 
         ranges = []
         every = _every_code_point()
-        for bit, pattern in ((1, r"\p{L}+"), (2, r"\p{N}+"), (4, r"\s+")):
+        classes = (
+            (1, r"\p{L}+"), (2, r"\p{N}+"), (4, r"\s+"),
+            (8, r"[\p{Lu}\p{Lt}\p{Lm}\p{Lo}\p{M}]+"), (16, r"[\p{Ll}\p{Lm}\p{Lo}\p{M}]+"),
+        )
+        for bit, pattern in classes:
             ranges.extend((match.start(), match.end(), bit) for match in regex.finditer(pattern, every))
         _fastenc.set_char_classes(ranges)
 

@@ -1,9 +1,10 @@
 /* bpe_spark/_pretokenizer.h: the compiled pretokenizers of bpe_spark._fastenc, over UTF-8 bytes.
  *
- * - The character classes (\p{L}, \p{N}, \s) come from the Python `regex` module at start-up
- *   (set_char_classes), so the hand-written presets split exactly as `regex.findall` does.
+ * - The character classes (\p{L}, \p{N}, \s, and o200k's two letter classes) come from the Python
+ *   `regex` module at start-up (set_char_classes), so the hand-written presets split exactly as
+ *   `regex.findall` does.
  * - next_pretoken(pattern, s, n, i): the end of the pretoken that starts at i, for each preset
- *   (gpt2, cl100k); stream_next / stream_tail split one long text in pieces.
+ *   (gpt2, cl100k, o200k); stream_next / stream_tail split one long text in pieces.
  * - The module functions set_char_classes, has_char_classes and the _pretoken_ends test hook.
  *
  * Included once, by _fastenc.c (after _bpe_common.h); everything here is static.
@@ -15,16 +16,19 @@
 #define CLASS_L 1
 #define CLASS_N 2
 #define CLASS_S 4
+#define CLASS_U 8  /* o200k's [\p{Lu}\p{Lt}\p{Lm}\p{Lo}\p{M}] ("upper": marks too, which are not \p{L}) */
+#define CLASS_W 16 /* o200k's [\p{Ll}\p{Lm}\p{Lo}\p{M}] ("lower"); Lm, Lo and M are in both */
 #define MAX_CODE_POINT 0x110000
 
 static uint8_t *char_class = NULL; /* one byte per code point, set once from Python */
 
-enum { PATTERN_NONE = 0, PATTERN_GPT2 = 1, PATTERN_CL100K = 2 };
+enum { PATTERN_NONE = 0, PATTERN_GPT2 = 1, PATTERN_CL100K = 2, PATTERN_O200K = 3 };
 
 /* The pattern a preset name selects; -1 (with ValueError set) for a name we do not compile. */
 static int pattern_from_name(const char *name) {
     if (strcmp(name, "gpt2") == 0) return PATTERN_GPT2;
     if (strcmp(name, "cl100k") == 0) return PATTERN_CL100K;
+    if (strcmp(name, "o200k") == 0) return PATTERN_O200K;
     PyErr_Format(PyExc_ValueError, "no compiled pretokenizer for pattern '%s'", name);
     return -1;
 }
@@ -135,6 +139,21 @@ static inline int fold_is(const uint8_t *s, size_t n, size_t i, char lower, int 
     return 0;
 }
 
+/* (?i:'s|'t|'re|'ve|'m|'ll|'d) at r (cl100k's and o200k's contractions): the end of the one that
+ * matches there, or r. None is a prefix of another, so the first that matches is the only one. */
+static inline size_t contraction_end(const uint8_t *s, size_t n, size_t r) {
+    int w, w2;
+    if (r >= n || s[r] != '\'') return r;
+    if (fold_is(s, n, r + 1, 's', &w) || fold_is(s, n, r + 1, 'd', &w) || fold_is(s, n, r + 1, 'm', &w) ||
+        fold_is(s, n, r + 1, 't', &w))
+        return r + 1 + w;
+    if ((fold_is(s, n, r + 1, 'l', &w) && fold_is(s, n, r + 1 + w, 'l', &w2)) ||
+        (fold_is(s, n, r + 1, 'v', &w) && fold_is(s, n, r + 1 + w, 'e', &w2)) ||
+        (fold_is(s, n, r + 1, 'r', &w) && fold_is(s, n, r + 1 + w, 'e', &w2)))
+        return r + 1 + w + w2;
+    return r;
+}
+
 static inline size_t newlines_run(const uint8_t *s, size_t n, size_t i) {
     while (i < n && (s[i] == '\r' || s[i] == '\n')) i++;
     return i;
@@ -144,16 +163,9 @@ static inline size_t newlines_run(const uint8_t *s, size_t n, size_t i) {
  *         |\s++$|\s*[\r\n]|\s+(?!\S)|\s */
 static size_t cl100k_next(const uint8_t *s, size_t n, size_t i) {
     uint8_t b = s[i];
-    int w, w2, cls;
-    if (b == '\'') {
-        if (fold_is(s, n, i + 1, 's', &w) || fold_is(s, n, i + 1, 'd', &w) || fold_is(s, n, i + 1, 'm', &w) ||
-            fold_is(s, n, i + 1, 't', &w))
-            return i + 1 + w;
-        if ((fold_is(s, n, i + 1, 'l', &w) && fold_is(s, n, i + 1 + w, 'l', &w2)) ||
-            (fold_is(s, n, i + 1, 'v', &w) && fold_is(s, n, i + 1 + w, 'e', &w2)) ||
-            (fold_is(s, n, i + 1, 'r', &w) && fold_is(s, n, i + 1 + w, 'e', &w2)))
-            return i + 1 + w + w2;
-    }
+    int w, cls;
+    size_t c = contraction_end(s, n, i);
+    if (c > i) return c;
     cls = class_at(s, n, i, &w);
     /* [^\r\n\p{L}\p{N}]?+\p{L}++ */
     if (IS_LETTER(cls)) return run_of(s, n, i + w, CLASS_L, CLASS_L);
@@ -188,8 +200,132 @@ static size_t cl100k_next(const uint8_t *s, size_t n, size_t i) {
     return i + w;
 }
 
+/* o200k, tiktoken's o200k_base, seven alternatives tried in order (the first that matches wins):
+ *   A1 [^\r\n\p{L}\p{N}]?[\p{Lu}\p{Lt}\p{Lm}\p{Lo}\p{M}]*[\p{Ll}\p{Lm}\p{Lo}\p{M}]+(?i:'s|'t|'re|'ve|'m|'ll|'d)?
+ *   A2 [^\r\n\p{L}\p{N}]?[\p{Lu}\p{Lt}\p{Lm}\p{Lo}\p{M}]+[\p{Ll}\p{Lm}\p{Lo}\p{M}]*(?i:'s|'t|'re|'ve|'m|'ll|'d)?
+ *   A3 \p{N}{1,3}   A4  ?[^\s\p{L}\p{N}]+[\r\n/]*   A5 \s*[\r\n]+   A6 \s+(?!\S)   A7 \s+
+ *
+ * subtle: unlike cl100k nothing is possessive, so each alternative's backtracking is spelled out.
+ * Call U the first letter class (CLASS_U) and W the second (CLASS_W); Lm, Lo and M are in both
+ * ("both"), Lu and Lt only in U, Ll only in W. Marks (M) are no \p{L}: a mark may be A1/A2's
+ * prefix and is part of A4's [^\s\p{L}\p{N}]. At a start p (after the prefix, or without it):
+ * - A1: U* takes the whole U run p..q greedily. If the code point at q is in W (hence Ll, as it
+ *   is not in U), W+ takes the W run from q and the match succeeds (the contraction is optional,
+ *   so no later backtracking). Otherwise U* gives back one code point at a time, and W+ matches
+ *   at the first, from the right, that is in W as well: the last "both" of the run, whose W run
+ *   is that code point alone (the next one is in U only, or ends the U run and is not in W). So
+ *   A1 ends after the run's last "both" code point (before a tail of Lu/Lt), or fails if it has
+ *   none. Then the contraction, if one follows.
+ * - A2 (tried only when A1 failed at both starts): U+ takes the U run p..q (it must not be
+ *   empty); W* takes the W run from q, and the contraction.
+ * The prefix is optional and greedy: with it first (p = the next code point), then without
+ * (p = i, which matches only if s[i] is a mark); A1 at both starts before A2 at both.
+ * - A5: \s* takes the whole whitespace run i..k and gives back until [\r\n]+ matches: at the
+ *   last \r or \n of the run, which it takes alone (it is the last): the run up to its last line
+ *   break. A6 (no line break in the run): the run, less its last code point unless the run ends
+ *   the text; A7: a run of one code point.
+ *
+ * *far is where the furthest run read stopped (see STREAM_MARGIN): A1 may end well before the end
+ * of the U run it read (at its last "both"), and A5 before the end of the whitespace run. */
+
+/* The U run from p: its end *q, and the end of its last code point also in W (p if none). */
+static inline void upper_run(const uint8_t *s, size_t n, size_t p, size_t *q, size_t *last_both) {
+    size_t both = p;
+    while (p < n) {
+        int w, c = class_at(s, n, p, &w);
+        if (!(c & CLASS_U)) break;
+        p += (size_t)w;
+        if (c & CLASS_W) both = p;
+    }
+    *q = p;
+    *last_both = both;
+}
+
+/* A1 at p, given its U run p..q and last "both" end: the end of its match (before the
+ * contraction), or 0 if it fails. */
+static inline size_t o200k_first(const uint8_t *s, size_t n, size_t p, size_t q, size_t both, size_t *far) {
+    if (q < n) {
+        int w, c = class_at(s, n, q, &w);
+        if (c & CLASS_W) {
+            size_t r = run_of(s, n, q + w, CLASS_W, CLASS_W);
+            if (r > *far) *far = r;
+            return r;
+        }
+    }
+    return both > p ? both : 0;
+}
+
+static size_t o200k_scan(const uint8_t *s, size_t n, size_t i, size_t *far) {
+    uint8_t b = s[i];
+    int w, cls = class_at(s, n, i, &w);
+    size_t q0, both0, end;
+    *far = i;
+    /* A1 / A2: the letters (the prefix: anything but \r, \n, \p{L}, \p{N}) */
+    if (cls & (CLASS_U | CLASS_W | CLASS_L)) {
+        /* no prefix: a letter (every \p{L} is in U or W) or a mark */
+        upper_run(s, n, i, &q0, &both0);
+        if (q0 > *far) *far = q0;
+        int marked = !(cls & CLASS_L); /* a mark may be the prefix too, and is tried so first */
+        if (marked) {
+            size_t q1, both1, p1 = i + (size_t)w;
+            upper_run(s, n, p1, &q1, &both1); /* q1 == q0: the mark is in U */
+            if ((end = o200k_first(s, n, p1, q1, both1, far)) != 0) return contraction_end(s, n, end);
+        }
+        /* A1 without the prefix always matches at a mark (itself a "both"), so A2 is for letters */
+        if ((end = o200k_first(s, n, i, q0, both0, far)) != 0) return contraction_end(s, n, end);
+        return contraction_end(s, n, run_of(s, n, q0, CLASS_W, CLASS_W));
+    }
+    if (!(cls & CLASS_N) && b != '\r' && b != '\n') {
+        size_t p1 = i + (size_t)w, q1, both1;
+        upper_run(s, n, p1, &q1, &both1);
+        if (q1 > *far) *far = q1;
+        if ((end = o200k_first(s, n, p1, q1, both1, far)) != 0) return contraction_end(s, n, end);
+        /* A1 without the prefix fails: s[i] is no letter nor mark */
+        if (q1 > p1) return contraction_end(s, n, run_of(s, n, q1, CLASS_W, CLASS_W));
+    }
+    /* A3 \p{N}{1,3} */
+    if (IS_NUMBER(cls)) {
+        size_t j = i + w;
+        for (int taken = 1; taken < 3 && j < n; taken++) {
+            int wj, cj = class_at(s, n, j, &wj);
+            if (!IS_NUMBER(cj)) break;
+            j += wj;
+        }
+        return j;
+    }
+    /* A4  ?[^\s\p{L}\p{N}]+[\r\n/]* ('/' is in the first class too, so only a line break stops
+     * the run before a '/' that [\r\n/]* takes) */
+    size_t from = 0;
+    if (b == ' ' && i + 1 < n) {
+        int wn, next = class_at(s, n, i + 1, &wn);
+        if (IS_OTHER(next)) from = i + 1 + wn;
+    }
+    if (from == 0 && IS_OTHER(cls)) from = i + w;
+    if (from != 0) {
+        size_t j = run_of(s, n, from, ALL_CLASSES, 0);
+        while (j < n && (s[j] == '\r' || s[j] == '\n' || s[j] == '/')) j++;
+        return j;
+    }
+    /* whitespace: A5 \s*[\r\n]+ | A6 \s+(?!\S) | A7 \s+ */
+    size_t k = run_of(s, n, i, CLASS_S, CLASS_S);
+    *far = k;
+    for (size_t j = k; j > i; j--) {
+        if (s[j - 1] == '\r' || s[j - 1] == '\n') return j;
+    }
+    if (k == n) return k;
+    size_t last = last_start(s, k);
+    return last > i ? last : k;
+}
+
+static inline size_t o200k_next(const uint8_t *s, size_t n, size_t i) {
+    size_t far;
+    return o200k_scan(s, n, i, &far);
+}
+
 static inline size_t next_pretoken(int pattern, const uint8_t *s, size_t n, size_t i) {
-    return pattern == PATTERN_GPT2 ? gpt2_next(s, n, i) : cl100k_next(s, n, i);
+    if (pattern == PATTERN_GPT2) return gpt2_next(s, n, i);
+    if (pattern == PATTERN_CL100K) return cl100k_next(s, n, i);
+    return o200k_next(s, n, i);
 }
 
 /* --- streaming one long text in pieces ------------------------------------------------------ */
@@ -206,13 +342,20 @@ static inline size_t next_pretoken(int pattern, const uint8_t *s, size_t n, size
  * runs cut by the end). Each of those either makes the pretoken end at n, or within 8 bytes
  * (two code points) of what it read; so a pretoken that ends at least STREAM_MARGIN bytes before
  * n was read from bytes that the whole text has too, and is the whole text's pretoken.
+ * o200k backtracks instead: its pretoken may end far before the end of a run it read (A1 ends at
+ * the last Lm/Lo/M of a run of Lu/Lt/Lm/Lo/M, whose end decides whether an Ll follows; A5 at the
+ * last line break of a whitespace run, whose end decides whether another follows). So o200k_scan
+ * also gives *far, where the furthest run it read stopped (n when one was cut by the end), and
+ * the margin is counted from there: every other read lies within two code points of the
+ * pretoken's end or of *far, as for gpt2 and cl100k.
  * tests/test_long_documents.py checks it against the whole text at every cut. */
 #define STREAM_MARGIN 16
 
 /* The end of the pretoken at i if the stream may take it now; 0 if it must wait for more text. */
 static inline size_t stream_next(int pattern, const uint8_t *s, size_t n, size_t i, int final) {
-    size_t end = next_pretoken(pattern, s, n, i);
-    return (final || end + STREAM_MARGIN <= n) ? end : 0;
+    size_t far = 0, end = pattern == PATTERN_O200K ? o200k_scan(s, n, i, &far) : next_pretoken(pattern, s, n, i);
+    if (far < end) far = end;
+    return (final || far + STREAM_MARGIN <= n) ? end : 0;
 }
 
 /* The unfinished tail s[i:n) as a str (what the caller prepends to the next piece). */
@@ -231,7 +374,8 @@ static int check_classes(void) {
 }
 
 
-/* set_char_classes(ranges): [(first, end, bits), ...] with bits 1 = \p{L}, 2 = \p{N}, 4 = \s. */
+/* set_char_classes(ranges): [(first, end, bits), ...] with bits 1 = \p{L}, 2 = \p{N}, 4 = \s,
+ * 8 = [\p{Lu}\p{Lt}\p{Lm}\p{Lo}\p{M}], 16 = [\p{Ll}\p{Lm}\p{Lo}\p{M}] (o200k's). */
 static PyObject *set_char_classes(PyObject *self, PyObject *arg) {
     PyObject *seq = PySequence_Fast(arg, "set_char_classes() takes a sequence of (first, end, bits)");
     if (seq == NULL) return NULL;

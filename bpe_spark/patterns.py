@@ -90,7 +90,7 @@ def compile_pattern(pattern: str) -> regex.Pattern:
 
 
 # Presets the compiled pretokenizer (bpe_spark._fastenc) implements by hand over UTF-8.
-COMPILED_PRESETS = ("gpt2", "cl100k")
+COMPILED_PRESETS = ("gpt2", "cl100k", "o200k")
 
 
 def pattern_source(pattern: str) -> str:
