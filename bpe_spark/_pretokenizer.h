@@ -154,6 +154,17 @@ static inline size_t contraction_end(const uint8_t *s, size_t n, size_t r) {
     return r;
 }
 
+/* \p{N}{1,3} (cl100k's, possessive, and o200k's, which nothing after it makes give back), the first
+ * digit read: the end of at most two more from j. */
+static inline size_t digits_end(const uint8_t *s, size_t n, size_t j) {
+    for (int taken = 1; taken < 3 && j < n; taken++) {
+        int wj, cj = class_at(s, n, j, &wj);
+        if (!IS_NUMBER(cj)) break;
+        j += wj;
+    }
+    return j;
+}
+
 static inline size_t newlines_run(const uint8_t *s, size_t n, size_t i) {
     while (i < n && (s[i] == '\r' || s[i] == '\n')) i++;
     return i;
@@ -174,15 +185,7 @@ static size_t cl100k_next(const uint8_t *s, size_t n, size_t i) {
         if (IS_LETTER(next)) return run_of(s, n, i + w + w_next, CLASS_L, CLASS_L);
     }
     /* \p{N}{1,3}+ */
-    if (IS_NUMBER(cls)) {
-        size_t j = i + w;
-        for (int taken = 1; taken < 3 && j < n; taken++) {
-            int wj, cj = class_at(s, n, j, &wj);
-            if (!IS_NUMBER(cj)) break;
-            j += wj;
-        }
-        return j;
-    }
+    if (IS_NUMBER(cls)) return digits_end(s, n, i + w);
     /*  ?[^\s\p{L}\p{N}]++[\r\n]*+ */
     if (b == ' ' && i + 1 < n) {
         int wn, next = class_at(s, n, i + 1, &wn);
@@ -284,15 +287,7 @@ static size_t o200k_scan(const uint8_t *s, size_t n, size_t i, size_t *far) {
         if (q1 > p1) return contraction_end(s, n, run_of(s, n, q1, CLASS_W, CLASS_W));
     }
     /* A3 \p{N}{1,3} */
-    if (IS_NUMBER(cls)) {
-        size_t j = i + w;
-        for (int taken = 1; taken < 3 && j < n; taken++) {
-            int wj, cj = class_at(s, n, j, &wj);
-            if (!IS_NUMBER(cj)) break;
-            j += wj;
-        }
-        return j;
-    }
+    if (IS_NUMBER(cls)) return digits_end(s, n, i + w);
     /* A4  ?[^\s\p{L}\p{N}]+[\r\n/]* ('/' is in the first class too, so only a line break stops
      * the run before a '/' that [\r\n/]* takes) */
     size_t from = 0;

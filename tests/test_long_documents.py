@@ -15,6 +15,7 @@ import regex
 from conftest import corpus_lines
 from naive_bpe import naive_train
 from test_encoder_equivalence import FUZZ_ALPHABET
+from test_o200k_pretokenizer import O200K_PIECES
 
 from bpe_spark import Tokenizer, TrainerConfig, _compiled, train_from_counts
 from bpe_spark.long_documents import LongDocument, count_pieces, encode_pieces
@@ -26,13 +27,13 @@ from bpe_spark.text import InputTally, decode_counted
 
 pytest_plugins = ("compiled_fixtures",)  # the fastenc fixture
 
-PATTERNS = ["gpt2", "cl100k"]
+PATTERNS = ["gpt2", "cl100k", "o200k"]
 
 
-def _fuzz_text(seed: int, n: int) -> str:
+def _fuzz_text(seed: int, n: int, alphabet=FUZZ_ALPHABET) -> str:
     rng = random.Random(seed)
     # runs of one class make long pretokens, and cuts inside them
-    return "".join(rng.choice(FUZZ_ALPHABET) * rng.choice([1, 1, 1, 2, 5, 30]) for _ in range(n))
+    return "".join(rng.choice(alphabet) * rng.choice([1, 1, 1, 2, 5, 30]) for _ in range(n))
 
 
 def _pieces(text: str, size: int) -> list[str]:
@@ -49,6 +50,20 @@ def test_counting_in_pieces_equals_counting_the_whole_text(pattern, seed):
         counter = _compiled._fastenc.PretokenCounter(pattern)
         count_pieces(counter, iter(_pieces(text, size)))
         assert dict(zip(*counter.items())) == expected, (pattern, seed, size)
+
+
+@pytest.mark.usefixtures("fastenc")
+@pytest.mark.parametrize("seed", range(4))
+def test_o200k_counting_in_pieces_equals_counting_the_whole_text(seed):
+    """o200k backtracks: its pretoken may end far before the end of a run it read (after the
+    last Lo of "中ABC...", at the last line break of "\\n   ..."), so a cut there must wait
+    (STREAM_MARGIN's comment)."""
+    text = "\u4e2d" + "A" * 40 + "b \u02b0" + "A" * 40 + "\n" + " " * 40 + "\nx" + _fuzz_text(seed, 300, O200K_PIECES)
+    expected = Counter(regex.findall(PRESETS["o200k"], text))
+    for size in (1, 2, 3, 7, 16, 17, 50):
+        counter = _compiled._fastenc.PretokenCounter("o200k")
+        count_pieces(counter, iter(_pieces(text, size)))
+        assert dict(zip(*counter.items())) == expected, (seed, size)
 
 
 @pytest.mark.usefixtures("fastenc")
