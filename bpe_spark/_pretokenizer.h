@@ -231,60 +231,64 @@ static size_t cl100k_next(const uint8_t *s, size_t n, size_t i) {
  * *far is where the furthest run read stopped (see STREAM_MARGIN): A1 may end well before the end
  * of the U run it read (at its last "both"), and A5 before the end of the whitespace run. */
 
-/* The U run from p: its end *q, and the end of its last code point also in W (p if none). */
-static inline void upper_run(const uint8_t *s, size_t n, size_t p, size_t *q, size_t *last_both) {
-    size_t both = p;
+/* The U run from p: its end, the end of its last code point also in W (p if none), and the class
+ * and width of the code point that ends it (class 0 at the end of the buffer). */
+typedef struct {
+    size_t end, both;
+    int next, next_width;
+} UpperRun;
+
+static inline UpperRun upper_run(const uint8_t *s, size_t n, size_t p) {
+    UpperRun run = {p, p, 0, 0};
     while (p < n) {
         int w, c = class_at(s, n, p, &w);
-        if (!(c & CLASS_U)) break;
+        if (!(c & CLASS_U)) {
+            run.next = c;
+            run.next_width = w;
+            break;
+        }
         p += (size_t)w;
-        if (c & CLASS_W) both = p;
+        if (c & CLASS_W) run.both = p;
     }
-    *q = p;
-    *last_both = both;
+    run.end = p;
+    return run;
 }
 
-/* A1 at p, given its U run p..q and last "both" end: the end of its match (before the
- * contraction), or 0 if it fails. */
-static inline size_t o200k_first(const uint8_t *s, size_t n, size_t p, size_t q, size_t both, size_t *far) {
-    if (q < n) {
-        int w, c = class_at(s, n, q, &w);
-        if (c & CLASS_W) {
-            size_t r = run_of(s, n, q + w, CLASS_W, CLASS_W);
-            if (r > *far) *far = r;
-            return r;
-        }
+/* A1 at p, given its U run: the end of its match (before the contraction), or 0 if it fails. */
+static inline size_t o200k_first(const uint8_t *s, size_t n, size_t p, UpperRun run, size_t *far) {
+    if (run.next & CLASS_W) {
+        size_t r = run_of(s, n, run.end + (size_t)run.next_width, CLASS_W, CLASS_W);
+        if (r > *far) *far = r;
+        return r;
     }
-    return both > p ? both : 0;
+    return run.both > p ? run.both : 0;
 }
 
 static size_t o200k_scan(const uint8_t *s, size_t n, size_t i, size_t *far) {
     uint8_t b = s[i];
     int w, cls = class_at(s, n, i, &w);
-    size_t q0, both0, end;
+    size_t end;
     *far = i;
     /* A1 / A2: the letters (the prefix: anything but \r, \n, \p{L}, \p{N}) */
     if (cls & (CLASS_U | CLASS_W | CLASS_L)) {
         /* no prefix: a letter (every \p{L} is in U or W) or a mark */
-        upper_run(s, n, i, &q0, &both0);
-        if (q0 > *far) *far = q0;
-        int marked = !(cls & CLASS_L); /* a mark may be the prefix too, and is tried so first */
-        if (marked) {
-            size_t q1, both1, p1 = i + (size_t)w;
-            upper_run(s, n, p1, &q1, &both1); /* q1 == q0: the mark is in U */
-            if ((end = o200k_first(s, n, p1, q1, both1, far)) != 0) return contraction_end(s, n, end);
+        UpperRun run = upper_run(s, n, i);
+        if (run.end > *far) *far = run.end;
+        if (!(cls & CLASS_L)) { /* a mark may be the prefix too, and is tried so first */
+            size_t p1 = i + (size_t)w;
+            if ((end = o200k_first(s, n, p1, upper_run(s, n, p1), far)) != 0) return contraction_end(s, n, end);
         }
         /* A1 without the prefix always matches at a mark (itself a "both"), so A2 is for letters */
-        if ((end = o200k_first(s, n, i, q0, both0, far)) != 0) return contraction_end(s, n, end);
-        return contraction_end(s, n, run_of(s, n, q0, CLASS_W, CLASS_W));
+        if ((end = o200k_first(s, n, i, run, far)) != 0) return contraction_end(s, n, end);
+        return contraction_end(s, n, run_of(s, n, run.end, CLASS_W, CLASS_W));
     }
     if (!(cls & CLASS_N) && b != '\r' && b != '\n') {
-        size_t p1 = i + (size_t)w, q1, both1;
-        upper_run(s, n, p1, &q1, &both1);
-        if (q1 > *far) *far = q1;
-        if ((end = o200k_first(s, n, p1, q1, both1, far)) != 0) return contraction_end(s, n, end);
+        size_t p1 = i + (size_t)w;
+        UpperRun run = upper_run(s, n, p1);
+        if (run.end > *far) *far = run.end;
+        if ((end = o200k_first(s, n, p1, run, far)) != 0) return contraction_end(s, n, end);
         /* A1 without the prefix fails: s[i] is no letter nor mark */
-        if (q1 > p1) return contraction_end(s, n, run_of(s, n, q1, CLASS_W, CLASS_W));
+        if (run.end > p1) return contraction_end(s, n, run_of(s, n, run.end, CLASS_W, CLASS_W));
     }
     /* A3 \p{N}{1,3} */
     if (IS_NUMBER(cls)) return digits_end(s, n, i + w);
