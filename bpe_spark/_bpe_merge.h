@@ -1,0 +1,320 @@
+/* bpe_spark/_bpe_merge.h: the BPE engine of the compiled encoder (_fastenc.c): the merge table
+ * (left, right) -> (rank, new_id) and the BPE of one pretoken, lowest rank first, leftmost on
+ * ties (bpe_merge's rule in bpe_spark/words.py, the specification).
+ *
+ * Both merge rules run here: "pairs" (the table holds the merges in rank order) and tiktoken's
+ * "ranks" (the table holds every split of every token into two tokens, with the token's rank:
+ * merging the adjacent pair of lowest rank is then exactly merging the pair whose concatenation
+ * has the lowest rank).
+ *
+ * Short pretokens (<= 64 symbols) rescan an array of pair ranks. Long ones run a bucket queue
+ * by rank over a linked list: one bucket per rank, taken in increasing rank, its positions in
+ * increasing order (leftmost first); a merge of a well-formed model only makes pairs of higher
+ * rank than its own, which go to their bucket; a pair of a rank not above the current one (a
+ * model that is not well formed) goes to a binary heap, and the smaller of the heap's top and
+ * the bucket's next wins, so the order is exact either way. The time is linear in the length
+ * (plus one pass over a bitmap of the ranks), with no allocation once a pretoken starts.
+ */
+#ifndef BPE_SPARK_MERGE_H
+#define BPE_SPARK_MERGE_H
+
+#include "_bpe_common.h"
+
+#define EMPTY_KEY 0xffffffffffffffffULL
+#define NO_RANK INT32_MAX
+#define SHORT_PRETOKEN 64
+#define MAX_BUCKETS ((size_t)1 << 24) /* ranks above this: the heap alone */
+
+typedef struct {
+    int32_t rank, position;
+} HeapItem;
+
+typedef struct {
+    /* merge table: (left, right) -> (rank, new_id); key EMPTY_KEY marks an empty slot */
+    uint64_t *keys;
+    int32_t *rank, *new_id;
+    size_t slots, used;
+    int32_t max_rank;
+    /* scratch for one pretoken */
+    int32_t *work, *rank_of, *next, *prev;
+    size_t work_cap;
+    /* the bucket queue: head / tail entry of each rank (-1: empty), a bit per non-empty rank
+     * and per rank whose entries came out of order; entries (position, next entry) */
+    int32_t *head, *tail;
+    uint64_t *nonempty, *unsorted;
+    size_t n_buckets;
+    int32_t *entry_pos, *entry_next, *batch;
+    HeapItem *heap;
+    size_t entry_cap;
+} MergeEngine;
+
+static void engine_free(MergeEngine *m) {
+    void *arrays[] = {m->keys,     m->rank,     m->new_id,    m->work,       m->rank_of, m->next,
+                      m->prev,     m->head,     m->tail,      m->nonempty,   m->unsorted, m->entry_pos,
+                      m->entry_next, m->batch, m->heap};
+    for (size_t k = 0; k < sizeof(arrays) / sizeof(arrays[0]); k++) PyMem_Free(arrays[k]);
+    memset(m, 0, sizeof(*m));
+}
+
+/* An empty table with room for `count` pairs; -1 with MemoryError set. */
+static int engine_table(MergeEngine *m, size_t count) {
+    size_t slots = grown_capacity(0, count * 2 + 2, 16);
+    if (slots == 0) return PyErr_NoMemory(), -1;
+    m->keys = bpe_alloc_array(slots, sizeof(uint64_t));
+    m->rank = m->keys ? bpe_alloc_array(slots, sizeof(int32_t)) : NULL;
+    m->new_id = m->rank ? bpe_alloc_array(slots, sizeof(int32_t)) : NULL;
+    if (m->new_id == NULL) return -1;
+    memset(m->keys, 0xff, slots * sizeof(uint64_t));
+    m->slots = slots;
+    m->max_rank = -1;
+    return 0;
+}
+
+/* Add a pair (the table has room: engine_table's count); a repeated pair keeps its first entry. */
+static void engine_put(MergeEngine *m, int32_t left, int32_t right, int32_t rank, int32_t new_id) {
+    uint64_t k = pair_key(left, right);
+    size_t mask = m->slots - 1, i = (size_t)mix64(k) & mask;
+    while (m->keys[i] != EMPTY_KEY && m->keys[i] != k) i = (i + 1) & mask;
+    if (m->keys[i] == k) return;
+    m->keys[i] = k;
+    m->rank[i] = rank;
+    m->new_id[i] = new_id;
+    m->used++;
+    if (rank > m->max_rank) m->max_rank = rank;
+}
+
+static inline int32_t lookup_merge(const MergeEngine *m, int32_t left, int32_t right, int32_t *new_id) {
+    uint64_t k = pair_key(left, right);
+    size_t mask = m->slots - 1, i = (size_t)mix64(k) & mask;
+    for (;;) {
+        uint64_t key = m->keys[i];
+        if (key == k) {
+            *new_id = m->new_id[i];
+            return m->rank[i];
+        }
+        if (key == EMPTY_KEY) return NO_RANK;
+        i = (i + 1) & mask;
+    }
+}
+
+/* Room for n symbols in the scratch arrays (and, for a long pretoken, the queue's); -1 with
+ * MemoryError set. */
+static int reserve_work(MergeEngine *m, size_t n) {
+    if (n > m->work_cap) {
+        size_t cap = grown_capacity(m->work_cap, n, 64);
+        if (cap == 0) return PyErr_NoMemory(), -1;
+        int32_t **arrays[] = {&m->work, &m->rank_of, &m->next, &m->prev};
+        for (int k = 0; k < 4; k++) {
+            int32_t *a = bpe_realloc_array(*arrays[k], cap, sizeof(int32_t));
+            if (a == NULL) return -1; /* the ones already grown are only bigger */
+            *arrays[k] = a;
+        }
+        m->work_cap = cap;
+    }
+    if (n <= SHORT_PRETOKEN) return 0;
+    /* a long pretoken: n - 1 first pairs and at most two new ones per merge */
+    size_t entries;
+    if (size_mul_overflow(n, 3, &entries)) return PyErr_NoMemory(), -1;
+    if (entries > m->entry_cap) {
+        size_t cap = grown_capacity(m->entry_cap, entries, 1024);
+        if (cap == 0) return PyErr_NoMemory(), -1;
+        int32_t **arrays[] = {&m->entry_pos, &m->entry_next, &m->batch};
+        for (int k = 0; k < 3; k++) {
+            int32_t *a = bpe_realloc_array(*arrays[k], cap, sizeof(int32_t));
+            if (a == NULL) return -1;
+            *arrays[k] = a;
+        }
+        HeapItem *heap = bpe_realloc_array(m->heap, cap, sizeof(HeapItem));
+        if (heap == NULL) return -1;
+        m->heap = heap;
+        m->entry_cap = cap;
+    }
+    if (m->head == NULL && m->max_rank >= 0 && (size_t)m->max_rank < MAX_BUCKETS) {
+        size_t n_buckets = (size_t)m->max_rank + 1, words = (n_buckets + 63) / 64;
+        m->head = bpe_alloc_array(n_buckets, sizeof(int32_t));
+        m->tail = m->head ? bpe_alloc_array(n_buckets, sizeof(int32_t)) : NULL;
+        m->nonempty = m->tail ? bpe_calloc_array(words, sizeof(uint64_t)) : NULL;
+        m->unsorted = m->nonempty ? bpe_calloc_array(words, sizeof(uint64_t)) : NULL;
+        if (m->unsorted == NULL) {
+            PyMem_Free(m->head);
+            PyMem_Free(m->tail);
+            PyMem_Free(m->nonempty);
+            m->head = m->tail = NULL;
+            m->nonempty = NULL;
+            return -1;
+        }
+        memset(m->head, 0xff, n_buckets * sizeof(int32_t));
+        memset(m->tail, 0xff, n_buckets * sizeof(int32_t));
+        m->n_buckets = n_buckets;
+    }
+    return 0;
+}
+
+static inline int item_less(HeapItem a, HeapItem b) {
+    return a.rank < b.rank || (a.rank == b.rank && a.position < b.position);
+}
+
+static void heap_push(HeapItem *heap, size_t *n, HeapItem item) {
+    size_t i = (*n)++;
+    while (i > 0) {
+        size_t parent = (i - 1) / 2;
+        if (!item_less(item, heap[parent])) break;
+        heap[i] = heap[parent];
+        i = parent;
+    }
+    heap[i] = item;
+}
+
+static HeapItem heap_pop(HeapItem *heap, size_t *n) {
+    HeapItem top = heap[0], item = heap[--(*n)];
+    size_t i = 0;
+    for (;;) {
+        size_t child = 2 * i + 1;
+        if (child >= *n) break;
+        if (child + 1 < *n && item_less(heap[child + 1], heap[child])) child++;
+        if (!item_less(heap[child], item)) break;
+        heap[i] = heap[child];
+        i = child;
+    }
+    if (*n > 0) heap[i] = item;
+    return top;
+}
+
+/* The queue of one long pretoken's pairs: the current rank's positions (batch[at..batch_n), in
+ * increasing order), the buckets of higher ranks, and the heap of the rest. */
+typedef struct {
+    int32_t cursor;
+    size_t n_entries, batch_n, at, heap_n;
+} Queue;
+
+static inline void queue_push(MergeEngine *m, Queue *q, int32_t rank, int32_t position) {
+    if (rank > q->cursor && (size_t)rank < m->n_buckets) {
+        int32_t x = (int32_t)q->n_entries++, t = m->tail[rank];
+        m->entry_pos[x] = position;
+        m->entry_next[x] = -1;
+        if (t < 0) {
+            m->head[rank] = x;
+            m->nonempty[rank >> 6] |= (uint64_t)1 << (rank & 63);
+        } else {
+            m->entry_next[t] = x;
+            if (m->entry_pos[t] > position) m->unsorted[rank >> 6] |= (uint64_t)1 << (rank & 63);
+        }
+        m->tail[rank] = x;
+    } else {
+        heap_push(m->heap, &q->heap_n, (HeapItem){rank, position});
+    }
+}
+
+static int compare_int32(const void *a, const void *b) {
+    int32_t x = *(const int32_t *)a, y = *(const int32_t *)b;
+    return (x > y) - (x < y);
+}
+
+/* Make the next non-empty bucket (above the cursor) the batch; 0 when there is none. */
+static int queue_next_bucket(MergeEngine *m, Queue *q) {
+    size_t from = (size_t)(q->cursor + 1), words = (m->n_buckets + 63) / 64;
+    if (from >= m->n_buckets) return 0;
+    size_t w = from >> 6;
+    uint64_t bits = m->nonempty[w] & (~(uint64_t)0 << (from & 63));
+    while (bits == 0) {
+        if (++w >= words) return 0;
+        bits = m->nonempty[w];
+    }
+    int32_t rank = (int32_t)(w * 64 + (size_t)__builtin_ctzll(bits));
+    uint64_t bit = (uint64_t)1 << (rank & 63);
+    size_t n = 0;
+    for (int32_t x = m->head[rank]; x >= 0; x = m->entry_next[x]) m->batch[n++] = m->entry_pos[x];
+    if (m->unsorted[w] & bit) qsort(m->batch, n, sizeof(int32_t), compare_int32);
+    m->nonempty[w] &= ~bit;
+    m->unsorted[w] &= ~bit;
+    m->head[rank] = m->tail[rank] = -1;
+    q->cursor = rank;
+    q->batch_n = n;
+    q->at = 0;
+    return 1;
+}
+
+/* The next pair to try, lowest (rank, position) first; 0 when the queue is empty. */
+static inline int queue_pop(MergeEngine *m, Queue *q, HeapItem *item) {
+    for (;;) {
+        int from_batch = q->at < q->batch_n;
+        if (q->heap_n > 0 && (!from_batch || item_less(m->heap[0], (HeapItem){q->cursor, m->batch[q->at]}))) {
+            *item = heap_pop(m->heap, &q->heap_n);
+            return 1;
+        }
+        if (from_batch) {
+            *item = (HeapItem){q->cursor, m->batch[q->at++]};
+            return 1;
+        }
+        if (!queue_next_bucket(m, q)) return 0;
+    }
+}
+
+/* BPE over m->work[0..n) (room reserved by reserve_work): merge the lowest-rank adjacent pair,
+ * leftmost first, until none has a rank. Returns the new length (the symbols are compacted in
+ * m->work). */
+static size_t bpe_in_place(MergeEngine *m, size_t n) {
+    int32_t *v = m->work, new_id = -1;
+    if (n < 2) return n;
+    if (n <= SHORT_PRETOKEN) {
+        /* short: keep the rank of each adjacent pair and rescan for the minimum */
+        int32_t *rank = m->rank_of;
+        for (size_t i = 0; i + 1 < n; i++) rank[i] = lookup_merge(m, v[i], v[i + 1], &new_id);
+        for (;;) {
+            size_t best = 0;
+            int32_t best_rank = NO_RANK;
+            for (size_t i = 0; i + 1 < n; i++) {
+                if (rank[i] < best_rank) {
+                    best_rank = rank[i];
+                    best = i;
+                }
+            }
+            if (best_rank == NO_RANK) break;
+            lookup_merge(m, v[best], v[best + 1], &new_id);
+            v[best] = new_id;
+            memmove(v + best + 1, v + best + 2, (n - best - 2) * sizeof(int32_t));
+            if (best + 3 <= n) memmove(rank + best + 1, rank + best + 2, (n - best - 3) * sizeof(int32_t));
+            n--;
+            if (best > 0) rank[best - 1] = lookup_merge(m, v[best - 1], v[best], &new_id);
+            if (best + 1 < n) rank[best] = lookup_merge(m, v[best], v[best + 1], &new_id);
+        }
+        return n;
+    }
+    /* long (a run of CJK text, of spaces, of one letter): the queue over a linked list */
+    int32_t *next = m->next, *prev = m->prev, end = (int32_t)n, unused;
+    Queue q = {-1, 0, 0, 0, 0};
+    for (size_t i = 0; i < n; i++) {
+        next[i] = (int32_t)i + 1;
+        prev[i] = (int32_t)i - 1;
+    }
+    for (size_t i = 0; i + 1 < n; i++) {
+        int32_t r = lookup_merge(m, v[i], v[i + 1], &unused);
+        if (r != NO_RANK) queue_push(m, &q, r, (int32_t)i);
+    }
+    HeapItem top;
+    /* alive: next[i] >= 0 for live symbols; a dead one gets next = -1 */
+    while (queue_pop(m, &q, &top)) {
+        int32_t i = top.position, j = next[i];
+        if (j < 0 || j >= end) continue;
+        /* stale when the pair at i changed since the push: its rank then differs */
+        if (lookup_merge(m, v[i], v[j], &new_id) != top.rank) continue;
+        v[i] = new_id;
+        int32_t k = next[j], p = prev[i];
+        next[j] = -1;
+        next[i] = k;
+        if (k < end) prev[k] = i;
+        if (p >= 0) {
+            int32_t r = lookup_merge(m, v[p], v[i], &unused);
+            if (r != NO_RANK) queue_push(m, &q, r, p);
+        }
+        if (k < end) {
+            int32_t r = lookup_merge(m, v[i], v[k], &unused);
+            if (r != NO_RANK) queue_push(m, &q, r, i);
+        }
+    }
+    size_t out = 0;
+    for (int32_t i = 0; i < end && i >= 0; i = next[i]) v[out++] = v[i];
+    return out;
+}
+
+#endif /* BPE_SPARK_MERGE_H */
