@@ -29,6 +29,16 @@ typedef struct {
     int32_t rank, position;
 } HeapItem;
 
+/* A symbol of a long pretoken in its linked list (next = -1: merged into its left neighbour). */
+typedef struct {
+    int32_t id, next, prev;
+} Node;
+
+/* A position in a bucket's list. */
+typedef struct {
+    int32_t position, next;
+} Entry;
+
 typedef struct {
     /* merge table: (left, right) -> (rank, new_id); key EMPTY_KEY marks an empty slot */
     uint64_t *keys;
@@ -36,22 +46,24 @@ typedef struct {
     size_t slots, used;
     int32_t max_rank;
     /* scratch for one pretoken */
-    int32_t *work, *rank_of, *next, *prev;
+    int32_t *work, *rank_of;
     size_t work_cap;
     /* the bucket queue: head / tail entry of each rank (-1: empty), a bit per non-empty rank
      * and per rank whose entries came out of order; entries (position, next entry) */
     int32_t *head, *tail;
     uint64_t *nonempty, *unsorted;
     size_t n_buckets;
-    int32_t *entry_pos, *entry_next, *batch;
+    Entry *entries;
+    int32_t *batch;
+    Node *nodes;
     HeapItem *heap;
-    size_t entry_cap;
+    size_t entry_cap, node_cap;
 } MergeEngine;
 
 static void engine_free(MergeEngine *m) {
-    void *arrays[] = {m->keys,     m->rank,     m->new_id,    m->work,       m->rank_of, m->next,
-                      m->prev,     m->head,     m->tail,      m->nonempty,   m->unsorted, m->entry_pos,
-                      m->entry_next, m->batch, m->heap};
+    void *arrays[] = {m->keys,     m->rank,     m->new_id,    m->work,       m->rank_of,
+                      m->head,     m->tail,      m->nonempty,   m->unsorted, m->entries,
+                      m->batch,    m->nodes,    m->heap};
     for (size_t k = 0; k < sizeof(arrays) / sizeof(arrays[0]); k++) PyMem_Free(arrays[k]);
     memset(m, 0, sizeof(*m));
 }
@@ -103,8 +115,8 @@ static int reserve_work(MergeEngine *m, size_t n) {
     if (n > m->work_cap) {
         size_t cap = grown_capacity(m->work_cap, n, 64);
         if (cap == 0) return PyErr_NoMemory(), -1;
-        int32_t **arrays[] = {&m->work, &m->rank_of, &m->next, &m->prev};
-        for (int k = 0; k < 4; k++) {
+        int32_t **arrays[] = {&m->work, &m->rank_of};
+        for (int k = 0; k < 2; k++) {
             int32_t *a = bpe_realloc_array(*arrays[k], cap, sizeof(int32_t));
             if (a == NULL) return -1; /* the ones already grown are only bigger */
             *arrays[k] = a;
@@ -118,16 +130,23 @@ static int reserve_work(MergeEngine *m, size_t n) {
     if (entries > m->entry_cap) {
         size_t cap = grown_capacity(m->entry_cap, entries, 1024);
         if (cap == 0) return PyErr_NoMemory(), -1;
-        int32_t **arrays[] = {&m->entry_pos, &m->entry_next, &m->batch};
-        for (int k = 0; k < 3; k++) {
-            int32_t *a = bpe_realloc_array(*arrays[k], cap, sizeof(int32_t));
-            if (a == NULL) return -1;
-            *arrays[k] = a;
-        }
+        Entry *list = bpe_realloc_array(m->entries, cap, sizeof(Entry));
+        if (list == NULL) return -1;
+        m->entries = list;
+        int32_t *batch = bpe_realloc_array(m->batch, cap, sizeof(int32_t));
+        if (batch == NULL) return -1;
+        m->batch = batch;
         HeapItem *heap = bpe_realloc_array(m->heap, cap, sizeof(HeapItem));
         if (heap == NULL) return -1;
         m->heap = heap;
         m->entry_cap = cap;
+    }
+    if (n > m->node_cap) {
+        size_t cap = grown_capacity(m->node_cap, n, 1024);
+        Node *nodes = cap ? bpe_realloc_array(m->nodes, cap, sizeof(Node)) : NULL;
+        if (nodes == NULL) return cap ? -1 : (PyErr_NoMemory(), -1);
+        m->nodes = nodes;
+        m->node_cap = cap;
     }
     if (m->head == NULL && m->max_rank >= 0 && (size_t)m->max_rank < MAX_BUCKETS) {
         size_t n_buckets = (size_t)m->max_rank + 1, words = (n_buckets + 63) / 64;
@@ -180,24 +199,24 @@ static HeapItem heap_pop(HeapItem *heap, size_t *n) {
     return top;
 }
 
-/* The queue of one long pretoken's pairs: the current rank's positions (batch[at..batch_n), in
- * increasing order), the buckets of higher ranks, and the heap of the rest. */
+/* The queue of one long pretoken's pairs: the current rank's positions in increasing order
+ * (its bucket's list from entry `walk`, or when that list came out of order, sorted into
+ * batch[at..batch_n)), the buckets of higher ranks, and the heap of the rest. */
 typedef struct {
-    int32_t cursor;
+    int32_t cursor, walk;
     size_t n_entries, batch_n, at, heap_n;
 } Queue;
 
 static inline void queue_push(MergeEngine *m, Queue *q, int32_t rank, int32_t position) {
     if (rank > q->cursor && (size_t)rank < m->n_buckets) {
         int32_t x = (int32_t)q->n_entries++, t = m->tail[rank];
-        m->entry_pos[x] = position;
-        m->entry_next[x] = -1;
+        m->entries[x] = (Entry){position, -1};
         if (t < 0) {
             m->head[rank] = x;
             m->nonempty[rank >> 6] |= (uint64_t)1 << (rank & 63);
         } else {
-            m->entry_next[t] = x;
-            if (m->entry_pos[t] > position) m->unsorted[rank >> 6] |= (uint64_t)1 << (rank & 63);
+            m->entries[t].next = x;
+            if (m->entries[t].position > position) m->unsorted[rank >> 6] |= (uint64_t)1 << (rank & 63);
         }
         m->tail[rank] = x;
     } else {
@@ -210,7 +229,7 @@ static int compare_int32(const void *a, const void *b) {
     return (x > y) - (x < y);
 }
 
-/* Make the next non-empty bucket (above the cursor) the batch; 0 when there is none. */
+/* Make the next non-empty bucket (above the cursor) the current one; 0 when there is none. */
 static int queue_next_bucket(MergeEngine *m, Queue *q) {
     size_t from = (size_t)(q->cursor + 1), words = (m->n_buckets + 63) / 64;
     if (from >= m->n_buckets) return 0;
@@ -222,28 +241,36 @@ static int queue_next_bucket(MergeEngine *m, Queue *q) {
     }
     int32_t rank = (int32_t)(w * 64 + (size_t)__builtin_ctzll(bits));
     uint64_t bit = (uint64_t)1 << (rank & 63);
-    size_t n = 0;
-    for (int32_t x = m->head[rank]; x >= 0; x = m->entry_next[x]) m->batch[n++] = m->entry_pos[x];
-    if (m->unsorted[w] & bit) qsort(m->batch, n, sizeof(int32_t), compare_int32);
+    q->walk = m->head[rank];
+    q->batch_n = q->at = 0;
+    if (m->unsorted[w] & bit) {
+        size_t n = 0;
+        for (int32_t x = q->walk; x >= 0; x = m->entries[x].next) m->batch[n++] = m->entries[x].position;
+        qsort(m->batch, n, sizeof(int32_t), compare_int32);
+        q->walk = -1;
+        q->batch_n = n;
+    }
     m->nonempty[w] &= ~bit;
     m->unsorted[w] &= ~bit;
     m->head[rank] = m->tail[rank] = -1;
     q->cursor = rank;
-    q->batch_n = n;
-    q->at = 0;
     return 1;
 }
 
 /* The next pair to try, lowest (rank, position) first; 0 when the queue is empty. */
 static inline int queue_pop(MergeEngine *m, Queue *q, HeapItem *item) {
     for (;;) {
-        int from_batch = q->at < q->batch_n;
-        if (q->heap_n > 0 && (!from_batch || item_less(m->heap[0], (HeapItem){q->cursor, m->batch[q->at]}))) {
+        int32_t position = -1;
+        if (q->walk >= 0) position = m->entries[q->walk].position;
+        else if (q->at < q->batch_n) position = m->batch[q->at];
+        if (q->heap_n > 0 && (position < 0 || item_less(m->heap[0], (HeapItem){q->cursor, position}))) {
             *item = heap_pop(m->heap, &q->heap_n);
             return 1;
         }
-        if (from_batch) {
-            *item = (HeapItem){q->cursor, m->batch[q->at++]};
+        if (position >= 0) {
+            if (q->walk >= 0) q->walk = m->entries[q->walk].next;
+            else q->at++;
+            *item = (HeapItem){q->cursor, position};
             return 1;
         }
         if (!queue_next_bucket(m, q)) return 0;
@@ -281,39 +308,36 @@ static size_t bpe_in_place(MergeEngine *m, size_t n) {
         return n;
     }
     /* long (a run of CJK text, of spaces, of one letter): the queue over a linked list */
-    int32_t *next = m->next, *prev = m->prev, end = (int32_t)n, unused;
-    Queue q = {-1, 0, 0, 0, 0};
-    for (size_t i = 0; i < n; i++) {
-        next[i] = (int32_t)i + 1;
-        prev[i] = (int32_t)i - 1;
-    }
+    Node *node = m->nodes;
+    int32_t end = (int32_t)n, unused;
+    Queue q = {-1, -1, 0, 0, 0, 0};
+    for (size_t i = 0; i < n; i++) node[i] = (Node){v[i], (int32_t)i + 1, (int32_t)i - 1};
     for (size_t i = 0; i + 1 < n; i++) {
         int32_t r = lookup_merge(m, v[i], v[i + 1], &unused);
         if (r != NO_RANK) queue_push(m, &q, r, (int32_t)i);
     }
     HeapItem top;
-    /* alive: next[i] >= 0 for live symbols; a dead one gets next = -1 */
     while (queue_pop(m, &q, &top)) {
-        int32_t i = top.position, j = next[i];
+        int32_t i = top.position, j = node[i].next;
         if (j < 0 || j >= end) continue;
         /* stale when the pair at i changed since the push: its rank then differs */
-        if (lookup_merge(m, v[i], v[j], &new_id) != top.rank) continue;
-        v[i] = new_id;
-        int32_t k = next[j], p = prev[i];
-        next[j] = -1;
-        next[i] = k;
-        if (k < end) prev[k] = i;
+        if (lookup_merge(m, node[i].id, node[j].id, &new_id) != top.rank) continue;
+        node[i].id = new_id;
+        int32_t k = node[j].next, p = node[i].prev;
+        node[j].next = -1;
+        node[i].next = k;
+        if (k < end) node[k].prev = i;
         if (p >= 0) {
-            int32_t r = lookup_merge(m, v[p], v[i], &unused);
+            int32_t r = lookup_merge(m, node[p].id, new_id, &unused);
             if (r != NO_RANK) queue_push(m, &q, r, p);
         }
         if (k < end) {
-            int32_t r = lookup_merge(m, v[i], v[k], &unused);
+            int32_t r = lookup_merge(m, new_id, node[k].id, &unused);
             if (r != NO_RANK) queue_push(m, &q, r, i);
         }
     }
     size_t out = 0;
-    for (int32_t i = 0; i < end && i >= 0; i = next[i]) v[out++] = v[i];
+    for (int32_t i = 0; i < end; i = node[i].next) v[out++] = node[i].id;
     return out;
 }
 
