@@ -4,10 +4,14 @@
  *
  * - Pretokenization of the compiled presets is hand-written over UTF-8 bytes (_pretokenizer.h),
  *   so it splits exactly as `regex.findall` does with the same Unicode data.
- * - BPE merges by rank the adjacent pair of lowest rank, leftmost first (bpe_merge's rule),
- *   with a table (left, right) -> (rank, new_id) built from the merges in rank order.
- * - A cache maps each distinct pretoken (its UTF-8 bytes) to its ids, as tiktoken does; it starts
- *   over when full, and encode_piece can stop its growth for one long document (cache_cap).
+ * - BPE (_bpe_merge.h) merges the adjacent pair of lowest rank, leftmost first (bpe_merge's
+ *   rule), for both merge rules: "pairs" (the merges in rank order) and tiktoken's "ranks" (a
+ *   pretoken that is a token is that id, then the pair whose concatenation ranks lowest).
+ * - Pretokens come from the compiled presets, or as str from Python (a custom pattern split by
+ *   `regex`: encode_pretokens / encode_split).
+ * - A cache maps each distinct pretoken (its UTF-8 bytes) to its ids; it starts over when full,
+ *   one text adds at most TEXT_NEW_ENTRIES to it, and encode_piece can stop its growth for one
+ *   long document (cache_cap). Pretokens of one or two bytes skip it (computing is cheaper).
  * - PretokenCounter counts the pretokens of texts with the same pretokenizer.
  *
  * Text comes in as str, so its UTF-8 is well formed; the decoder still never reads past the end
@@ -38,6 +42,7 @@ typedef struct {
     int initialized;
     int pattern;
     int has_bytes;
+    int ranks; /* tiktoken's rule: the merge table holds every split of every token */
     int32_t byte_ids[256];
     MergeEngine bpe;
     /* vocab: the tokens' bytes -> id; with it a pretoken that is a token is that id (tiktoken's
@@ -68,6 +73,26 @@ static void cache_clear(Encoder *e) {
 /* The ids of one pretoken (its UTF-8 bytes), from the cache or by BPE; NULL with an error set.
  * A failure leaves the cache as it was. */
 static const int32_t *pretoken_ids(Encoder *e, const uint8_t *p, size_t len, size_t *count) {
+    /* one byte is its id, two bytes at most one merge: cheaper than the cache (but with
+     * ignore_merges two bytes may be a token that no merge makes) */
+    if (len == 1) {
+        *count = 1;
+        return e->byte_ids + p[0];
+    }
+    if (len == 2 && (e->vocab.n_entries == 0 || e->ranks)) {
+        MergeEngine *m = &e->bpe;
+        if (reserve_work(m, 2) < 0) return NULL;
+        int32_t new_id;
+        if (lookup_merge(m, e->byte_ids[p[0]], e->byte_ids[p[1]], &new_id) != NO_RANK) {
+            m->work[0] = new_id;
+            *count = 1;
+        } else {
+            m->work[0] = e->byte_ids[p[0]];
+            m->work[1] = e->byte_ids[p[1]];
+            *count = 2;
+        }
+        return m->work;
+    }
     uint64_t h = hash_bytes(p, len);
     const CacheEntry *hit = (const CacheEntry *)bytes_find(&e->cache, p, len, h);
     if (hit != NULL) {
@@ -139,20 +164,30 @@ static const uint8_t *text_bytes(PyObject *text, size_t *n, PyObject **holder) {
 }
 
 /* Encode one text (already normalized) into out. */
+#define TEXT_NEW_ENTRIES ((size_t)1 << 14)
+
 static int encode_text(Encoder *e, PyObject *text, IdBuffer *out) {
     Py_ssize_t length;
     const char *utf8 = PyUnicode_AsUTF8AndSize(text, &length); /* raises for lone surrogates */
     if (utf8 == NULL) return -1;
     const uint8_t *s = (const uint8_t *)utf8;
-    size_t n = (size_t)length, i = 0;
+    size_t n = (size_t)length, i = 0, saved = e->insert_limit;
+    /* one text adds at most TEXT_NEW_ENTRIES pretokens: a giant document of distinct pretokens
+     * does not grow the cache out of the processor's caches (a miss costs what BPE costs) */
+    if (e->cache.n_entries + TEXT_NEW_ENTRIES < saved) e->insert_limit = e->cache.n_entries + TEXT_NEW_ENTRIES;
+    int status = 0;
     while (i < n) {
         size_t end = next_pretoken(e->pattern, s, n, i);
         size_t count;
         const int32_t *ids = pretoken_ids(e, s + i, end - i, &count);
-        if (ids == NULL || ids_append(out, ids, count) < 0) return -1;
+        if (ids == NULL || ids_append(out, ids, count) < 0) {
+            status = -1;
+            break;
+        }
         i = end;
     }
-    return 0;
+    e->insert_limit = saved;
+    return status;
 }
 
 static PyObject *ids_to_list(const int32_t *ids, size_t n) {
@@ -336,6 +371,7 @@ static int Encoder_init(Encoder *e, PyObject *args, PyObject *kwds) {
             return -1;
         }
         if (rank_merges(e) < 0) return -1;
+        e->ranks = 1;
     } else if (pair_merges(e, merges_obj) < 0) {
         return -1;
     }
@@ -449,24 +485,25 @@ static int encode_pretoken_list(Encoder *e, PyObject *pretokens_obj, IdBuffer *o
     PyObject *pretokens = PySequence_Fast(pretokens_obj, "pretokens must be a sequence of str");
     if (pretokens == NULL) return -1;
     Py_ssize_t m = PySequence_Fast_GET_SIZE(pretokens);
-    for (Py_ssize_t x = 0; x < m; x++) {
+    size_t saved = e->insert_limit;
+    if (e->cache.n_entries + TEXT_NEW_ENTRIES < saved) e->insert_limit = e->cache.n_entries + TEXT_NEW_ENTRIES;
+    int status = 0;
+    for (Py_ssize_t x = 0; x < m && status == 0; x++) {
         PyObject *piece = PySequence_Fast_GET_ITEM(pretokens, x);
         Py_ssize_t length;
         const char *utf8 = PyUnicode_Check(piece) ? PyUnicode_AsUTF8AndSize(piece, &length) : NULL;
         if (utf8 == NULL) {
             if (!PyErr_Occurred()) PyErr_Format(PyExc_TypeError, "pretoken %zd is not str", x);
-            Py_DECREF(pretokens);
-            return -1;
+            status = -1;
+            break;
         }
         size_t count;
         const int32_t *ids = length ? pretoken_ids(e, (const uint8_t *)utf8, (size_t)length, &count) : NULL;
-        if (length && (ids == NULL || ids_append(out, ids, count) < 0)) {
-            Py_DECREF(pretokens);
-            return -1;
-        }
+        if (length && (ids == NULL || ids_append(out, ids, count) < 0)) status = -1;
     }
+    e->insert_limit = saved;
     Py_DECREF(pretokens);
-    return 0;
+    return status;
 }
 
 static int check_bytes(const Encoder *e) {

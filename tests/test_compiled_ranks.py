@@ -10,7 +10,7 @@ from __future__ import annotations
 import random
 
 import pytest
-from conftest import corpus_lines
+from conftest import PEERS, corpus_lines, require_shared
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
@@ -100,8 +100,6 @@ def openai_pairs():
     """(ours, tiktoken's) for cl100k (its .tiktoken file) and GPT-2 (vocab.json + merges.txt)."""
     tiktoken = pytest.importorskip("tiktoken")
     from test_peer_tiktoken import tiktoken_cache_file
-
-    from conftest import PEERS, require_shared
 
     require_shared()
     return {
