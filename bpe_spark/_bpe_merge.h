@@ -29,6 +29,12 @@ typedef struct {
     int32_t rank, position;
 } HeapItem;
 
+/* A slot of the merge table: one cache line holds four. */
+typedef struct {
+    uint64_t key;
+    int32_t rank, new_id;
+} MergeSlot;
+
 /* A symbol of a long pretoken in its linked list (next = -1: merged into its left neighbour). */
 typedef struct {
     int32_t id, next, prev;
@@ -41,8 +47,7 @@ typedef struct {
 
 typedef struct {
     /* merge table: (left, right) -> (rank, new_id); key EMPTY_KEY marks an empty slot */
-    uint64_t *keys;
-    int32_t *rank, *new_id;
+    MergeSlot *table;
     size_t slots, used;
     int32_t max_rank;
     /* scratch for one pretoken */
@@ -61,7 +66,7 @@ typedef struct {
 } MergeEngine;
 
 static void engine_free(MergeEngine *m) {
-    void *arrays[] = {m->keys,     m->rank,     m->new_id,    m->work,       m->rank_of,
+    void *arrays[] = {m->table,    m->work,     m->rank_of,
                       m->head,     m->tail,      m->nonempty,   m->unsorted, m->entries,
                       m->batch,    m->nodes,    m->heap};
     for (size_t k = 0; k < sizeof(arrays) / sizeof(arrays[0]); k++) PyMem_Free(arrays[k]);
@@ -72,11 +77,9 @@ static void engine_free(MergeEngine *m) {
 static int engine_table(MergeEngine *m, size_t count) {
     size_t slots = grown_capacity(0, count * 2 + 2, 16);
     if (slots == 0) return PyErr_NoMemory(), -1;
-    m->keys = bpe_alloc_array(slots, sizeof(uint64_t));
-    m->rank = m->keys ? bpe_alloc_array(slots, sizeof(int32_t)) : NULL;
-    m->new_id = m->rank ? bpe_alloc_array(slots, sizeof(int32_t)) : NULL;
-    if (m->new_id == NULL) return -1;
-    memset(m->keys, 0xff, slots * sizeof(uint64_t));
+    m->table = bpe_alloc_array(slots, sizeof(MergeSlot));
+    if (m->table == NULL) return -1;
+    for (size_t i = 0; i < slots; i++) m->table[i].key = EMPTY_KEY;
     m->slots = slots;
     m->max_rank = -1;
     return 0;
@@ -86,11 +89,9 @@ static int engine_table(MergeEngine *m, size_t count) {
 static void engine_put(MergeEngine *m, int32_t left, int32_t right, int32_t rank, int32_t new_id) {
     uint64_t k = pair_key(left, right);
     size_t mask = m->slots - 1, i = (size_t)mix64(k) & mask;
-    while (m->keys[i] != EMPTY_KEY && m->keys[i] != k) i = (i + 1) & mask;
-    if (m->keys[i] == k) return;
-    m->keys[i] = k;
-    m->rank[i] = rank;
-    m->new_id[i] = new_id;
+    while (m->table[i].key != EMPTY_KEY && m->table[i].key != k) i = (i + 1) & mask;
+    if (m->table[i].key == k) return;
+    m->table[i] = (MergeSlot){k, rank, new_id};
     m->used++;
     if (rank > m->max_rank) m->max_rank = rank;
 }
@@ -99,11 +100,12 @@ static inline int32_t lookup_merge(const MergeEngine *m, int32_t left, int32_t r
     uint64_t k = pair_key(left, right);
     size_t mask = m->slots - 1, i = (size_t)mix64(k) & mask;
     for (;;) {
-        uint64_t key = m->keys[i];
-        if (key == k) {
-            *new_id = m->new_id[i];
-            return m->rank[i];
+        const MergeSlot *slot = m->table + i;
+        if (slot->key == k) {
+            *new_id = slot->new_id;
+            return slot->rank;
         }
+        uint64_t key = slot->key;
         if (key == EMPTY_KEY) return NO_RANK;
         i = (i + 1) & mask;
     }

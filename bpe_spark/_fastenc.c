@@ -43,6 +43,8 @@ typedef struct {
     int pattern;
     int has_bytes;
     int ranks; /* tiktoken's rule: the merge table holds every split of every token */
+    int whole; /* a pretoken that is a token (in vocab) is that id: tiktoken, ignore_merges */
+    int chars; /* the first symbols are the pretoken's characters, looked up in vocab */
     int32_t byte_ids[256];
     MergeEngine bpe;
     /* vocab: the tokens' bytes -> id; with it a pretoken that is a token is that id (tiktoken's
@@ -75,11 +77,11 @@ static void cache_clear(Encoder *e) {
 static const int32_t *pretoken_ids(Encoder *e, const uint8_t *p, size_t len, size_t *count) {
     /* one byte is its id, two bytes at most one merge: cheaper than the cache (but with
      * ignore_merges two bytes may be a token that no merge makes) */
-    if (len == 1) {
+    if (len == 1 && e->has_bytes) {
         *count = 1;
         return e->byte_ids + p[0];
     }
-    if (len == 2 && (e->vocab.n_entries == 0 || e->ranks)) {
+    if (len == 2 && e->has_bytes && (!e->whole || e->ranks)) {
         MergeEngine *m = &e->bpe;
         if (reserve_work(m, 2) < 0) return NULL;
         int32_t new_id;
@@ -99,15 +101,29 @@ static const int32_t *pretoken_ids(Encoder *e, const uint8_t *p, size_t len, siz
         *count = hit->ids_length;
         return e->id_arena + hit->ids_offset;
     }
-    /* a miss: the token it is (with a vocab), or BPE; then remember it (starting over when the
-     * cache is full) */
+    /* a miss: the token it is (whole), or BPE; then remember it (starting over when the cache
+     * is full) */
     MergeEngine *m = &e->bpe;
-    size_t n;
-    const VocabEntry *token = e->vocab.n_entries ? (const VocabEntry *)bytes_find(&e->vocab, p, len, h) : NULL;
+    size_t n = 0;
+    const VocabEntry *token = e->whole ? (const VocabEntry *)bytes_find(&e->vocab, p, len, h) : NULL;
     if (reserve_work(m, token != NULL ? 1 : len) < 0) return NULL;
     if (token != NULL) {
         m->work[0] = token->id;
         n = 1;
+    } else if (e->chars) {
+        for (size_t j = 0; j < len;) {
+            size_t width = p[j] < 0x80 ? 1 : p[j] < 0xe0 ? 2 : p[j] < 0xf0 ? 3 : 4;
+            if (width > len - j) width = len - j;
+            const VocabEntry *symbol = (const VocabEntry *)bytes_find(&e->vocab, p + j, width, hash_bytes(p + j, width));
+            if (symbol == NULL) {
+                /* the caller's pure-Python path knows unk_token and byte_fallback */
+                PyErr_SetString(PyExc_LookupError, "a character of the pretoken is not in the vocabulary");
+                return NULL;
+            }
+            m->work[n++] = symbol->id;
+            j += width;
+        }
+        n = bpe_in_place(m, n);
     } else {
         for (size_t j = 0; j < len; j++) m->work[j] = e->byte_ids[p[j]];
         n = bpe_in_place(m, len);
@@ -330,21 +346,24 @@ static int pair_merges(Encoder *e, PyObject *merges_obj) {
     return 0;
 }
 
-/* Encoder(merges, byte_ids=None, pattern=None, cache_limit=1000000, vocab=None, ranks=False)
- * merges: (left, right, new_id) in rank order. vocab: (token bytes, id) pairs; with it a pretoken
- * that is a token encodes as that id. ranks: tiktoken's rule, the merge table built from vocab
- * (merges must then be empty). */
+/* Encoder(merges, byte_ids=None, pattern=None, cache_limit=1000000, vocab=None, ranks=False,
+ *         whole=False, chars=False)
+ * merges: (left, right, new_id) in rank order. vocab: (token bytes, id) pairs. whole: a pretoken
+ * that is a token encodes as that id (ignore_merges). ranks: tiktoken's rule (whole, and the
+ * merge table built from vocab; merges must then be empty). chars: the first symbols are the
+ * characters of a pretoken, looked up in vocab (a tokenizer.json model on string tokens); a
+ * character not in it raises LookupError. */
 static int Encoder_init(Encoder *e, PyObject *args, PyObject *kwds) {
-    static char *kwlist[] = {"merges", "byte_ids", "pattern", "cache_limit", "vocab", "ranks", NULL};
+    static char *kwlist[] = {"merges", "byte_ids", "pattern", "cache_limit", "vocab", "ranks", "whole", "chars", NULL};
     PyObject *merges_obj, *byte_ids = Py_None, *pattern = Py_None, *vocab = Py_None;
     Py_ssize_t cache_limit = 1000000;
-    int ranks = 0;
+    int ranks = 0, whole = 0, chars = 0;
     if (e->initialized) {
         PyErr_SetString(PyExc_RuntimeError, "Encoder is already initialized");
         return -1;
     }
-    if (!PyArg_ParseTupleAndKeywords(args, kwds, "O|OOnOp", kwlist, &merges_obj, &byte_ids, &pattern, &cache_limit,
-                                     &vocab, &ranks))
+    if (!PyArg_ParseTupleAndKeywords(args, kwds, "O|OOnOppp", kwlist, &merges_obj, &byte_ids, &pattern,
+                                     &cache_limit, &vocab, &ranks, &whole, &chars))
         return -1;
     engine_free(&e->bpe);
     bytes_free(&e->vocab);
@@ -364,6 +383,16 @@ static int Encoder_init(Encoder *e, PyObject *args, PyObject *kwds) {
     }
     if (byte_ids != Py_None && read_byte_ids(e, byte_ids) < 0) return -1;
     if (vocab != Py_None && read_vocab(e, vocab) < 0) return -1;
+    if ((whole || chars) && vocab == Py_None) {
+        PyErr_SetString(PyExc_ValueError, "whole= and chars= need vocab=");
+        return -1;
+    }
+    if (chars && byte_ids != Py_None) {
+        PyErr_SetString(PyExc_ValueError, "chars=True and byte_ids are two ways to start; give one");
+        return -1;
+    }
+    e->whole = whole || ranks;
+    e->chars = chars;
     if (ranks) {
         Py_ssize_t m = PyObject_Length(merges_obj);
         if (m != 0 || vocab == Py_None) {
@@ -508,8 +537,8 @@ static int encode_pretoken_list(Encoder *e, PyObject *pretokens_obj, IdBuffer *o
 
 static int check_bytes(const Encoder *e) {
     if (check_initialized(e) < 0) return -1;
-    if (e->has_bytes) return 0;
-    PyErr_SetString(PyExc_ValueError, "this encoder has no byte ids (not a byte-scheme model)");
+    if (e->has_bytes || e->chars) return 0;
+    PyErr_SetString(PyExc_ValueError, "this encoder has neither byte ids nor chars=True");
     return -1;
 }
 
