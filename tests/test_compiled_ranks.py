@@ -115,3 +115,31 @@ def test_openai_models_give_tiktokens_ids(openai_pairs, text):
     for ours, theirs in openai_pairs.values():
         assert ours.compiled_encoding
         assert ours.encode_ordinary(text) == theirs.encode_ordinary(text)
+
+
+@pytest.mark.parametrize("ignore_merges", [True, False])
+def test_pipeline_model_step_compiled_with_the_same_ids(ignore_merges, monkeypatch):
+    from bpe_spark.pipeline import Pipeline
+
+    rng = random.Random(4)
+    vocab = {"<unk>": 0, "a": 1, "b": 2, "c": 3, "é": 4}
+    merges = []
+    while len(merges) < 30:
+        left, right = rng.choice(list(vocab)[1:]), rng.choice(list(vocab)[1:])
+        if left + right not in vocab and len(left + right) <= 6:
+            vocab[left + right] = len(vocab)
+            merges.append(f"{left} {right}")
+    vocab["cbaé"] = len(vocab)  # a token no merge makes: only ignore_merges gives it
+    spec = {"model": {"type": "BPE", "vocab": vocab, "merges": merges, "unk_token": "<unk>",
+                      "ignore_merges": ignore_merges},
+            "pre_tokenizer": {"type": "WhitespaceSplit"}}
+    compiled = Pipeline(spec)
+    with monkeypatch.context() as patch:
+        patch.setenv("BPE_SPARK_ENCODER", "python")
+        python = Pipeline(spec)
+        texts = ["".join(rng.choice("abcé ") for _ in range(rng.randint(0, 200))) for _ in range(300)]
+        texts += ["cbaé abc", "ab x ba", "a" * 300, "\udc80 ab"]  # x: unknown (unk_token)
+        expected = [python.encode(text) for text in texts]
+    assert python.model._fast is None
+    assert [compiled.encode(text) for text in texts] == expected
+    assert compiled.model._fast_chars
