@@ -59,7 +59,7 @@ typedef struct {
     uint64_t *nonempty, *unsorted;
     size_t n_buckets;
     Entry *entries;
-    int32_t *batch;
+    int32_t *batch, *sort_tmp;
     Node *nodes;
     HeapItem *heap;
     size_t entry_cap, node_cap;
@@ -68,7 +68,7 @@ typedef struct {
 static void engine_free(MergeEngine *m) {
     void *arrays[] = {m->table,    m->work,     m->rank_of,
                       m->head,     m->tail,      m->nonempty,   m->unsorted, m->entries,
-                      m->batch,    m->nodes,    m->heap};
+                      m->sort_tmp, m->batch,    m->nodes,    m->heap};
     for (size_t k = 0; k < sizeof(arrays) / sizeof(arrays[0]); k++) PyMem_Free(arrays[k]);
     memset(m, 0, sizeof(*m));
 }
@@ -138,6 +138,9 @@ static int reserve_work(MergeEngine *m, size_t n) {
         int32_t *batch = bpe_realloc_array(m->batch, cap, sizeof(int32_t));
         if (batch == NULL) return -1;
         m->batch = batch;
+        int32_t *tmp = bpe_realloc_array(m->sort_tmp, cap, sizeof(int32_t));
+        if (tmp == NULL) return -1;
+        m->sort_tmp = tmp;
         HeapItem *heap = bpe_realloc_array(m->heap, cap, sizeof(HeapItem));
         if (heap == NULL) return -1;
         m->heap = heap;
@@ -226,9 +229,34 @@ static inline void queue_push(MergeEngine *m, Queue *q, int32_t rank, int32_t po
     }
 }
 
-static int compare_int32(const void *a, const void *b) {
-    int32_t x = *(const int32_t *)a, y = *(const int32_t *)b;
-    return (x > y) - (x < y);
+/* Sort positions (>= 0) in increasing order: insertion sort when few, else a radix sort by
+ * bytes (linear), through tmp. */
+static void sort_positions(int32_t *a, int32_t *tmp, size_t n) {
+    if (n <= 32) {
+        for (size_t i = 1; i < n; i++) {
+            int32_t x = a[i];
+            size_t j = i;
+            while (j > 0 && a[j - 1] > x) {
+                a[j] = a[j - 1];
+                j--;
+            }
+            a[j] = x;
+        }
+        return;
+    }
+    uint32_t top = 0;
+    for (size_t i = 0; i < n; i++) top |= (uint32_t)a[i];
+    int32_t *from = a, *to = tmp;
+    for (int shift = 0; shift < 32 && (top >> shift) != 0; shift += 8) {
+        size_t count[257] = {0};
+        for (size_t i = 0; i < n; i++) count[(((uint32_t)from[i] >> shift) & 255) + 1]++;
+        for (int d = 0; d < 256; d++) count[d + 1] += count[d];
+        for (size_t i = 0; i < n; i++) to[count[((uint32_t)from[i] >> shift) & 255]++] = from[i];
+        int32_t *swap = from;
+        from = to;
+        to = swap;
+    }
+    if (from != a) memcpy(a, from, n * sizeof(int32_t));
 }
 
 /* Make the next non-empty bucket (above the cursor) the current one; 0 when there is none. */
@@ -248,7 +276,7 @@ static int queue_next_bucket(MergeEngine *m, Queue *q) {
     if (m->unsorted[w] & bit) {
         size_t n = 0;
         for (int32_t x = q->walk; x >= 0; x = m->entries[x].next) m->batch[n++] = m->entries[x].position;
-        qsort(m->batch, n, sizeof(int32_t), compare_int32);
+        sort_positions(m->batch, m->sort_tmp, n);
         q->walk = -1;
         q->batch_n = n;
     }
