@@ -453,60 +453,64 @@ static PyObject *Encoder_split(Encoder *e, PyObject *text) {
     return out;
 }
 
-static PyObject *Encoder_encode(Encoder *e, PyObject *text) {
-    if (check_pattern(e) < 0) return NULL;
-    IdBuffer out = {NULL, 0, 0};
-    if (encode_text(e, text, &out) < 0) {
-        PyMem_Free(out.data);
-        return NULL;
-    }
-    PyObject *list = ids_to_list(out.data, out.n);
-    PyMem_Free(out.data);
+/* The ids of out as a list (status 0), or NULL (status -1, an error set); frees out. */
+static PyObject *finish_list(int status, IdBuffer *out) {
+    PyObject *list = status < 0 ? NULL : ids_to_list(out->data, out->n);
+    PyMem_Free(out->data);
     return list;
 }
 
-/* encode_many(texts) -> (ids: bytes of int32, lengths: bytes of int64), one length per text;
- * None texts give length 0 (the caller marks them null). */
-static PyObject *Encoder_encode_many(Encoder *e, PyObject *texts_obj) {
+static PyObject *Encoder_encode(Encoder *e, PyObject *text) {
     if (check_pattern(e) < 0) return NULL;
-    PyObject *texts = PySequence_Fast(texts_obj, "encode_many() takes a sequence of str");
+    IdBuffer out = {NULL, 0, 0};
+    return finish_list(encode_text(e, text, &out), &out);
+}
+
+/* The ids of every text one after the other and each text's count: (ids: bytes of int32,
+ * lengths: bytes of int64). A text is a str, or with presplit its pretokens (a sequence of str);
+ * None gives length 0 (the caller marks it null). */
+static int encode_pretoken_list(Encoder *e, PyObject *pretokens_obj, IdBuffer *out);
+
+static PyObject *encode_each(Encoder *e, PyObject *texts_obj, int presplit) {
+    PyObject *texts = PySequence_Fast(texts_obj, "takes a sequence of texts");
     if (texts == NULL) return NULL;
     Py_ssize_t m = PySequence_Fast_GET_SIZE(texts);
     PyObject *lengths = PyBytes_FromStringAndSize(NULL, m * (Py_ssize_t)sizeof(int64_t));
-    if (lengths == NULL) {
-        Py_DECREF(texts);
-        return NULL;
-    }
-    int64_t *length_of = (int64_t *)PyBytes_AS_STRING(lengths);
     IdBuffer out = {NULL, 0, 0};
+    if (lengths == NULL) goto fail;
+    int64_t *length_of = (int64_t *)PyBytes_AS_STRING(lengths);
     for (Py_ssize_t t = 0; t < m; t++) {
         PyObject *text = PySequence_Fast_GET_ITEM(texts, t);
         size_t before = out.n;
         if (text != Py_None) {
-            if (!PyUnicode_Check(text)) {
+            if (presplit) {
+                if (encode_pretoken_list(e, text, &out) < 0) goto fail;
+            } else if (!PyUnicode_Check(text)) {
                 PyErr_Format(PyExc_TypeError, "text %zd is %.100s, not str", t, Py_TYPE(text)->tp_name);
                 goto fail;
+            } else if (encode_text(e, text, &out) < 0) {
+                goto fail;
             }
-            if (encode_text(e, text, &out) < 0) goto fail;
         }
         length_of[t] = (int64_t)(out.n - before);
     }
     Py_DECREF(texts);
     PyObject *ids = PyBytes_FromStringAndSize((const char *)out.data, (Py_ssize_t)(out.n * sizeof(int32_t)));
     PyMem_Free(out.data);
-    if (ids == NULL) {
-        Py_DECREF(lengths);
-        return NULL;
-    }
-    PyObject *result = PyTuple_Pack(2, ids, lengths);
-    Py_DECREF(ids);
+    PyObject *result = ids ? PyTuple_Pack(2, ids, lengths) : NULL;
+    Py_XDECREF(ids);
     Py_DECREF(lengths);
     return result;
 fail:
     Py_DECREF(texts);
-    Py_DECREF(lengths);
+    Py_XDECREF(lengths);
     PyMem_Free(out.data);
     return NULL;
+}
+
+/* encode_many(texts) -> (ids: bytes of int32, lengths: bytes of int64), one length per text. */
+static PyObject *Encoder_encode_many(Encoder *e, PyObject *texts) {
+    return check_pattern(e) < 0 ? NULL : encode_each(e, texts, 0);
 }
 
 /* Append the ids of a sequence of pretokens (str, split in Python: a custom pattern) to out. */
@@ -546,44 +550,13 @@ static int check_bytes(const Encoder *e) {
 static PyObject *Encoder_encode_pretokens(Encoder *e, PyObject *pretokens) {
     if (check_bytes(e) < 0) return NULL;
     IdBuffer out = {NULL, 0, 0};
-    if (encode_pretoken_list(e, pretokens, &out) < 0) {
-        PyMem_Free(out.data);
-        return NULL;
-    }
-    PyObject *list = ids_to_list(out.data, out.n);
-    PyMem_Free(out.data);
-    return list;
+    return finish_list(encode_pretoken_list(e, pretokens, &out), &out);
 }
 
 /* encode_split(texts) -> (ids: bytes of int32, lengths: bytes of int64): each text given as its
  * pretokens (a sequence of str) or None (length 0). */
-static PyObject *Encoder_encode_split(Encoder *e, PyObject *texts_obj) {
-    if (check_bytes(e) < 0) return NULL;
-    PyObject *texts = PySequence_Fast(texts_obj, "encode_split() takes a sequence of pretoken lists");
-    if (texts == NULL) return NULL;
-    Py_ssize_t m = PySequence_Fast_GET_SIZE(texts);
-    PyObject *lengths = PyBytes_FromStringAndSize(NULL, m * (Py_ssize_t)sizeof(int64_t));
-    IdBuffer out = {NULL, 0, 0};
-    if (lengths == NULL) goto fail;
-    int64_t *length_of = (int64_t *)PyBytes_AS_STRING(lengths);
-    for (Py_ssize_t t = 0; t < m; t++) {
-        PyObject *pretokens = PySequence_Fast_GET_ITEM(texts, t);
-        size_t before = out.n;
-        if (pretokens != Py_None && encode_pretoken_list(e, pretokens, &out) < 0) goto fail;
-        length_of[t] = (int64_t)(out.n - before);
-    }
-    Py_DECREF(texts);
-    PyObject *ids = PyBytes_FromStringAndSize((const char *)out.data, (Py_ssize_t)(out.n * sizeof(int32_t)));
-    PyMem_Free(out.data);
-    PyObject *result = ids ? PyTuple_Pack(2, ids, lengths) : NULL;
-    Py_XDECREF(ids);
-    Py_DECREF(lengths);
-    return result;
-fail:
-    Py_DECREF(texts);
-    Py_XDECREF(lengths);
-    PyMem_Free(out.data);
-    return NULL;
+static PyObject *Encoder_encode_split(Encoder *e, PyObject *texts) {
+    return check_bytes(e) < 0 ? NULL : encode_each(e, texts, 1);
 }
 
 /* The ids of the pretokens of s[0:n) that no following text can change (all when final),

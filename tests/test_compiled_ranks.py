@@ -13,6 +13,7 @@ import pytest
 from conftest import PEERS, corpus_lines, require_shared
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
+from test_encoder_equivalence import _python_twin
 
 from bpe_spark import Tokenizer, TrainerConfig, _compiled, train_from_counts
 from bpe_spark.trainer import count_pretokens
@@ -20,15 +21,6 @@ from bpe_spark.words import bpe_merge
 
 pytest_plugins = ("compiled_fixtures",)  # the fastenc fixture
 pytestmark = pytest.mark.usefixtures("fastenc")
-
-
-def _python_twin(tok: Tokenizer, monkeypatch) -> Tokenizer:
-    with monkeypatch.context() as patch:
-        patch.setenv("BPE_SPARK_ENCODER", "python")
-        twin = Tokenizer.from_dict(tok.to_dict())
-        twin.encode_ordinary("warm up")  # decides the encoder now, under the patched environment
-    assert twin._fast is None
-    return twin
 
 
 def _random_rank_vocab(rng: random.Random, alphabet: bytes, n_tokens: int, well_formed: bool) -> dict[int, bytes]:
