@@ -16,6 +16,7 @@ from hypothesis import strategies as st
 from test_encoder_equivalence import _python_twin
 
 from bpe_spark import Tokenizer, TrainerConfig, _compiled, train_from_counts
+from bpe_spark.batch_encoder import BatchEncoder
 from bpe_spark.trainer import count_pretokens
 from bpe_spark.words import bpe_merge
 
@@ -85,6 +86,11 @@ def test_custom_pattern_encodes_compiled_with_the_same_ids(monkeypatch):
     ids, lengths = tok.encode_ordinary_flat(texts + [None])
     assert lengths.tolist() == [len(row) for row in expected] + [0]
     assert ids.tolist() == [i for row in expected for i in row]
+    # the batch encoder (Spark's) takes the flat path, with the slot-cache path's ids
+    fast_batch, python_batch = BatchEncoder(tok), BatchEncoder(python)
+    assert fast_batch.flat and not python_batch.flat
+    for got, want in zip(fast_batch.encode_texts(lines + [None]), python_batch.encode_texts(lines + [None])):
+        assert got.tolist() == want.tolist()
 
 
 @pytest.fixture(scope="module")
