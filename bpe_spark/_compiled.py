@@ -25,7 +25,7 @@ from bpe_spark.patterns import compiled_preset
 # place and not versioned, so a `git pull` without `pip install -e .` leaves them stale) is
 # ignored, with a warning, rather than half used.
 FASTBPE_API = 6
-FASTENC_API = 4
+FASTENC_API = 5
 
 _WHAT = {"_fastbpe": "the merge engine", "_fastenc": "the pretokenizer, counter and encoder"}
 # What pure Python costs, measured on en_books on one core (README, Performance).
@@ -131,11 +131,16 @@ def new_counter(pattern: str):
     return _fastenc.PretokenCounter(name)
 
 
-def new_encoder(merge_ids, byte_ids, pattern: str | None):
-    """A compiled encoder over ``(left, right, new_id)`` merges in rank order, or None."""
+def new_encoder(merge_ids, byte_ids, pattern: str | None, *, vocab=None, ranks: bool = False,
+                whole: bool = False, chars: bool = False):
+    """A compiled encoder over ``(left, right, new_id)`` merges in rank order, or None.
+
+    ``vocab``: ``(token bytes, id)`` pairs. ``whole``: a pretoken that is a token encodes as that
+    id. ``ranks``: tiktoken's rule (whole, and the merge table built from ``vocab``; ``merge_ids``
+    empty). ``chars``: a pretoken starts as its characters, looked up in ``vocab``."""
     if not encoder_available():
         return None
     name = compiled_preset(pattern) if (pattern is not None and byte_ids is not None) else None
     if name is not None:
         ensure_char_classes()
-    return _fastenc.Encoder(merge_ids, byte_ids, name)
+    return _fastenc.Encoder(merge_ids, byte_ids, name, vocab=vocab, ranks=ranks, whole=whole, chars=chars)

@@ -4,10 +4,14 @@
  *
  * - Pretokenization of the compiled presets is hand-written over UTF-8 bytes (_pretokenizer.h),
  *   so it splits exactly as `regex.findall` does with the same Unicode data.
- * - BPE merges by rank the adjacent pair of lowest rank, leftmost first (bpe_merge's rule),
- *   with a table (left, right) -> (rank, new_id) built from the merges in rank order.
- * - A cache maps each distinct pretoken (its UTF-8 bytes) to its ids, as tiktoken does; it starts
- *   over when full, and encode_piece can stop its growth for one long document (cache_cap).
+ * - BPE (_bpe_merge.h) merges the adjacent pair of lowest rank, leftmost first (bpe_merge's
+ *   rule), for both merge rules: "pairs" (the merges in rank order) and tiktoken's "ranks" (a
+ *   pretoken that is a token is that id, then the pair whose concatenation ranks lowest).
+ * - Pretokens come from the compiled presets, or as str from Python (a custom pattern split by
+ *   `regex`: encode_pretokens / encode_split).
+ * - A cache maps each distinct pretoken (its UTF-8 bytes) to its ids; it starts over when full,
+ *   one text adds at most TEXT_NEW_ENTRIES to it, and encode_piece can stop its growth for one
+ *   long document (cache_cap). Pretokens of one or two bytes skip it (computing is cheaper).
  * - PretokenCounter counts the pretokens of texts with the same pretokenizer.
  *
  * Text comes in as str, so its UTF-8 is well formed; the decoder still never reads past the end
@@ -17,6 +21,7 @@
  */
 #include "_bpe_common.h"
 #include "_pretokenizer.h"
+#include "_bpe_merge.h"
 
 /* --- the encoder ---------------------------------------------------------------------------- */
 
@@ -26,15 +31,25 @@ typedef struct {
     uint32_t ids_offset, ids_length;
 } CacheEntry;
 
+/* A token of the vocabulary (its bytes) and its id, for the whole-pretoken lookup. */
+typedef struct {
+    BytesKey key;
+    int32_t id;
+} VocabEntry;
+
 typedef struct {
     PyObject_HEAD
+    int initialized;
     int pattern;
     int has_bytes;
+    int ranks; /* tiktoken's rule: the merge table holds every split of every token */
+    int whole; /* a pretoken that is a token (in vocab) is that id: tiktoken, ignore_merges */
+    int chars; /* the first symbols are the pretoken's characters, looked up in vocab */
     int32_t byte_ids[256];
-    /* merge table: (left, right) -> (rank, new_id) */
-    uint64_t *merge_keys;
-    int32_t *merge_rank, *merge_new;
-    size_t merge_slots; /* power of two; key 0xffffffffffffffff marks an empty slot */
+    MergeEngine bpe;
+    /* vocab: the tokens' bytes -> id; with it a pretoken that is a token is that id (tiktoken's
+     * rule, and ignore_merges); empty when not given */
+    BytesTable vocab;
     /* pretoken cache: CacheEntry entries, at most cache_limit of them */
     BytesTable cache;
     size_t cache_limit;
@@ -42,171 +57,12 @@ typedef struct {
     size_t insert_limit;
     int32_t *id_arena;
     size_t id_used, id_cap;
-    /* scratch for one pretoken's BPE */
-    int32_t *work;
-    int32_t *rank_of;
-    int32_t *next, *prev;
-    size_t work_cap;
 } Encoder;
 
-#define EMPTY_KEY 0xffffffffffffffffULL
-#define NO_RANK INT32_MAX
-
-static inline int lookup_merge(const Encoder *e, int32_t left, int32_t right, int32_t *new_id) {
-    uint64_t k = pair_key(left, right);
-    size_t mask = e->merge_slots - 1, i = (size_t)mix64(k) & mask;
-    for (;;) {
-        uint64_t key = e->merge_keys[i];
-        if (key == k) {
-            *new_id = e->merge_new[i];
-            return e->merge_rank[i];
-        }
-        if (key == EMPTY_KEY) return NO_RANK;
-        i = (i + 1) & mask;
-    }
-}
-
-/* Room for n symbols in the four scratch arrays; -1 with MemoryError set. */
-static int reserve_work(Encoder *e, size_t n) {
-    if (n <= e->work_cap) return 0;
-    size_t cap = grown_capacity(e->work_cap, n, 64);
-    if (cap == 0) return PyErr_NoMemory(), -1;
-    int32_t **arrays[] = {&e->work, &e->rank_of, &e->next, &e->prev};
-    for (int k = 0; k < 4; k++) {
-        int32_t *a = bpe_realloc_array(*arrays[k], cap, sizeof(int32_t));
-        if (a == NULL) return -1; /* the ones already grown are only bigger */
-        *arrays[k] = a;
-    }
-    e->work_cap = cap;
-    return 0;
-}
-
-typedef struct {
-    int32_t rank, position;
-} HeapItem;
-
-static inline int item_less(HeapItem a, HeapItem b) {
-    return a.rank < b.rank || (a.rank == b.rank && a.position < b.position);
-}
-
-static void heap_push(HeapItem *heap, size_t *n, HeapItem item) {
-    size_t i = (*n)++;
-    while (i > 0) {
-        size_t parent = (i - 1) / 2;
-        if (!item_less(item, heap[parent])) break;
-        heap[i] = heap[parent];
-        i = parent;
-    }
-    heap[i] = item;
-}
-
-static HeapItem heap_pop(HeapItem *heap, size_t *n) {
-    HeapItem top = heap[0], item = heap[--(*n)];
-    size_t i = 0;
-    for (;;) {
-        size_t child = 2 * i + 1;
-        if (child >= *n) break;
-        if (child + 1 < *n && item_less(heap[child + 1], heap[child])) child++;
-        if (!item_less(heap[child], item)) break;
-        heap[i] = heap[child];
-        i = child;
-    }
-    if (*n > 0) heap[i] = item;
-    return top;
-}
-
-/* BPE over e->work[0..n): merge the lowest-rank adjacent pair, leftmost first, until none has a
- * rank. Returns the new length (the symbols are compacted in e->work); -1 with MemoryError set. */
-static Py_ssize_t bpe_in_place(Encoder *e, size_t n) {
-    int32_t *v = e->work;
-    if (n < 2) return (Py_ssize_t)n;
-    if (n <= 64) {
-        /* short: keep the rank of each adjacent pair and rescan for the minimum */
-        int32_t *rank = e->rank_of, new_id = -1;
-        for (size_t i = 0; i + 1 < n; i++) rank[i] = lookup_merge(e, v[i], v[i + 1], &new_id);
-        for (;;) {
-            size_t best = 0;
-            int32_t best_rank = NO_RANK;
-            for (size_t i = 0; i + 1 < n; i++) {
-                if (rank[i] < best_rank) {
-                    best_rank = rank[i];
-                    best = i;
-                }
-            }
-            if (best_rank == NO_RANK) break;
-            lookup_merge(e, v[best], v[best + 1], &new_id);
-            v[best] = new_id;
-            memmove(v + best + 1, v + best + 2, (n - best - 2) * sizeof(int32_t));
-            if (best + 3 <= n) memmove(rank + best + 1, rank + best + 2, (n - best - 3) * sizeof(int32_t));
-            n--;
-            if (best > 0) rank[best - 1] = lookup_merge(e, v[best - 1], v[best], &new_id);
-            if (best + 1 < n) rank[best] = lookup_merge(e, v[best], v[best + 1], &new_id);
-        }
-        return (Py_ssize_t)n;
-    }
-    /* long (a run of CJK text, say): a heap over a linked list, as bpe_merge does */
-    int32_t *next = e->next, *prev = e->prev, new_id = -1;
-    size_t cap;
-    if (size_mul_overflow(n, 3, &cap)) return PyErr_NoMemory(), -1;
-    HeapItem *heap = bpe_alloc_array(cap, sizeof(HeapItem));
-    if (heap == NULL) return -1;
-    size_t h = 0;
-    for (size_t i = 0; i < n; i++) {
-        next[i] = (int32_t)i + 1;
-        prev[i] = (int32_t)i - 1;
-    }
-    for (size_t i = 0; i + 1 < n; i++) {
-        int32_t r = lookup_merge(e, v[i], v[i + 1], &new_id);
-        if (r != NO_RANK) heap[h++] = (HeapItem){r, (int32_t)i};
-    }
-    for (size_t i = h / 2; i-- > 0;) { /* heapify */
-        HeapItem item = heap[i];
-        size_t j = i;
-        for (;;) {
-            size_t child = 2 * j + 1;
-            if (child >= h) break;
-            if (child + 1 < h && item_less(heap[child + 1], heap[child])) child++;
-            if (!item_less(heap[child], item)) break;
-            heap[j] = heap[child];
-            j = child;
-        }
-        heap[j] = item;
-    }
-    /* alive: next[i] >= 0 for live symbols; a dead one gets next = -1 */
-    while (h > 0) {
-        HeapItem top = heap_pop(heap, &h);
-        int32_t i = top.position;
-        if (next[i] < 0) continue;
-        int32_t j = next[i];
-        if (j >= (int32_t)n) continue;
-        /* stale when the pair at i changed since the push: its rank then differs */
-        if (lookup_merge(e, v[i], v[j], &new_id) != top.rank) continue;
-        v[i] = new_id;
-        int32_t k = next[j];
-        next[j] = -1;
-        next[i] = k;
-        if (k < (int32_t)n) prev[k] = i;
-        int32_t p = prev[i];
-        HeapItem *grown = grow_array(heap, &cap, h, 2, sizeof(HeapItem), 1);
-        if (grown == NULL) {
-            PyMem_Free(heap);
-            return -1;
-        }
-        heap = grown;
-        int32_t unused;
-        if (p >= 0) {
-            int32_t r = lookup_merge(e, v[p], v[i], &unused);
-            if (r != NO_RANK) heap_push(heap, &h, (HeapItem){r, p});
-        }
-        if (k < (int32_t)n) {
-            int32_t r = lookup_merge(e, v[i], v[k], &unused);
-            if (r != NO_RANK) heap_push(heap, &h, (HeapItem){r, i});
-        }
-    }
-    PyMem_Free(heap);
-    size_t out = 0;
-    for (int32_t i = 0; i < (int32_t)n && i >= 0; i = next[i]) v[out++] = v[i];
-    return (Py_ssize_t)out;
+static int check_initialized(const Encoder *e) {
+    if (e->initialized) return 0;
+    PyErr_SetString(PyExc_RuntimeError, "Encoder is not initialized");
+    return -1;
 }
 
 /* --- the pretoken cache ----------------------------------------------------------------------- */
@@ -219,20 +75,62 @@ static void cache_clear(Encoder *e) {
 /* The ids of one pretoken (its UTF-8 bytes), from the cache or by BPE; NULL with an error set.
  * A failure leaves the cache as it was. */
 static const int32_t *pretoken_ids(Encoder *e, const uint8_t *p, size_t len, size_t *count) {
+    /* one byte is its id, two bytes at most one merge: cheaper than the cache (but with
+     * ignore_merges two bytes may be a token that no merge makes) */
+    if (len == 1 && e->has_bytes) {
+        *count = 1;
+        return e->byte_ids + p[0];
+    }
+    if (len == 2 && e->has_bytes && (!e->whole || e->ranks)) {
+        MergeEngine *m = &e->bpe;
+        if (reserve_work(m, 2) < 0) return NULL;
+        int32_t new_id;
+        if (lookup_merge(m, e->byte_ids[p[0]], e->byte_ids[p[1]], &new_id) != NO_RANK) {
+            m->work[0] = new_id;
+            *count = 1;
+        } else {
+            m->work[0] = e->byte_ids[p[0]];
+            m->work[1] = e->byte_ids[p[1]];
+            *count = 2;
+        }
+        return m->work;
+    }
     uint64_t h = hash_bytes(p, len);
     const CacheEntry *hit = (const CacheEntry *)bytes_find(&e->cache, p, len, h);
     if (hit != NULL) {
         *count = hit->ids_length;
         return e->id_arena + hit->ids_offset;
     }
-    /* a miss: BPE, then remember it (starting over when the cache is full) */
-    if (reserve_work(e, len) < 0) return NULL;
-    for (size_t j = 0; j < len; j++) e->work[j] = e->byte_ids[p[j]];
-    Py_ssize_t n = bpe_in_place(e, len);
-    if (n < 0) return NULL;
-    *count = (size_t)n;
-    if ((size_t)n > UINT32_MAX) return e->work; /* too long to cache */
-    if (e->cache.n_entries >= e->insert_limit) return e->work; /* capped: a memo, not remembered */
+    /* a miss: the token it is (whole), or BPE; then remember it (starting over when the cache
+     * is full) */
+    MergeEngine *m = &e->bpe;
+    size_t n = 0;
+    const VocabEntry *token = e->whole ? (const VocabEntry *)bytes_find(&e->vocab, p, len, h) : NULL;
+    if (reserve_work(m, token != NULL ? 1 : len) < 0) return NULL;
+    if (token != NULL) {
+        m->work[0] = token->id;
+        n = 1;
+    } else if (e->chars) {
+        for (size_t j = 0; j < len;) {
+            size_t width = p[j] < 0x80 ? 1 : p[j] < 0xe0 ? 2 : p[j] < 0xf0 ? 3 : 4;
+            if (width > len - j) width = len - j;
+            const VocabEntry *symbol = (const VocabEntry *)bytes_find(&e->vocab, p + j, width, hash_bytes(p + j, width));
+            if (symbol == NULL) {
+                /* the caller's pure-Python path knows unk_token and byte_fallback */
+                PyErr_SetString(PyExc_LookupError, "a character of the pretoken is not in the vocabulary");
+                return NULL;
+            }
+            m->work[n++] = symbol->id;
+            j += width;
+        }
+        n = bpe_in_place(m, n);
+    } else {
+        for (size_t j = 0; j < len; j++) m->work[j] = e->byte_ids[p[j]];
+        n = bpe_in_place(m, len);
+    }
+    *count = n;
+    if (n > UINT32_MAX) return m->work; /* too long to cache */
+    if (e->cache.n_entries >= e->insert_limit) return m->work; /* capped: a memo, not remembered */
     if (e->cache.n_entries >= e->cache_limit || e->id_used + (size_t)n > UINT32_MAX) cache_clear(e);
     int32_t *ids = grow_array(e->id_arena, &e->id_cap, e->id_used, (size_t)n, sizeof(int32_t), (size_t)1 << 16);
     if (ids == NULL) return NULL;
@@ -241,7 +139,7 @@ static const int32_t *pretoken_ids(Encoder *e, const uint8_t *p, size_t len, siz
     if (entry == NULL) return NULL;
     entry->ids_offset = (uint32_t)e->id_used;
     entry->ids_length = (uint32_t)n;
-    memcpy(e->id_arena + e->id_used, e->work, (size_t)n * sizeof(int32_t));
+    memcpy(e->id_arena + e->id_used, m->work, n * sizeof(int32_t));
     e->id_used += (size_t)n;
     return e->id_arena + entry->ids_offset;
 }
@@ -282,20 +180,30 @@ static const uint8_t *text_bytes(PyObject *text, size_t *n, PyObject **holder) {
 }
 
 /* Encode one text (already normalized) into out. */
+#define TEXT_NEW_ENTRIES ((size_t)1 << 14)
+
 static int encode_text(Encoder *e, PyObject *text, IdBuffer *out) {
     Py_ssize_t length;
     const char *utf8 = PyUnicode_AsUTF8AndSize(text, &length); /* raises for lone surrogates */
     if (utf8 == NULL) return -1;
     const uint8_t *s = (const uint8_t *)utf8;
-    size_t n = (size_t)length, i = 0;
+    size_t n = (size_t)length, i = 0, saved = e->insert_limit;
+    /* one text adds at most TEXT_NEW_ENTRIES pretokens: a giant document of distinct pretokens
+     * does not grow the cache out of the processor's caches (a miss costs what BPE costs) */
+    if (e->cache.n_entries + TEXT_NEW_ENTRIES < saved) e->insert_limit = e->cache.n_entries + TEXT_NEW_ENTRIES;
+    int status = 0;
     while (i < n) {
         size_t end = next_pretoken(e->pattern, s, n, i);
         size_t count;
         const int32_t *ids = pretoken_ids(e, s + i, end - i, &count);
-        if (ids == NULL || ids_append(out, ids, count) < 0) return -1;
+        if (ids == NULL || ids_append(out, ids, count) < 0) {
+            status = -1;
+            break;
+        }
         i = end;
     }
-    return 0;
+    e->insert_limit = saved;
+    return status;
 }
 
 static PyObject *ids_to_list(const int32_t *ids, size_t n) {
@@ -313,6 +221,7 @@ static PyObject *ids_to_list(const int32_t *ids, size_t n) {
 }
 
 static int check_pattern(Encoder *e) {
+    if (check_initialized(e) < 0) return -1;
     if (e->pattern == PATTERN_NONE) {
         PyErr_SetString(PyExc_ValueError, "this encoder has no compiled pretokenizer (pattern=None)");
         return -1;
@@ -327,80 +236,99 @@ static int check_pattern(Encoder *e) {
 /* --- methods --------------------------------------------------------------------------------- */
 
 static void Encoder_dealloc(Encoder *e) {
-    PyMem_Free(e->merge_keys);
-    PyMem_Free(e->merge_rank);
-    PyMem_Free(e->merge_new);
+    engine_free(&e->bpe);
+    bytes_free(&e->vocab);
     bytes_free(&e->cache);
     PyMem_Free(e->id_arena);
-    PyMem_Free(e->work);
-    PyMem_Free(e->rank_of);
-    PyMem_Free(e->next);
-    PyMem_Free(e->prev);
     Py_TYPE(e)->tp_free((PyObject *)e);
 }
 
-/* Encoder(merges, byte_ids=None, pattern=None, cache_limit=1000000)
- * merges: (left, right, new_id) in rank order; the first rank of a repeated pair wins. */
-static int Encoder_init(Encoder *e, PyObject *args, PyObject *kwds) {
-    static char *kwlist[] = {"merges", "byte_ids", "pattern", "cache_limit", NULL};
-    PyObject *merges_obj, *byte_ids = Py_None, *pattern = Py_None;
-    Py_ssize_t cache_limit = 1000000;
-    if (e->merge_keys != NULL) {
-        PyErr_SetString(PyExc_RuntimeError, "Encoder is already initialized");
+/* The 256 ids of the single bytes, into e->byte_ids; -1 with an error set. */
+static int read_byte_ids(Encoder *e, PyObject *byte_ids) {
+    PyObject *seq = PySequence_Fast(byte_ids, "byte_ids must be a sequence of 256 ids");
+    if (seq == NULL) return -1;
+    if (PySequence_Fast_GET_SIZE(seq) != 256) {
+        Py_DECREF(seq);
+        PyErr_SetString(PyExc_ValueError, "byte_ids must hold 256 ids");
         return -1;
     }
-    if (!PyArg_ParseTupleAndKeywords(args, kwds, "O|OOn", kwlist, &merges_obj, &byte_ids, &pattern, &cache_limit))
-        return -1;
-    e->cache_limit = cache_limit < 1 ? 1 : (cache_limit > INT32_MAX - 2 ? INT32_MAX - 2 : (size_t)cache_limit);
-    e->insert_limit = SIZE_MAX;
-    e->cache.entry_size = sizeof(CacheEntry);
-    e->cache.min_slots = 4096;
-    if (pattern == Py_None) {
-        e->pattern = PATTERN_NONE;
-    } else {
-        const char *name = PyUnicode_AsUTF8(pattern);
-        if (name == NULL) return -1;
-        e->pattern = pattern_from_name(name);
-        if (e->pattern < 0) return -1;
-    }
-    if (byte_ids != Py_None) {
-        PyObject *seq = PySequence_Fast(byte_ids, "byte_ids must be a sequence of 256 ids");
-        if (seq == NULL) return -1;
-        if (PySequence_Fast_GET_SIZE(seq) != 256) {
+    for (int b = 0; b < 256; b++) {
+        long id = PyLong_AsLong(PySequence_Fast_GET_ITEM(seq, b));
+        if ((id == -1 && PyErr_Occurred()) || id < 0 || id > INT32_MAX - 1) {
             Py_DECREF(seq);
-            PyErr_SetString(PyExc_ValueError, "byte_ids must hold 256 ids");
+            if (!PyErr_Occurred()) PyErr_SetString(PyExc_ValueError, "byte ids must be ids >= 0");
             return -1;
         }
-        for (int b = 0; b < 256; b++) {
-            long id = PyLong_AsLong(PySequence_Fast_GET_ITEM(seq, b));
-            if ((id == -1 && PyErr_Occurred()) || id < 0 || id > INT32_MAX) {
-                Py_DECREF(seq);
-                if (!PyErr_Occurred()) PyErr_SetString(PyExc_ValueError, "byte ids must be ids >= 0");
-                return -1;
-            }
-            e->byte_ids[b] = (int32_t)id;
-        }
-        Py_DECREF(seq);
-        e->has_bytes = 1;
+        e->byte_ids[b] = (int32_t)id;
     }
+    Py_DECREF(seq);
+    e->has_bytes = 1;
+    return 0;
+}
+
+/* vocab: (token bytes, id) pairs, into e->vocab; the first id of a repeated token wins. */
+static int read_vocab(Encoder *e, PyObject *vocab_obj) {
+    PyObject *vocab = PySequence_Fast(vocab_obj, "vocab must be a sequence of (bytes, id)");
+    if (vocab == NULL) return -1;
+    Py_ssize_t n = PySequence_Fast_GET_SIZE(vocab);
+    for (Py_ssize_t x = 0; x < n; x++) {
+        const char *data;
+        Py_ssize_t len;
+        int id;
+        if (!PyArg_ParseTuple(PySequence_Fast_GET_ITEM(vocab, x), "y#i", &data, &len, &id)) goto fail;
+        if (id < 0 || id == INT32_MAX) {
+            PyErr_Format(PyExc_ValueError, "vocab entry %zd has id %d", x, id);
+            goto fail;
+        }
+        uint64_t h = hash_bytes((const uint8_t *)data, (size_t)len);
+        if (bytes_find(&e->vocab, (const uint8_t *)data, (size_t)len, h) != NULL) continue;
+        VocabEntry *entry = (VocabEntry *)bytes_add(&e->vocab, (const uint8_t *)data, (size_t)len, h);
+        if (entry == NULL) goto fail;
+        entry->id = (int32_t)id;
+    }
+    Py_DECREF(vocab);
+    return 0;
+fail:
+    Py_DECREF(vocab);
+    return -1;
+}
+
+static const VocabEntry *vocab_find(const Encoder *e, const uint8_t *p, size_t len) {
+    return (const VocabEntry *)bytes_find(&e->vocab, p, len, hash_bytes(p, len));
+}
+
+/* tiktoken's rule as a merge table: every split of every token into two tokens is a pair whose
+ * rank and new id are the token's id (its rank). */
+static int rank_merges(Encoder *e) {
+    size_t count = 0;
+    for (int pass = 0; pass < 2; pass++) {
+        if (pass == 1 && engine_table(&e->bpe, count) < 0) return -1;
+        for (size_t x = 0; x < e->vocab.n_entries; x++) {
+            const VocabEntry *token = (const VocabEntry *)bytes_entry(&e->vocab, x);
+            const uint8_t *p = e->vocab.arena + token->key.key_offset;
+            size_t len = token->key.key_length;
+            for (size_t cut = 1; cut < len; cut++) {
+                const VocabEntry *left = vocab_find(e, p, cut), *right = left ? vocab_find(e, p + cut, len - cut) : NULL;
+                if (right == NULL) continue;
+                if (pass == 0) count++;
+                else engine_put(&e->bpe, left->id, right->id, token->id, token->id);
+            }
+        }
+    }
+    return 0;
+}
+
+/* merges: (left, right, new_id) in rank order, into the table; the first rank of a repeated
+ * pair wins. */
+static int pair_merges(Encoder *e, PyObject *merges_obj) {
     PyObject *merges = PySequence_Fast(merges_obj, "merges must be a sequence of (left, right, new_id)");
     if (merges == NULL) return -1;
     Py_ssize_t m = PySequence_Fast_GET_SIZE(merges);
-    if (m >= INT32_MAX) {
-        Py_DECREF(merges);
-        PyErr_SetString(PyExc_OverflowError, "too many merges");
-        return -1;
-    }
-    size_t slots = grown_capacity(0, (size_t)m * 2 + 2, 16); /* m < 2^31: no overflow */
-    e->merge_keys = bpe_alloc_array(slots, sizeof(uint64_t));
-    e->merge_rank = e->merge_keys ? bpe_alloc_array(slots, sizeof(int32_t)) : NULL;
-    e->merge_new = e->merge_rank ? bpe_alloc_array(slots, sizeof(int32_t)) : NULL;
-    if (e->merge_new == NULL) {
+    if (m >= INT32_MAX || engine_table(&e->bpe, (size_t)m) < 0) {
+        if (!PyErr_Occurred()) PyErr_SetString(PyExc_OverflowError, "too many merges");
         Py_DECREF(merges);
         return -1;
     }
-    memset(e->merge_keys, 0xff, slots * sizeof(uint64_t));
-    e->merge_slots = slots;
     for (Py_ssize_t r = 0; r < m; r++) {
         int left, right, new_id;
         if (!PyArg_ParseTuple(PySequence_Fast_GET_ITEM(merges, r), "iii", &left, &right, &new_id)) {
@@ -412,27 +340,80 @@ static int Encoder_init(Encoder *e, PyObject *args, PyObject *kwds) {
             PyErr_Format(PyExc_ValueError, "merge %zd has a negative id", r);
             return -1;
         }
-        uint64_t k = pair_key(left, right);
-        size_t i = (size_t)mix64(k) & (slots - 1);
-        while (e->merge_keys[i] != EMPTY_KEY && e->merge_keys[i] != k) i = (i + 1) & (slots - 1);
-        if (e->merge_keys[i] == k) continue; /* a repeated pair keeps its first rank */
-        e->merge_keys[i] = k;
-        e->merge_rank[i] = (int32_t)r;
-        e->merge_new[i] = new_id;
+        engine_put(&e->bpe, left, right, (int32_t)r, new_id);
     }
     Py_DECREF(merges);
     return 0;
 }
 
-static PyObject *Encoder_bpe(Encoder *e, PyObject *arg) {
-    if (e->merge_keys == NULL) {
-        PyErr_SetString(PyExc_RuntimeError, "Encoder is not initialized");
-        return NULL;
+/* Encoder(merges, byte_ids=None, pattern=None, cache_limit=1000000, vocab=None, ranks=False,
+ *         whole=False, chars=False)
+ * merges: (left, right, new_id) in rank order. vocab: (token bytes, id) pairs. whole: a pretoken
+ * that is a token encodes as that id (ignore_merges). ranks: tiktoken's rule (whole, and the
+ * merge table built from vocab; merges must then be empty). chars: the first symbols are the
+ * characters of a pretoken, looked up in vocab (a tokenizer.json model on string tokens); a
+ * character not in it raises LookupError. */
+static int Encoder_init(Encoder *e, PyObject *args, PyObject *kwds) {
+    static char *kwlist[] = {"merges", "byte_ids", "pattern", "cache_limit", "vocab", "ranks", "whole", "chars", NULL};
+    PyObject *merges_obj, *byte_ids = Py_None, *pattern = Py_None, *vocab = Py_None;
+    Py_ssize_t cache_limit = 1000000;
+    int ranks = 0, whole = 0, chars = 0;
+    if (e->initialized) {
+        PyErr_SetString(PyExc_RuntimeError, "Encoder is already initialized");
+        return -1;
     }
+    if (!PyArg_ParseTupleAndKeywords(args, kwds, "O|OOnOppp", kwlist, &merges_obj, &byte_ids, &pattern,
+                                     &cache_limit, &vocab, &ranks, &whole, &chars))
+        return -1;
+    engine_free(&e->bpe);
+    bytes_free(&e->vocab);
+    e->cache_limit = cache_limit < 1 ? 1 : (cache_limit > INT32_MAX - 2 ? INT32_MAX - 2 : (size_t)cache_limit);
+    e->insert_limit = SIZE_MAX;
+    e->cache.entry_size = sizeof(CacheEntry);
+    e->cache.min_slots = 4096;
+    e->vocab.entry_size = sizeof(VocabEntry);
+    e->vocab.min_slots = 4096;
+    if (pattern == Py_None) {
+        e->pattern = PATTERN_NONE;
+    } else {
+        const char *name = PyUnicode_AsUTF8(pattern);
+        if (name == NULL) return -1;
+        e->pattern = pattern_from_name(name);
+        if (e->pattern < 0) return -1;
+    }
+    if (byte_ids != Py_None && read_byte_ids(e, byte_ids) < 0) return -1;
+    if (vocab != Py_None && read_vocab(e, vocab) < 0) return -1;
+    if ((whole || chars) && vocab == Py_None) {
+        PyErr_SetString(PyExc_ValueError, "whole= and chars= need vocab=");
+        return -1;
+    }
+    if (chars && byte_ids != Py_None) {
+        PyErr_SetString(PyExc_ValueError, "chars=True and byte_ids are two ways to start; give one");
+        return -1;
+    }
+    e->whole = whole || ranks;
+    e->chars = chars;
+    if (ranks) {
+        Py_ssize_t m = PyObject_Length(merges_obj);
+        if (m != 0 || vocab == Py_None) {
+            if (!PyErr_Occurred()) PyErr_SetString(PyExc_ValueError, "ranks=True takes its merges from vocab= (merges=())");
+            return -1;
+        }
+        if (rank_merges(e) < 0) return -1;
+        e->ranks = 1;
+    } else if (pair_merges(e, merges_obj) < 0) {
+        return -1;
+    }
+    e->initialized = 1;
+    return 0;
+}
+
+static PyObject *Encoder_bpe(Encoder *e, PyObject *arg) {
+    if (check_initialized(e) < 0) return NULL;
     PyObject *seq = PySequence_Fast(arg, "bpe() takes a sequence of ids");
     if (seq == NULL) return NULL;
     Py_ssize_t n = PySequence_Fast_GET_SIZE(seq);
-    if (reserve_work(e, (size_t)n + 1) < 0) {
+    if (reserve_work(&e->bpe, (size_t)n + 1) < 0) {
         Py_DECREF(seq);
         return NULL;
     }
@@ -447,12 +428,10 @@ static PyObject *Encoder_bpe(Encoder *e, PyObject *arg) {
             PyErr_SetString(PyExc_OverflowError, "id out of int32 range");
             return NULL;
         }
-        e->work[i] = (int32_t)id;
+        e->bpe.work[i] = (int32_t)id;
     }
     Py_DECREF(seq);
-    Py_ssize_t out = bpe_in_place(e, (size_t)n);
-    if (out < 0) return NULL;
-    return ids_to_list(e->work, (size_t)out);
+    return ids_to_list(e->bpe.work, bpe_in_place(&e->bpe, (size_t)n));
 }
 
 static PyObject *Encoder_split(Encoder *e, PyObject *text) {
@@ -474,60 +453,110 @@ static PyObject *Encoder_split(Encoder *e, PyObject *text) {
     return out;
 }
 
-static PyObject *Encoder_encode(Encoder *e, PyObject *text) {
-    if (check_pattern(e) < 0) return NULL;
-    IdBuffer out = {NULL, 0, 0};
-    if (encode_text(e, text, &out) < 0) {
-        PyMem_Free(out.data);
-        return NULL;
-    }
-    PyObject *list = ids_to_list(out.data, out.n);
-    PyMem_Free(out.data);
+/* The ids of out as a list (status 0), or NULL (status -1, an error set); frees out. */
+static PyObject *finish_list(int status, IdBuffer *out) {
+    PyObject *list = status < 0 ? NULL : ids_to_list(out->data, out->n);
+    PyMem_Free(out->data);
     return list;
 }
 
-/* encode_many(texts) -> (ids: bytes of int32, lengths: bytes of int64), one length per text;
- * None texts give length 0 (the caller marks them null). */
-static PyObject *Encoder_encode_many(Encoder *e, PyObject *texts_obj) {
+static PyObject *Encoder_encode(Encoder *e, PyObject *text) {
     if (check_pattern(e) < 0) return NULL;
-    PyObject *texts = PySequence_Fast(texts_obj, "encode_many() takes a sequence of str");
+    IdBuffer out = {NULL, 0, 0};
+    return finish_list(encode_text(e, text, &out), &out);
+}
+
+/* The ids of every text one after the other and each text's count: (ids: bytes of int32,
+ * lengths: bytes of int64). A text is a str, or with presplit its pretokens (a sequence of str);
+ * None gives length 0 (the caller marks it null). */
+static int encode_pretoken_list(Encoder *e, PyObject *pretokens_obj, IdBuffer *out);
+
+static PyObject *encode_each(Encoder *e, PyObject *texts_obj, int presplit) {
+    PyObject *texts = PySequence_Fast(texts_obj, "takes a sequence of texts");
     if (texts == NULL) return NULL;
     Py_ssize_t m = PySequence_Fast_GET_SIZE(texts);
     PyObject *lengths = PyBytes_FromStringAndSize(NULL, m * (Py_ssize_t)sizeof(int64_t));
-    if (lengths == NULL) {
-        Py_DECREF(texts);
-        return NULL;
-    }
-    int64_t *length_of = (int64_t *)PyBytes_AS_STRING(lengths);
     IdBuffer out = {NULL, 0, 0};
+    if (lengths == NULL) goto fail;
+    int64_t *length_of = (int64_t *)PyBytes_AS_STRING(lengths);
     for (Py_ssize_t t = 0; t < m; t++) {
         PyObject *text = PySequence_Fast_GET_ITEM(texts, t);
         size_t before = out.n;
         if (text != Py_None) {
-            if (!PyUnicode_Check(text)) {
+            if (presplit) {
+                if (encode_pretoken_list(e, text, &out) < 0) goto fail;
+            } else if (!PyUnicode_Check(text)) {
                 PyErr_Format(PyExc_TypeError, "text %zd is %.100s, not str", t, Py_TYPE(text)->tp_name);
                 goto fail;
+            } else if (encode_text(e, text, &out) < 0) {
+                goto fail;
             }
-            if (encode_text(e, text, &out) < 0) goto fail;
         }
         length_of[t] = (int64_t)(out.n - before);
     }
     Py_DECREF(texts);
     PyObject *ids = PyBytes_FromStringAndSize((const char *)out.data, (Py_ssize_t)(out.n * sizeof(int32_t)));
     PyMem_Free(out.data);
-    if (ids == NULL) {
-        Py_DECREF(lengths);
-        return NULL;
-    }
-    PyObject *result = PyTuple_Pack(2, ids, lengths);
-    Py_DECREF(ids);
+    PyObject *result = ids ? PyTuple_Pack(2, ids, lengths) : NULL;
+    Py_XDECREF(ids);
     Py_DECREF(lengths);
     return result;
 fail:
     Py_DECREF(texts);
-    Py_DECREF(lengths);
+    Py_XDECREF(lengths);
     PyMem_Free(out.data);
     return NULL;
+}
+
+/* encode_many(texts) -> (ids: bytes of int32, lengths: bytes of int64), one length per text. */
+static PyObject *Encoder_encode_many(Encoder *e, PyObject *texts) {
+    return check_pattern(e) < 0 ? NULL : encode_each(e, texts, 0);
+}
+
+/* Append the ids of a sequence of pretokens (str, split in Python: a custom pattern) to out. */
+static int encode_pretoken_list(Encoder *e, PyObject *pretokens_obj, IdBuffer *out) {
+    PyObject *pretokens = PySequence_Fast(pretokens_obj, "pretokens must be a sequence of str");
+    if (pretokens == NULL) return -1;
+    Py_ssize_t m = PySequence_Fast_GET_SIZE(pretokens);
+    size_t saved = e->insert_limit;
+    if (e->cache.n_entries + TEXT_NEW_ENTRIES < saved) e->insert_limit = e->cache.n_entries + TEXT_NEW_ENTRIES;
+    int status = 0;
+    for (Py_ssize_t x = 0; x < m && status == 0; x++) {
+        PyObject *piece = PySequence_Fast_GET_ITEM(pretokens, x);
+        Py_ssize_t length;
+        const char *utf8 = PyUnicode_Check(piece) ? PyUnicode_AsUTF8AndSize(piece, &length) : NULL;
+        if (utf8 == NULL) {
+            if (!PyErr_Occurred()) PyErr_Format(PyExc_TypeError, "pretoken %zd is not str", x);
+            status = -1;
+            break;
+        }
+        size_t count;
+        const int32_t *ids = length ? pretoken_ids(e, (const uint8_t *)utf8, (size_t)length, &count) : NULL;
+        if (length && (ids == NULL || ids_append(out, ids, count) < 0)) status = -1;
+    }
+    e->insert_limit = saved;
+    Py_DECREF(pretokens);
+    return status;
+}
+
+static int check_bytes(const Encoder *e) {
+    if (check_initialized(e) < 0) return -1;
+    if (e->has_bytes || e->chars) return 0;
+    PyErr_SetString(PyExc_ValueError, "this encoder has neither byte ids nor chars=True");
+    return -1;
+}
+
+/* encode_pretokens(pretokens) -> ids: the ids of pretokens split in Python (cached). */
+static PyObject *Encoder_encode_pretokens(Encoder *e, PyObject *pretokens) {
+    if (check_bytes(e) < 0) return NULL;
+    IdBuffer out = {NULL, 0, 0};
+    return finish_list(encode_pretoken_list(e, pretokens, &out), &out);
+}
+
+/* encode_split(texts) -> (ids: bytes of int32, lengths: bytes of int64): each text given as its
+ * pretokens (a sequence of str) or None (length 0). */
+static PyObject *Encoder_encode_split(Encoder *e, PyObject *texts) {
+    return check_bytes(e) < 0 ? NULL : encode_each(e, texts, 1);
 }
 
 /* The ids of the pretokens of s[0:n) that no following text can change (all when final),
@@ -574,6 +603,11 @@ static PyObject *Encoder_cache_size(Encoder *e, PyObject *Py_UNUSED(ignored)) {
     return PyLong_FromSize_t(e->cache.n_entries);
 }
 
+static PyObject *Encoder_clear_cache(Encoder *e, PyObject *Py_UNUSED(ignored)) {
+    cache_clear(e);
+    Py_RETURN_NONE;
+}
+
 static PyMethodDef Encoder_methods[] = {
     {"bpe", (PyCFunction)Encoder_bpe, METH_O, "bpe(ids) -> ids: merge by rank, lowest first, leftmost on ties."},
     {"split", (PyCFunction)Encoder_split, METH_O, "The pretokens of a text, as regex.findall gives them."},
@@ -582,13 +616,18 @@ static PyMethodDef Encoder_methods[] = {
      "encode_many(texts) -> (int32 ids as bytes, int64 lengths as bytes)."},
     {"encode_piece", (PyCFunction)Encoder_encode_piece, METH_VARARGS,
      "encode_piece(text, final, out: bytearray, cache_cap=-1) -> tail: one piece of a long text (see STREAM_MARGIN)."},
+    {"encode_pretokens", (PyCFunction)Encoder_encode_pretokens, METH_O,
+     "encode_pretokens(pretokens) -> ids: pretokens split in Python (a custom pattern), BPE and cache here."},
+    {"encode_split", (PyCFunction)Encoder_encode_split, METH_O,
+     "encode_split(texts as pretoken lists or None) -> (int32 ids as bytes, int64 lengths as bytes)."},
     {"cache_size", (PyCFunction)Encoder_cache_size, METH_NOARGS, "The number of cached pretokens."},
+    {"clear_cache", (PyCFunction)Encoder_clear_cache, METH_NOARGS, "Forget the cached pretokens (for timing)."},
     {NULL, NULL, 0, NULL},
 };
 
 static PyTypeObject EncoderType = {
     PyVarObject_HEAD_INIT(NULL, 0).tp_name = "bpe_spark._fastenc.Encoder",
-    .tp_doc = "Encoder(merges, byte_ids=None, pattern=None, cache_limit=1000000): compiled BPE encoder.",
+    .tp_doc = "Encoder(merges, byte_ids=None, pattern=None, cache_limit=1000000, vocab=None, ranks=False): compiled BPE encoder.",
     .tp_basicsize = sizeof(Encoder),
     .tp_itemsize = 0,
     .tp_flags = Py_TPFLAGS_DEFAULT,
@@ -847,7 +886,7 @@ PyMODINIT_FUNC PyInit__fastenc(void) {
     PyObject *m = PyModule_Create(&fastenc_module);
     if (m == NULL) return NULL;
     /* bpe_spark/_compiled.py checks this: a stale build (older source) is not used */
-    if (PyModule_AddIntConstant(m, "API_VERSION", 4) < 0) {
+    if (PyModule_AddIntConstant(m, "API_VERSION", 5) < 0) {
         Py_DECREF(m);
         return NULL;
     }

@@ -60,9 +60,9 @@ def batch_options(
 class BatchEncoder:
     """Encodes batches of texts to flat ids + offsets, caching each distinct pretoken's ids.
 
-    Two paths, the same ids. When the tokenizer encodes compiled (``bpe_spark._fastenc``: the
-    gpt2/cl100k presets of a byte-scheme merge table), a batch goes to ``encode_ordinary_flat``
-    whole (allowed special tokens are cut out first). Otherwise pretokens come from the Python
+    Two paths, the same ids. When the tokenizer encodes compiled (``bpe_spark._fastenc``: a
+    byte-scheme model, either merge rule; the pretokenizer too for the compiled presets), a batch
+    goes to ``encode_ordinary_flat`` whole (allowed special tokens are cut out first). Otherwise pretokens come from the Python
     regex and a cache maps each to a slot whose ids live in one flat int32 buffer, so a batch
     becomes ``slots -> (start, length) -> gathered ids`` with numpy, whatever its size.
 
@@ -95,6 +95,8 @@ class BatchEncoder:
             self._findall = tok.pretokenizer.findall
             self._plain = not (tok.pretokenizer.lowercase or tok.pretokenizer.normalization)
         self.compiled = bool(getattr(tok, "compiled_encoding", False))
+        # a custom pattern: split by the regex, BPE and cache compiled (encode_ordinary_flat)
+        self.flat = self.compiled or bool(getattr(tok, "_fast_pretokens", False))
         self._special_ids = np.array(list(tok.special_tokens.values()), dtype=np.int32)
         self._special_index = {token: i for i, token in enumerate(tok.special_tokens)}
         self._reset_cache()
@@ -163,7 +165,7 @@ class BatchEncoder:
             for text in texts:
                 if text:
                     check(text, disallowed)
-        if self.compiled:
+        if self.flat:
             return self._encode_compiled(texts)
         if self.pipeline is not None:
             return self._encode_pipeline(texts)

@@ -124,7 +124,9 @@ class Tokenizer:
         self._cache: dict[str, list[int]] = {}
         self._fast = None  # the compiled encoder (bpe_spark._fastenc), built on first use
         self._fast_ready = self.pipeline is not None  # a pipeline encodes in Python
-        self._fast_split = False
+        self._fast_split = False  # compiled end to end (a compiled preset)
+        self._fast_pretokens = False  # pretokens split by regex in Python, BPE and cache compiled
+        self._line = None  # the compiled encode of one text when no normalization applies
 
     # --- construction ---------------------------------------------------------------------------
     @classmethod
@@ -269,16 +271,24 @@ class Tokenizer:
         return ids
 
     def _fast_encoder(self):
-        """The compiled encoder (merge table in C; for the gpt2 / cl100k presets of a byte-scheme
-        model also the pretokenizer and a pretoken cache), or None: merge_rule "ranks", or
-        bpe_spark._fastenc not built, or BPE_SPARK_ENCODER=python."""
+        """The compiled encoder (merge table in C; for a byte-scheme model also a pretoken cache,
+        and for the gpt2 / cl100k presets the pretokenizer), or None: bpe_spark._fastenc not
+        built, or BPE_SPARK_ENCODER=python, or merge_rule "ranks" outside the byte scheme (or
+        with a single byte missing from the vocabulary)."""
         if not self._fast_ready:
             self._fast_ready = True
+            byte_ids = self._byte_ids if self.scheme == "byte" else None
             if self.merge_rule == "pairs":
-                byte_ids = self._byte_ids if self.scheme == "byte" else None
                 self._fast = _compiled.new_encoder(self._merge_ids, byte_ids, self.pattern)
-                splits = byte_ids is not None and compiled_preset(self.pattern) is not None
-                self._fast_split = self._fast is not None and splits
+            elif byte_ids is not None and -1 not in byte_ids:
+                # tiktoken's rule: whole-pretoken lookup, then the lowest rank (= token id)
+                vocab = list(self._token_to_id.items())
+                self._fast = _compiled.new_encoder((), byte_ids, self.pattern, vocab=vocab, ranks=True)
+            if self._fast is not None and byte_ids is not None:
+                self._fast_split = compiled_preset(self.pattern) is not None
+                self._fast_pretokens = not self._fast_split
+                if self._fast_split and not (self.lowercase or self.normalization):
+                    self._line = self._fast.encode
         return self._fast
 
     @property
@@ -317,15 +327,27 @@ class Tokenizer:
         >>> train(["ab ab"], TrainerConfig(vocab_size=257)).encode_ordinary("ab")
         [256]
         """
+        line = self._line
+        if line is None and not self._fast_ready:
+            self._fast_encoder()
+            line = self._line
+        if line is not None:
+            try:  # the common case in one compiled call: no normalization, no lone surrogate
+                return line(text)
+            except UnicodeEncodeError:
+                pass
         text = clean(text)  # lone surrogates become U+FFFD (bpe_spark.text)
         if self.pipeline is not None:  # non-special added tokens still match, as in tokenizers
             return self.pipeline.encode(text, frozenset())
-        fast = self._fast if self._fast_ready else self._fast_encoder()
+        fast = self._fast
         if self._fast_split:
             return fast.encode(self._pretokenizer.normalize(text))
+        pretokens = self._pretokenizer.split_ordinary(self._pretokenizer.normalize(text))
+        if self._fast_pretokens:
+            return fast.encode_pretokens(pretokens)
         out: list[int] = []
         encode_pretoken = self.encode_pretoken
-        for pretoken in self._pretokenizer.split_ordinary(self._pretokenizer.normalize(text)):
+        for pretoken in pretokens:
             out.extend(encode_pretoken(pretoken))
         return out
 
@@ -342,14 +364,18 @@ class Tokenizer:
         import numpy as np
 
         fast = self._fast_encoder()
-        if fast is not None and self._fast_split:
+        if fast is not None and (self._fast_split or self._fast_pretokens):
             normalize = self._pretokenizer.normalize
             if self.lowercase or self.normalization:
                 texts = [None if text is None else normalize(text) for text in texts]
-            try:
-                ids, lengths = fast.encode_many(texts)
-            except UnicodeEncodeError:  # a lone surrogate: the text rule, then again (rare)
-                ids, lengths = fast.encode_many([None if text is None else clean(text) for text in texts])
+            if self._fast_pretokens:
+                split = self._pretokenizer.split_ordinary
+                ids, lengths = fast.encode_split([None if text is None else split(clean(text)) for text in texts])
+            else:
+                try:
+                    ids, lengths = fast.encode_many(texts)
+                except UnicodeEncodeError:  # a lone surrogate: the text rule, then again (rare)
+                    ids, lengths = fast.encode_many([None if text is None else clean(text) for text in texts])
             return np.frombuffer(ids, dtype=np.int32), np.frombuffer(lengths, dtype=np.int64)
         rows = [[] if text is None else self.encode_ordinary(text) for text in texts]
         lengths = np.fromiter(map(len, rows), dtype=np.int64, count=len(rows))

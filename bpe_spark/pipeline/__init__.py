@@ -137,14 +137,7 @@ class Pipeline:
     def encode(self, text: str, allowed: Collection[str] | None = None) -> list[int]:
         """``tokenizers``' ``encode(text, add_special_tokens=False).ids``; ``allowed`` as in
         :meth:`pretokens` (``frozenset()``: ``encode_special_tokens=True``)."""
-        tokenize = self.model.tokenize
-        ids: list[int] = []
-        for unit in self.pretokens(text, allowed):
-            if isinstance(unit, int):
-                ids.append(unit)
-            else:
-                ids.extend(tokenize(unit))
-        return ids
+        return self.model.encode_units(self.pretokens(text, allowed))
 
     # --- decoding ---------------------------------------------------------------------------------
     def token_of(self, token_id: int) -> str:

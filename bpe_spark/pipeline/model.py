@@ -17,7 +17,10 @@ What ``tokenizers`` does, reproduced here (``models/bpe/model.rs``, ``word.rs``)
 
 BPE dropout above 0 is refused (it is random). ``model.tokenize(pretoken) -> list[int]`` caches
 its answers, as ``tokenizers`` does, and merges with the compiled BPE of ``bpe_spark._fastenc``
-when it is built (``bpe_spark.words.bpe_merge`` otherwise: the same rule).
+when it is built (``bpe_spark.words.bpe_merge`` otherwise: the same rule);
+``model.encode_units(pretokens)`` runs the whole step compiled (characters, ignore_merges, BPE,
+cache) when the model has no prefix or suffix, and falls back to ``tokenize`` for a text with a
+character that is not a token.
 
 >>> m = BpeModel({"type": "BPE", "vocab": {"a": 0, "b": 1, "ab": 2}, "merges": ["a b"]})
 >>> m.tokenize("abba")
@@ -150,6 +153,7 @@ class BpeModel:
         self._priority = lambda left, right: merge_map.get((left, right))
         self._fast = None  # the compiled BPE (bpe_spark._fastenc), built on first use
         self._fast_ready = False
+        self._fast_chars = False  # the compiled encoder takes whole pretokens (no prefix or suffix)
 
     def _bad_merge(self, rank: int, entry: Any, field: str, error) -> Exception:
         """The error of a merge the loop above could not take, saying what is wrong with it."""
@@ -220,6 +224,25 @@ class BpeModel:
                 return _BYTES, fallback
         return _UNKNOWN, None
 
+    def _compiled(self):
+        """The compiled BPE (bpe_spark._fastenc), built on first use, or None when not built."""
+        if not self._fast_ready:
+            self._fast_ready = True
+            # the compiled table keeps a repeated pair's first rank: give it each pair's last
+            merge_map = self.merges
+            last = [(left, right, new_id) for rank, (left, right, new_id) in enumerate(self.merge_list)
+                    if merge_map[(left, right)][0] == rank]
+            if self.prefix or self.suffix:
+                self._fast = _compiled.new_encoder(last, None, None)
+            else:
+                # the whole model step in C: characters looked up in the vocabulary (one that is
+                # not raises LookupError, and the Python path knows unk_token and byte_fallback),
+                # ignore_merges, BPE and a cache
+                vocab = [(token.encode("utf-8", "surrogatepass"), token_id) for token, token_id in self.vocab.items()]
+                self._fast = _compiled.new_encoder(last, None, None, vocab=vocab, whole=self.ignore_merges, chars=True)
+                self._fast_chars = self._fast is not None
+        return self._fast
+
     def tokenize(self, pretoken: str) -> list[int]:
         """The ids of one pretoken (cached)."""
         if not pretoken:
@@ -230,18 +253,42 @@ class BpeModel:
                 return [whole]
         ids = self._cache.get(pretoken)
         if ids is None:
-            if not self._fast_ready:
-                self._fast_ready = True
-                # the compiled table keeps a repeated pair's first rank: give it each pair's last
-                merge_map = self.merges
-                last = [(left, right, new_id) for rank, (left, right, new_id) in enumerate(self.merge_list)
-                        if merge_map[(left, right)][0] == rank]
-                self._fast = _compiled.new_encoder(last, None, None)
-            if self._fast is not None:
-                ids = self._fast.bpe(self.initial_ids(pretoken))
+            fast = self._compiled()
+            if fast is not None:
+                ids = fast.bpe(self.initial_ids(pretoken))
             else:
                 ids = bpe_merge(self.initial_ids(pretoken), self._priority)
             if len(self._cache) >= _CACHE_LIMIT:
                 self._cache.clear()
             self._cache[pretoken] = ids
+        return ids
+
+    def encode_units(self, units: list[str | int]) -> list[int]:
+        """The ids of pretokens (str) and added-token ids (int), in order: in one compiled call
+        when every character is a token and the model has no prefix or suffix."""
+        fast = self._compiled()
+        if self._fast_chars:
+            try:
+                if not any(type(unit) is int for unit in units):
+                    return fast.encode_pretokens(units)
+                ids: list[int] = []
+                run: list[str] = []
+                for unit in units:
+                    if type(unit) is int:
+                        ids.extend(fast.encode_pretokens(run))
+                        ids.append(unit)
+                        run = []
+                    else:
+                        run.append(unit)
+                ids.extend(fast.encode_pretokens(run))
+                return ids
+            except (LookupError, UnicodeEncodeError):  # an unknown character, a lone surrogate
+                pass
+        tokenize = self.tokenize
+        ids = []
+        for unit in units:
+            if type(unit) is int:
+                ids.append(unit)
+            else:
+                ids.extend(tokenize(unit))
         return ids
