@@ -160,7 +160,8 @@ def case_p1(ctx: Context) -> None:
 
 def _models(ctx: Context) -> tuple[dict, dict]:
     trained, _ = inputs.trained_model(inputs.en_books_text(ctx.quick), 8000 if ctx.quick else 32000)
-    result = _run("prepare_models", {"folder": str(ctx.scratch / "peer-models"), "trained": str(trained),
+    folder = ctx.scratch / ("peer-models-quick" if ctx.quick else "peer-models")  # the trained model differs
+    result = _run("prepare_models", {"folder": str(folder), "trained": str(trained),
                                      "gpt2_vocab": str(inputs.PEERS / "cs336" / "gpt2_vocab.json")})
     if "models" not in result:
         raise BenchError(f"could not prepare the models: {result}")
