@@ -11,7 +11,7 @@ the peers in alternating order (the list, then the list reversed, ...), medians 
   engine replayed on the corpus's pretoken counts.
 - P2: encode en_books with GPT-2, cl100k and o200k: ours per line (``encode_ordinary``) and flat
   (``encode_ordinary_flat``) against tiktoken per line and batch, gigatoken, kitoken, bpe-openai,
-  ``tokenizers``. Every side's ids are digested per line; a side whose ids are not tiktoken's
+  ``tokenizers``; rates from each side's CPU time (all run one thread). Every side's ids are digested per line; a side whose ids are not tiktoken's
   fails its row (the note names the first line that differs).
 - W1: CPU time of pathological pretokens (one character repeated, spaces, digits, random
   non-space text) from 10k to 1M characters, for every model (GPT-2, cl100k, o200k, one we
@@ -203,8 +203,8 @@ def case_p2(ctx: Context) -> None:
         _encode_rows(ctx, text, model, runs, folder, notes.get(model, "") if model == "o200k" else "")
 
 
-def _rate(results: list[dict]) -> float:
-    return results[0]["bytes"] / 1e6 / median(r["seconds"] for r in results)
+def _rate(results: list[dict], key: str = "seconds") -> float:
+    return results[0]["bytes"] / 1e6 / median(r.get(key, r["seconds"]) for r in results)
 
 
 def _encode_rows(ctx: Context, text: Path, model: str, runs: dict, folder: Path, model_note: str) -> None:
@@ -246,7 +246,9 @@ def _encode_rows(ctx: Context, text: Path, model: str, runs: dict, folder: Path,
                         f"{name} {runs[side][0].get('version') or ''}".strip(), "MB/s", ratio,
                         f">= {target:g}" if on_target else "", (ratio >= target) if on_target else None,
                         ours_same and peer_same,
-                        note=f"{model}, ours {ours_mode} vs {name}: ours: {ours_note}; {peer}: {peer_note}"
+                        note=f"{model}, ours {ours_mode} vs {name} (MB/s of CPU time; wall: ours "
+                             f"{_rate(ours, 'wall_seconds'):.1f}, {peer} {_rate(runs[side], 'wall_seconds'):.1f}): "
+                             f"ours: {ours_note}; {peer}: {peer_note}"
                              + (f"; {model_note}" if model_note else ""),
                         samples={"ours": [r["seconds"] for r in ours], "peer": [r["seconds"] for r in runs[side]]}))
 
