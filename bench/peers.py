@@ -320,7 +320,9 @@ def case_w1(ctx: Context) -> None:
                 if side[0] == "tiktoken":
                     tiktoken_exponent = peer_exponent
                 shown = "-" if peer_exponent is None else f"{peer_exponent:.2f}"
-                peer_parts.append(f"{side[0]} exponent {shown} ({_times_note(peer_times)})")
+                failure = next((r["errors"][kind] for r in runs[side] if kind in r.get("errors", {})), "")
+                peer_parts.append(f"{side[0]} exponent {shown} ({_times_note(peer_times)})"
+                                  + (f" {failure}" if failure else ""))
             stopped = "" if len(times) == len(lengths) else f" (stopped after {max(times):,} characters: too slow)"
             ctx.add(Row("W1", f"growth exponent, {model}, {KIND_LABELS[kind]}, 10k-{lengths[-1] // 1000}k chars",
                         exponent, tiktoken_exponent, "tiktoken (reference)", "", None, f"<= {GROWTH_TARGET:g}",
