@@ -10,6 +10,7 @@ training, ids for encoding) fails, whatever its speed.
     python -m bench.run --quick         # each case once, on 4-40 MB inputs
     python -m bench.run --cases T3,T4   # a selection
     python -m bench.run --cases R1,R2   # the scale of one document (bench/scale.py)
+    python -m bench.run --cases P1,P2,W1  # the fastest peers side by side, worst-case growth (bench/peers.py)
 
 Results: bench-results/bench-<time>.json and .md, and bench-results/latest.{json,md}.
 """
