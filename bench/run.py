@@ -10,6 +10,7 @@ training, ids for encoding) fails, whatever its speed.
     python -m bench.run --quick         # each case once, on 4-40 MB inputs
     python -m bench.run --cases T3,T4   # a selection
     python -m bench.run --cases R1,R2   # the scale of one document (bench/scale.py)
+    python -m bench.run --cases P1,P2,W1  # the fastest peers side by side, worst-case growth (bench/peers.py)
 
 Results: bench-results/bench-<time>.json and .md, and bench-results/latest.{json,md}.
 """
@@ -35,7 +36,7 @@ ROOT = inputs.ROOT
 RESULTS = ROOT / "bench-results"
 CS336_REFERENCE_SECONDS = 0.38
 SPARK_CORES = 2
-ALL_CASES = ("T1", "T2", "T3", "T4", "T5", "T6", "T7", "R1", "R2")
+ALL_CASES = ("T1", "T2", "T3", "T4", "T5", "T6", "T7", "R1", "R2", "P1", "P2", "W1")
 
 
 # --- running one measured process ----------------------------------------------------------------
@@ -69,8 +70,9 @@ def _check(run: MonitoredRun, what: str) -> None:
         raise BenchError(f"{what} failed (exit {run.returncode}):\n{tail}")
 
 
-def run_worker(task: str, args: dict, *, threads: int = SPARK_CORES, env: dict | None = None) -> Sample:
-    argv = [sys.executable, "-m", "bench.workers", task, json.dumps(args)]
+def run_worker(task: str, args: dict, *, threads: int = SPARK_CORES, env: dict | None = None,
+               module: str = "bench.workers") -> Sample:
+    argv = [sys.executable, "-m", module, task, json.dumps(args)]
     run = monitored(argv, env={**_child_env(threads), **(env or {})}, cwd=str(ROOT))
     _check(run, f"worker {task}")
     lines = [line for line in run.stdout.splitlines() if line.startswith(RESULT_PREFIX)]
@@ -532,23 +534,25 @@ def case_t7(ctx: Context) -> None:
                 samples={"peer": [s.wall_seconds for s in spm]}))
 
 
-def _scale_case(name: str):
-    def run(ctx: Context) -> None:  # bench.scale builds on this module: imported when run
-        from bench import scale
+def _module_case(module: str, name: str):
+    def run(ctx: Context) -> None:  # these modules build on this one: imported when run
+        import importlib
 
-        getattr(scale, f"case_{name.lower()}")(ctx)
+        getattr(importlib.import_module(f"bench.{module}"), f"case_{name.lower()}")(ctx)
     return run
 
 
 CASE_FUNCTIONS = {"T1": case_t1, "T2": case_t2, "T3": case_t3, "T4": case_t4, "T5": case_t5,
-                  "T6": case_t6, "T7": case_t7, "R1": _scale_case("R1"), "R2": _scale_case("R2")}
+                  "T6": case_t6, "T7": case_t7, "R1": _module_case("scale", "R1"), "R2": _module_case("scale", "R2"),
+                  "P1": _module_case("peers", "P1"), "P2": _module_case("peers", "P2"),
+                  "W1": _module_case("peers", "W1")}
 
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m bench.run", description=__doc__,
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--cases", default=",".join(ALL_CASES),
-                        help="comma-separated cases to run (default: all of T1..T7, R1, R2)")
+                        help="comma-separated cases to run (default: all of T1..T7, R1, R2, P1, P2, W1)")
     parser.add_argument("--quick", action="store_true", help="each case once, on smaller inputs (4-40 MB)")
     parser.add_argument("--repeat", type=int, default=None, help="runs per side (default 3; 1 with --quick)")
     args = parser.parse_args(argv)
