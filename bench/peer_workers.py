@@ -424,6 +424,7 @@ def encode(args: dict) -> dict:
 # --- worst-case growth -------------------------------------------------------------------------
 
 PRINTABLE = [chr(c) for c in range(33, 127)]
+LETTERS = [chr(c) for c in range(ord("a"), ord("z") + 1)]
 
 
 def pathological(kind: str, length: int, variant: int) -> str:
@@ -438,6 +439,8 @@ def pathological(kind: str, length: int, variant: int) -> str:
         return "".join(rng.choices("0123456789", k=length))
     if kind == "random":
         return "".join(rng.choices(PRINTABLE, k=length))
+    if kind == "letters":  # one pretoken of random letters: its pairs scattered over the whole text
+        return "".join(rng.choices(LETTERS, k=length))
     raise ValueError(kind)
 
 

@@ -35,8 +35,9 @@ TRAIN_TARGET = 0.3  # ours / the fastest peer with identical merges
 LINE_TARGET = 3.0  # ours per line / tiktoken per line
 FLAT_TARGET = 1.0  # ours flat / gigatoken batch
 GROWTH_TARGET = 1.15
-KINDS = ("one_char", "spaces", "digits", "random")
-KIND_LABELS = {"one_char": "one character", "spaces": "spaces", "digits": "digits", "random": "random non-space"}
+KINDS = ("one_char", "spaces", "digits", "random", "letters")
+KIND_LABELS = {"one_char": "one character", "spaces": "spaces", "digits": "digits", "random": "random non-space",
+               "letters": "random letters"}
 ENCODE_MODELS = ("gpt2", "cl100k", "o200k")
 GROWTH_MODELS = ("gpt2", "cl100k", "o200k", "trained")
 # (peer, mode): mode "line" calls the encoder per line, "batch"/"flat" hands it every line at once
