@@ -17,14 +17,13 @@ is missing or not a string (Spark's reader then gives its own answer: the error,
 
 from __future__ import annotations
 
-import os
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
-from urllib.parse import unquote, urlparse
 
 import pyarrow as pa
 
 from bpe_spark.errors import BadInputError, current_interface, interface, option
+from bpe_spark.spark.textsplits import local_files
 
 MAX_SPLIT_BYTES = 128 << 20  # spark.sql.files.maxPartitionBytes' default
 MIN_SPLIT_BYTES = 4 << 20  # spark.sql.files.openCostInBytes' default, as a floor
@@ -55,15 +54,7 @@ _ATTRIBUTE = "_bpe_spark_parquet_source"
 def tag(df, files: Sequence[str], text_col: str):
     """Mark ``df`` (read by ``read_documents``) as holding column ``text_col`` of ``files``, if
     they are all local files; any transformation of ``df`` drops the mark."""
-    local = []
-    for uri in sorted(files):
-        parsed = urlparse(uri)
-        if parsed.scheme not in ("", "file"):
-            return df
-        path = unquote(parsed.path) if parsed.scheme else uri
-        if not os.path.isfile(path):
-            return df
-        local.append((path, uri))
+    local = local_files(files)
     if local:
         setattr(df, _ATTRIBUTE, ParquetSource(tuple(p for p, _ in local), tuple(u for _, u in local), text_col))
     return df

@@ -69,18 +69,25 @@ _ATTRIBUTE = "_bpe_spark_text_source"
 def tag(df, files: Sequence[str], on_bad_input: str = "error"):
     """Mark ``df`` (read by ``read_documents``) as holding the lines of ``files``, if they are all
     local files this module can read; any transformation of ``df`` drops the mark."""
+    local = local_files(files, refused_suffixes=_PLAIN_SUFFIXES_REFUSED)
+    if local:
+        setattr(df, _ATTRIBUTE, TextSource(tuple(p for p, _ in local), tuple(u for _, u in local), on_bad_input))
+    return df
+
+
+def local_files(files: Sequence[str], refused_suffixes: tuple[str, ...] = ()) -> list[tuple[str, str]]:
+    """``(path, URI)`` of ``files`` in URI order (Spark's input order) when every one is a local
+    file not ending with one of ``refused_suffixes``; else ``[]``."""
     local = []
     for uri in sorted(files):
         parsed = urlparse(uri)
         if parsed.scheme not in ("", "file"):
-            return df
+            return []
         path = unquote(parsed.path) if parsed.scheme else uri
-        if path.endswith(_PLAIN_SUFFIXES_REFUSED) or not os.path.isfile(path):
-            return df
+        if path.endswith(refused_suffixes) or not os.path.isfile(path):
+            return []
         local.append((path, uri))
-    if local:
-        setattr(df, _ATTRIBUTE, TextSource(tuple(p for p, _ in local), tuple(u for _, u in local), on_bad_input))
-    return df
+    return local
 
 
 def source_of(df) -> TextSource | None:
