@@ -36,7 +36,7 @@ ROOT = inputs.ROOT
 RESULTS = ROOT / "bench-results"
 CS336_REFERENCE_SECONDS = 0.38
 SPARK_CORES = 2
-ALL_CASES = ("T1", "T2", "T3", "T4", "T5", "T6", "T7", "R1", "R2", "P1", "P2", "W1")
+ALL_CASES = ("T1", "T2", "T3", "T4", "T5", "T6", "T7", "R1", "R2", "P1", "P2", "W1", "E4")
 
 
 # --- running one measured process ----------------------------------------------------------------
@@ -545,14 +545,14 @@ def _module_case(module: str, name: str):
 CASE_FUNCTIONS = {"T1": case_t1, "T2": case_t2, "T3": case_t3, "T4": case_t4, "T5": case_t5,
                   "T6": case_t6, "T7": case_t7, "R1": _module_case("scale", "R1"), "R2": _module_case("scale", "R2"),
                   "P1": _module_case("peers", "P1"), "P2": _module_case("peers", "P2"),
-                  "W1": _module_case("peers", "W1")}
+                  "W1": _module_case("peers", "W1"), "E4": _module_case("spark_encode", "E4")}
 
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m bench.run", description=__doc__,
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--cases", default=",".join(ALL_CASES),
-                        help="comma-separated cases to run (default: all of T1..T7, R1, R2, P1, P2, W1)")
+                        help="comma-separated cases to run (default: all of T1..T7, R1, R2, P1, P2, W1, E4)")
     parser.add_argument("--quick", action="store_true", help="each case once, on smaller inputs (4-40 MB)")
     parser.add_argument("--repeat", type=int, default=None, help="runs per side (default 3; 1 with --quick)")
     args = parser.parse_args(argv)

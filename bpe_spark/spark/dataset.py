@@ -5,9 +5,10 @@ Two Spark jobs, no shuffle, no cache, no second pass over the text:
 
 1. the encoding job: each task encodes its rows (:mod:`bpe_spark.spark.encode_tasks`) into one
    Arrow piece per input segment (:class:`~bpe_spark.spark.output.PieceWriter`) and reports the
-   pieces' totals. Local text files tagged by ``read_documents`` are read by the tasks
-   themselves, one split per task (:mod:`bpe_spark.spark.textsplits`: no JVM string per line);
-   anything else goes through the DataFrame.
+   pieces' totals. Local text and Parquet files tagged by ``read_documents`` are read by the
+   tasks themselves, one split per task (:mod:`bpe_spark.spark.textsplits`,
+   :mod:`bpe_spark.spark.parquetsplits`: no JVM string per document, the text handed to the
+   encoder as Arrow over the bytes read); anything else goes through the DataFrame.
 2. the driver sorts the pieces by segment key, which numbers the documents (``doc_id``: input
    order, as :func:`bpe_spark.spark.encode` numbers them, without its counting pass), plans the
    shards (:func:`~bpe_spark.spark.output.plan_shards`), and an I/O-only job writes each shard
@@ -44,13 +45,10 @@ from bpe_spark.shards import (
     MANIFEST_FORMAT,
     MANIFEST_NAME,
     MANIFEST_VERSION,
-    model_fingerprint,
     token_dtype,
 )
-from bpe_spark.spark import textsplits
+from bpe_spark.spark import parquetsplits, textsplits
 from bpe_spark.spark.encode_tasks import (
-    BLOCK,
-    FILE,
     TEXT,
     ModelBroadcast,
     check_input,
@@ -143,7 +141,8 @@ def encode_dataset(
     try:
         fs.create_dir(pieces_dir, recursive=True)
         with spark_phase(df.sparkSession, progress, "encoding", reads=df):
-            pieces, skipped_files = _encode_to_pieces(df, tok, options, text_col=text_col, id_cols=id_cols, fs=fs,
+            model = ModelBroadcast(df.sparkSession, tok, options)
+            pieces, skipped_files = _encode_to_pieces(df, model, text_col=text_col, id_cols=id_cols, fs=fs,
                                                       pieces_dir=pieces_dir)
         _check_pieces_seen(fs, pieces_dir, pieces, output.uri)
         plan = plan_shards(pieces, shard_tokens, fs, pieces_dir, "shard" if output_format == "bin" else "part")
@@ -153,7 +152,7 @@ def encode_dataset(
                                    output_format=output_format, dtype=numpy_dtype, id_cols=id_cols)
         fs.delete_dir(pieces_dir)
         manifest = _manifest(
-            pieces, plan, written, tok, options, output_format=output_format, dtype=numpy_dtype,
+            pieces, plan, written, tok, model.fingerprint, options, output_format=output_format, dtype=numpy_dtype,
             text_col=text_col, id_cols=id_cols, shard_tokens=shard_tokens, source=source, started=started,
             read_stats=with_reader_stats(df, {
                 "replaced_sequences": sum(piece["replaced"] for piece in pieces),
@@ -191,7 +190,7 @@ def _check_pieces_seen(fs, pieces_dir: str, pieces: list[dict], shown: str) -> N
         )
 
 
-def _manifest(pieces, plan, written, tok, options, *, output_format, dtype, text_col, id_cols, shard_tokens,
+def _manifest(pieces, plan, written, tok, fingerprint: str, options, *, output_format, dtype, text_col, id_cols, shard_tokens,
               source, started, read_stats: dict[str, Any]) -> dict[str, Any]:
     """The manifest (:mod:`bpe_spark.shards`' ``_manifest.json``), checking that the shards
     written are the shards planned and hold every token encoded."""
@@ -231,7 +230,7 @@ def _manifest(pieces, plan, written, tok, options, *, output_format, dtype, text
         "eos_id": options["eos_id"],
         "shard_tokens": shard_tokens,
         "model": {
-            "fingerprint": model_fingerprint(tok),
+            "fingerprint": fingerprint,
             "vocab_size": tok.vocab_size,
             "max_token_id": tok.max_token_id,
             "scheme": tok.scheme,
@@ -245,21 +244,25 @@ def _manifest(pieces, plan, written, tok, options, *, output_format, dtype, text
     }
 
 
-def _encode_to_pieces(df, tok, options, *, text_col, id_cols, fs, pieces_dir) -> tuple[list[dict], int | None]:
-    """Run the encoding job: one Arrow piece per input segment; the pieces in document order,
-    and the corrupt files skipped (None when Spark's reader read the files: it skips without
-    telling)."""
+def _encode_to_pieces(df, model: ModelBroadcast, *, text_col, id_cols, fs, pieces_dir) -> tuple[list[dict], int | None]:
+    """Run the encoding job (then unpersist ``model``): one Arrow piece per input segment; the
+    pieces in document order, and the corrupt files skipped (None when Spark's reader read the
+    files: it skips without telling)."""
+    spark = df.sparkSession
     source = textsplits.source_of(df)
-    splits = None
-    if source is not None and not id_cols and df.columns == [text_col]:
-        spark = df.sparkSession
-        splits = textsplits.plan_splits(source, spark.sparkContext.defaultParallelism)
-        frame = spark.range(0, len(splits), 1, numPartitions=max(1, len(splits)))
+    splits = tables = None
+    if not id_cols and df.columns == [text_col]:
+        if source is not None:
+            splits = textsplits.plan_splits(source, spark.sparkContext.defaultParallelism)
+        elif parquetsplits.source_of(df) is not None:
+            tables = parquetsplits.plan_splits(parquetsplits.source_of(df), spark.sparkContext.defaultParallelism)
+    if splits is not None or tables:
+        count = len(splits if splits is not None else tables)
+        frame = spark.range(0, count, 1, numPartitions=max(1, count))
     else:
         frame = segmented(df)
         frame = frame.select(*[F.col(f"`{c}`") for c in id_cols], F.col(f"`{text_col}`").alias(TEXT),
                              *segment_columns(frame))
-    model = ModelBroadcast(df.sparkSession, tok, options)
     tag = uuid.uuid4().hex[:8]
 
     on_bad_input = source.on_bad_input if source is not None else "error"
@@ -268,6 +271,8 @@ def _encode_to_pieces(df, tok, options, *, text_col, id_cols, fs, pieces_dir) ->
         read = InputTally()
         if splits is not None:
             batches = _split_batches(batches, splits, read, on_bad_input)
+        elif tables:
+            batches = _table_batches(batches, tables)
         return _encode_pieces(batches, model=model, keep_names=list(id_cols), fs=fs, pieces_dir=pieces_dir,
                               attempt_tag=tag, read=read)
 
@@ -302,9 +307,16 @@ def _encode_pieces(batches, *, model: ModelBroadcast, keep_names: list[str], fs,
                          replaced=read.replaced, affected=read.affected)
             read.replaced = read.affected = 0
             continue
-        if batch.num_rows == 0:
+        if isinstance(batch, _SplitRows):
+            if not len(batch.text):
+                continue
+            runs = [(0, len(batch.text), segment_key(batch.file, batch.block, partition))]
+            batch = pa.RecordBatch.from_arrays([batch.text], [TEXT])
+        elif batch.num_rows == 0:
             continue
-        for lo, hi, segment in segment_runs(batch, partition):
+        else:
+            runs = segment_runs(batch, partition)
+        for lo, hi, segment in runs:
             if pieces.key != segment:
                 pieces.start(segment)
             run = batch.slice(lo, hi - lo)
@@ -318,21 +330,37 @@ def _encode_pieces(batches, *, model: ModelBroadcast, keep_names: list[str], fs,
 
 
 def _split_batches(batches, splits: list[textsplits.Split], read: InputTally, on_bad_input: str):
-    """The documents of the splits named by the task's rows, as Arrow batches shaped like the
-    Spark reader's (text as read, file URI, block start): see :mod:`bpe_spark.spark.textsplits`."""
+    """The documents of the splits named by the task's rows (see
+    :mod:`bpe_spark.spark.textsplits`), as :class:`_SplitRows`: Arrow text over the bytes read,
+    no object per line; a long document as a :class:`_LongRow`."""
     for batch in batches:
         for index in batch.column(0).to_pylist():
             split = splits[index]
-            for lines in textsplits.iter_lines(split, raw=True, tally=read, on_bad_input=on_bad_input):
-                if isinstance(lines[0], LongDocument):  # it comes alone: never one str, nor Arrow
-                    yield _LongRow(lines[0], split.uri, split.start)
-                    continue
-                n = len(lines)
-                yield pa.RecordBatch.from_arrays(
-                    [pa.array(lines, pa.binary()), pa.array([split.uri] * n, pa.string()),
-                     pa.array([split.start] * n, pa.int64())],
-                    [TEXT, FILE, BLOCK],
-                )
+            for block in textsplits.iter_blocks(split, tally=read, on_bad_input=on_bad_input):
+                if isinstance(block, LongDocument):  # it comes alone: never one str, nor Arrow
+                    yield _LongRow(block, split.uri, split.start)
+                else:
+                    yield _SplitRows(textsplits.lines_array(block), split.uri, split.start)
+
+
+def _table_batches(batches, splits: list[parquetsplits.Split]):
+    """The texts of the Parquet splits named by the task's rows (see
+    :mod:`bpe_spark.spark.parquetsplits`), as :class:`_SplitRows` keyed by first row group."""
+    for batch in batches:
+        for index in batch.column(0).to_pylist():
+            split = splits[index]
+            for texts in parquetsplits.iter_texts(split):
+                yield _SplitRows(texts, split.uri, split.row_groups[0])
+
+
+@dataclass(frozen=True)
+class _SplitRows:
+    """Documents of one split (one input segment): their bytes as read, with its file URI and
+    block start."""
+
+    text: pa.Array
+    file: str
+    block: int
 
 
 @dataclass(frozen=True)

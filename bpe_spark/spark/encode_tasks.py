@@ -99,7 +99,8 @@ class ModelBroadcast:
     def __init__(self, spark, tok: Tokenizer, options: dict[str, Any]):
         self.options = dict(options)
         data = tok.to_dict()  # one copy of the model, fingerprinted and broadcast
-        self.key = (model_fingerprint(data), *sorted(self.options.items()))
+        self.fingerprint = model_fingerprint(data)  # the manifest's too: computed once
+        self.key = (self.fingerprint, *sorted(self.options.items()))
         self.broadcast = spark.sparkContext.broadcast(data)
 
     def encoder(self) -> BatchEncoder:
@@ -200,9 +201,21 @@ def encoded_slices(encoder: BatchEncoder, rows: pa.RecordBatch, text_index: int,
     byte_lengths = text_bytes(rows.column(text_index))
     for start, stop in itertools.pairwise(slice_points(byte_lengths, SLICE_BYTES)):
         part = rows.slice(start, stop - start)
-        input_ids, n_tokens = id_columns(*encoder.encode_texts(arrow_text(part.column(text_index), tally)))
+        input_ids, n_tokens = id_columns(*encode_column(encoder, part.column(text_index), tally))
         yield start, part, input_ids, n_tokens, byte_lengths[start:stop]
     fail_once("encode")  # the test hook (faults.py), after a batch went out: off unless a test asks
+
+
+def encode_column(encoder: BatchEncoder, column: pa.Array, tally: InputTally | None = None):
+    """:meth:`~bpe_spark.batch_encoder.BatchEncoder.encode_texts` of a text column (by
+    :func:`arrow_text`). When the whole batch goes to the compiled flat encoder as ordinary
+    text, the nulls come from the column's validity bitmap, not from a pass over the texts."""
+    texts = arrow_text(column, tally)
+    if encoder.compiled and not encoder.allow_special and not encoder.disallowed:
+        values, lengths = encoder.tok.encode_ordinary_flat(texts)
+        nulls = column.is_null().to_numpy(zero_copy_only=False)
+        return encoder.frame(values, lengths, nulls)
+    return encoder.encode_texts(texts)
 
 
 def id_columns(values: np.ndarray, offsets: np.ndarray, nulls: np.ndarray) -> tuple[pa.ListArray, pa.Array]:
@@ -215,21 +228,23 @@ def id_columns(values: np.ndarray, offsets: np.ndarray, nulls: np.ndarray) -> tu
 
 
 def arrow_text(column: pa.Array, tally: InputTally | None = None) -> list[str | None]:
-    """The texts of a string or binary column by the rule of :mod:`bpe_spark.text`. Fast path:
+    """The texts of a (large) string or binary column by the rule of :mod:`bpe_spark.text`. Fast path:
     Arrow checks the whole column is UTF-8 at once; only a column that is not is decoded row by
     row (counted in ``tally``).
 
     >>> arrow_text(pa.array([b"ok", b"\\xff", None], pa.binary()))
     ['ok', '\\ufffd', None]
     """
-    as_string = column.cast(pa.string(), safe=False) if pa.types.is_binary(column.type) else column
+    large = pa.types.is_large_string(column.type) or pa.types.is_large_binary(column.type)
+    as_string = column.view(pa.large_string() if large else pa.string())
     try:
         as_string.validate(full=True)
         return as_string.to_pylist()
     except pa.ArrowInvalid:
         pass
     tally = tally if tally is not None else InputTally()
-    return [None if raw is None else tally.add_bytes(raw) for raw in as_string.view(pa.binary()).to_pylist()]
+    raws = as_string.view(pa.large_binary() if large else pa.binary()).to_pylist()
+    return [None if raw is None else tally.add_bytes(raw) for raw in raws]
 
 
 def text_bytes(texts: pa.Array) -> np.ndarray:

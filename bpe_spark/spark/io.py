@@ -36,7 +36,7 @@ from pyspark.sql import functions as F
 from pyspark.sql.types import StringType, StructField
 
 from bpe_spark.errors import ConfigError, InputError, option
-from bpe_spark.spark import jsonl, textsplits
+from bpe_spark.spark import jsonl, parquetsplits, textsplits
 from bpe_spark.spark.columns import STRING, check_columns
 from bpe_spark.spark.options import DOCUMENT_UNITS, INPUT_FORMATS, JSON_SAMPLE_LINES
 from bpe_spark.text import check_bad_input_policy
@@ -133,7 +133,10 @@ def read_documents(
         frame = _load(lambda p: reader.parquet(*p), paths)
         check_columns(frame, {text_col: STRING, **dict.fromkeys(keep_columns)}, source=", ".join(paths),
                       hint=_text_hint())
-        return _tag_reader(frame.select(text_col, *keep_columns), {"skipped_records": 0})
+        docs = frame.select(text_col, *keep_columns)
+        if not keep_columns and on_bad_input == "error" and (shared_input or _local_master(spark)):
+            docs = parquetsplits.tag(docs, frame.inputFiles(), text_col)  # the tasks may read them directly
+        return _tag_reader(docs, {"skipped_records": 0})
     # JSON Lines: look at the first lines for the columns, then parse every line in the Python
     # tasks (bpe_spark.spark.jsonl), so that Spark does not scan the whole input to infer a schema.
     sample = _load(lambda p: reader.text(p), paths).limit(JSON_SAMPLE_LINES).collect()

@@ -30,6 +30,9 @@ from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from urllib.parse import unquote, urlparse
 
+import numpy as np
+import pyarrow as pa
+
 from bpe_spark.errors import BadInputError, current_interface, interface, option
 from bpe_spark.long_documents import LONG_DOCUMENT_BYTES, LongDocument
 from bpe_spark.text import InputTally, decode_lines
@@ -66,18 +69,25 @@ _ATTRIBUTE = "_bpe_spark_text_source"
 def tag(df, files: Sequence[str], on_bad_input: str = "error"):
     """Mark ``df`` (read by ``read_documents``) as holding the lines of ``files``, if they are all
     local files this module can read; any transformation of ``df`` drops the mark."""
+    local = local_files(files, refused_suffixes=_PLAIN_SUFFIXES_REFUSED)
+    if local:
+        setattr(df, _ATTRIBUTE, TextSource(tuple(p for p, _ in local), tuple(u for _, u in local), on_bad_input))
+    return df
+
+
+def local_files(files: Sequence[str], refused_suffixes: tuple[str, ...] = ()) -> list[tuple[str, str]]:
+    """``(path, URI)`` of ``files`` in URI order (Spark's input order) when every one is a local
+    file not ending with one of ``refused_suffixes``; else ``[]``."""
     local = []
     for uri in sorted(files):
         parsed = urlparse(uri)
         if parsed.scheme not in ("", "file"):
-            return df
+            return []
         path = unquote(parsed.path) if parsed.scheme else uri
-        if path.endswith(_PLAIN_SUFFIXES_REFUSED) or not os.path.isfile(path):
-            return df
+        if path.endswith(refused_suffixes) or not os.path.isfile(path):
+            return []
         local.append((path, uri))
-    if local:
-        setattr(df, _ATTRIBUTE, TextSource(tuple(p for p, _ in local), tuple(u for _, u in local), on_bad_input))
-    return df
+    return local
 
 
 def source_of(df) -> TextSource | None:
@@ -154,20 +164,38 @@ def _rest_of_line(fh) -> Iterator[bytes]:
             return
 
 
-def iter_lines(split: Split, with_bytes: bool = False, *, tally: InputTally | None = None,
-               on_bad_input: str = "error", raw: bool = False) -> Iterator:
-    """Batches (one per 8 MB read) of the split's documents: each line with its ``\\n`` (added
-    when the file's last line lacks one), decoded by the text rule (counted in ``tally``).
-    ``with_bytes``: yield ``(lines, the size of their bytes)`` instead; ``raw``: the lines'
-    bytes, not decoded (the caller applies the rule). A line longer than
-    ``LONG_DOCUMENT_BYTES`` comes alone, as a :class:`~bpe_spark.long_documents.LongDocument`
-    (its bytes, read as text in pieces: never one ``str``)."""
+def iter_blocks(split: Split, *, tally: InputTally | None = None, on_bad_input: str = "error") -> Iterator:
+    """The split's documents in blocks (one per 8 MB read): ``bytes`` of whole lines, each
+    ending with ``\\n`` (:func:`lines_array` cuts them), or a lone
+    :class:`~bpe_spark.long_documents.LongDocument`; the bytes are not decoded."""
     for block in _blocks(_chunks(split, tally, on_bad_input), split.path):
         if isinstance(block, LongDocument):
             block.tally = tally
-            lines = [block]
-        else:
-            lines = _lines(block, tally, raw)
+        yield block
+
+
+def lines_array(block: bytes) -> pa.BinaryArray:
+    """The lines of ``block`` (whole lines, each ending with ``\\n``, kept) as an Arrow binary
+    array over ``block`` itself: the offsets are computed, the bytes are not copied.
+
+    >>> lines_array(b"a\\n\\nbc\\n").to_pylist()
+    [b'a\\n', b'\\n', b'bc\\n']
+    """
+    ends = np.flatnonzero(np.frombuffer(block, dtype=np.uint8) == 10) + 1
+    offsets = np.zeros(len(ends) + 1, dtype=np.int32)
+    offsets[1:] = ends
+    return pa.Array.from_buffers(pa.binary(), len(ends), [None, pa.py_buffer(offsets), pa.py_buffer(block)])
+
+
+def iter_lines(split: Split, with_bytes: bool = False, *, tally: InputTally | None = None,
+               on_bad_input: str = "error") -> Iterator:
+    """Batches (one per 8 MB read) of the split's documents: each line with its ``\\n`` (added
+    when the file's last line lacks one), decoded by the text rule (counted in ``tally``).
+    ``with_bytes``: yield ``(lines, the size of their bytes)`` instead. A line longer than
+    ``LONG_DOCUMENT_BYTES`` comes alone, as a :class:`~bpe_spark.long_documents.LongDocument`
+    (its bytes, read as text in pieces: never one ``str``)."""
+    for block in iter_blocks(split, tally=tally, on_bad_input=on_bad_input):
+        lines = [block] if isinstance(block, LongDocument) else _lines(block, tally)
         yield (lines, len(block)) if with_bytes else lines
 
 
@@ -212,11 +240,7 @@ def _blocks(chunks: Iterator[tuple[int | None, bytes]], path: str) -> Iterator[b
         yield bytes(carry) + b"\n"
 
 
-def _lines(data: bytes, tally: InputTally | None, raw: bool) -> list:
-    if raw:
-        parts = data.split(b"\n")
-        parts.pop()  # data ends with "\n"
-        return [part + b"\n" for part in parts]
+def _lines(data: bytes, tally: InputTally | None) -> list:
     lines, replaced, affected = decode_lines(data)
     if replaced and tally is not None:
         tally.count(replaced, affected)

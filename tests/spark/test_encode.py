@@ -324,12 +324,46 @@ def test_text_files_read_by_the_tasks_give_the_same_files_as_spark_reader(spark,
     docs = read_documents(spark, str(corpus))
     assert textsplits.source_of(docs) is not None
     assert len(textsplits.plan_splits(textsplits.source_of(docs), 2)) > 6
+    _same_as_spark_reader(docs, tok, tmp_path, output_format)
+
+
+def _same_as_spark_reader(docs, tok, tmp_path, output_format) -> dict:
+    """encode_dataset of ``docs`` (read by the tasks) and of ``docs`` transformed (read by
+    Spark): the same files byte for byte, the same totals; the first's manifest."""
     direct = encode_dataset(docs, tok, str(tmp_path / "direct"), output_format=output_format, eos=EOT)
     through_spark = encode_dataset(docs.select("text"), tok, str(tmp_path / "spark"),
                                    output_format=output_format, eos=EOT)
     assert _files(tmp_path / "direct") == _files(tmp_path / "spark")
-    for key in ("documents", "tokens", "bytes", "shards"):
+    for key in ("documents", "null_documents", "replaced_sequences", "affected_documents", "tokens", "bytes",
+                "shards"):
         assert direct[key] == through_spark[key]
+    return direct
+
+
+@pytest.mark.parametrize("output_format", ["parquet", "bin"])
+def test_parquet_files_read_by_the_tasks_give_the_same_files_as_spark_reader(spark, inputs, tok, tmp_path,
+                                                                           monkeypatch, output_format):
+    """Local Parquet files are read by the encoding tasks (parquetsplits, whole row groups per
+    split); a transformed DataFrame goes through Spark's reader. Same documents (nulls, invalid
+    UTF-8 by the text rule), same order, same files byte for byte."""
+    from bpe_spark.spark import parquetsplits
+
+    root, _ = inputs
+    corpus = tmp_path / "corpus dir"
+    corpus.mkdir()
+    for i, path in enumerate(sorted((root / "parquet").iterdir())):
+        texts = pq.read_table(path, columns=["text"]).column("text").combine_chunks().view(pa.binary()).to_pylist()
+        texts[3], texts[5] = None, b"bad \xff\xfe utf-8\n"
+        column = pa.array(texts, pa.large_binary() if i % 2 else pa.binary())
+        column = column.view(pa.large_string() if i % 2 else pa.string())
+        pq.write_table(pa.table({"text": column}), corpus / f"{path.stem} #{i}.parquet", row_group_size=97 + i)
+    monkeypatch.setattr(parquetsplits, "MIN_SPLIT_BYTES", 1)
+    monkeypatch.setattr(parquetsplits, "MAX_SPLIT_BYTES", 20_000)
+    docs = read_documents(spark, str(corpus), input_format="parquet")
+    assert parquetsplits.source_of(docs) is not None
+    assert len(parquetsplits.plan_splits(parquetsplits.source_of(docs), 2)) > 6
+    direct = _same_as_spark_reader(docs, tok, tmp_path, output_format)
+    assert direct["null_documents"] == 4 and direct["replaced_sequences"] >= 4
 
 
 def test_parquet_row_groups_follow_the_documents_not_the_pieces(tmp_path):

@@ -1,0 +1,293 @@
+"""Case E4 of ``make bench``: the Spark encode path per core against the in-process flat encoder.
+
+Issue 15, item 4: on a warm session, Spark's encode keeps at least half of the in-process flat
+rate per core, for every way in. Each way in is measured in a fresh child process
+(``python -m bench.spark_encode spark_way JSON``): a ``local[2]`` session, one untimed encode of
+the whole input (Python workers start, the encoders' caches and the JIT warm), then ``runs``
+timed encodes in the same session, median. The ways in, all on en_books (one document per line):
+
+- ``text -> parquet`` / ``text -> bin``: ``encode_dataset(read_documents(text file))``, the text
+  read by the tasks themselves (:mod:`bpe_spark.spark.textsplits`);
+- ``parquet -> parquet``: a Parquet file (one ``text`` row per line) read by Spark's reader;
+- ``jsonl -> parquet``: a JSON Lines file (``{"text": line}``) through ``read_documents``;
+- ``encode(df), cached``: ``encode(df, tok)`` of a cached DataFrame of that Parquet file, forced
+  by a ``noop`` write (every row's ids built in the JVM, nothing written).
+
+The peer row is the in-process flat rate of the same run: ``Tokenizer.encode_ordinary_flat``
+over the same lines, one thread (``flat`` task, median of ``runs`` after a warm-up call). Every
+way's ids are digested (per document: length, then int32 ids, in ``doc_id`` order) and checked
+against the flat encoder's. MB/s per core = the text's bytes / seconds / ``SPARK_CORES``.
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+import statistics
+import sys
+import time
+from pathlib import Path
+
+from bench import inputs
+from bench.procmon import monitored
+from bench.run import (
+    SPARK_CORES,
+    BenchError,
+    Context,
+    Row,
+    Sample,
+    _check,
+    _child_env,
+    median,
+    spark_timeline,
+)
+from bench.workers import RESULT_PREFIX, IdDigest
+
+TARGET = 0.5  # Spark per core / in-process flat, one thread
+WAYS = ("text -> parquet", "text -> bin", "parquet -> parquet", "jsonl -> parquet", "encode(df), cached")
+
+
+# --- inputs -------------------------------------------------------------------------------------
+
+
+def _lines(path: Path) -> list[str]:
+    with open(path, encoding="utf-8", newline="") as fh:
+        return fh.read().splitlines(keepends=True)
+
+
+def parquet_of(text: Path) -> Path:
+    """The lines of ``text`` as a Parquet file (column ``text``, row groups of 32k rows, so that
+    Spark's reader splits it across tasks)."""
+
+    def build(path: Path) -> None:
+        import pyarrow as pa
+        import pyarrow.parquet as pq
+
+        pq.write_table(pa.table({"text": _lines(text)}), path, row_group_size=32_768)
+    return inputs._write_once(text.with_suffix(".parquet"), build)
+
+
+def jsonl_of(text: Path) -> Path:
+    """The lines of ``text`` as JSON Lines, ``{"text": line}`` each."""
+
+    def build(path: Path) -> None:
+        with open(path, "w", encoding="utf-8") as fh:
+            fh.writelines(json.dumps({"text": line}, ensure_ascii=False) + "\n" for line in _lines(text))
+    return inputs._write_once(text.with_suffix(".jsonl"), build)
+
+
+# --- the measured tasks (child processes) ---------------------------------------------------------
+
+
+def flat(args: dict) -> dict:
+    """In process, one thread: ``encode_ordinary_flat`` of every line, median of ``runs`` after
+    one untimed call."""
+    import numpy as np
+
+    from bpe_spark import Tokenizer
+
+    tok = Tokenizer.load(args["model"])
+    lines = _lines(Path(args["text"]))
+    ids, lengths = tok.encode_ordinary_flat(lines)  # warm-up: the encoder and its cache
+    runs, cpu = [], []
+    for _ in range(int(args.get("runs", 3))):
+        started, cpu_started = time.perf_counter(), time.process_time()
+        ids, lengths = tok.encode_ordinary_flat(lines)
+        runs.append(time.perf_counter() - started)
+        cpu.append(time.process_time() - cpu_started)
+    digest = IdDigest()
+    for row in np.split(ids, np.cumsum(lengths)[:-1]):
+        digest.add(row)
+    return {"seconds": statistics.median(runs), "runs": runs, "cpu_seconds": statistics.median(cpu),
+            "digest": digest.hexdigest(), "tokens": digest.tokens}
+
+
+def spark_way(args: dict) -> dict:
+    """One way in on a warm ``local[N]`` session: an untimed encode, then ``runs`` timed ones."""
+    from bpe_spark import Tokenizer
+    from bpe_spark.spark import encode, encode_dataset
+    from bpe_spark.spark.io import read_documents
+    from bpe_spark.spark.session import build_session
+
+    overrides = {"spark.ui.enabled": "false", "spark.ui.showConsoleProgress": "false"}
+    if args.get("event_dir"):
+        overrides.update({"spark.eventLog.enabled": "true", "spark.eventLog.compress": "false",
+                          "spark.eventLog.dir": Path(args["event_dir"]).as_uri()})
+    overrides.update(args.get("conf", {}))
+    spark = build_session("bpe-spark-bench-e4", master=args.get("master", f"local[{SPARK_CORES}]"),
+                          overrides=overrides)
+    tok = Tokenizer.load(args["model"])
+    way, out = args["way"], args["out"]
+    cached = None
+    if way == "encode(df), cached":
+        cached = spark.read.parquet(args["parquet"]).cache()
+        cached.count()
+
+    def once() -> None:
+        if cached is not None:
+            encode(cached, tok).write.format("noop").mode("overwrite").save()
+            return
+        source = {"text -> parquet": ("text", "text"), "text -> bin": ("text", "text"),
+                  "parquet -> parquet": ("parquet", "parquet"), "jsonl -> parquet": ("jsonl", "jsonl")}[way]
+        docs = read_documents(spark, args[source[0]], input_format=source[1])
+        encode_dataset(docs, tok, out, output_format="bin" if way.endswith("bin") else "parquet", overwrite=True)
+
+    started = time.perf_counter()
+    once()
+    warmup = time.perf_counter() - started
+    runs, cpu = [], []
+    for _ in range(int(args.get("runs", 3))):
+        before = tree_cpu()
+        started = time.perf_counter()
+        once()
+        runs.append(time.perf_counter() - started)
+        after = tree_cpu()
+        cpu.append({kind: round(after[kind] - before.get(kind, 0.0), 2) for kind in after})
+    digest = _digest(spark, cached, tok, out, way)
+    spark.stop()
+    return {"seconds": statistics.median(runs), "runs": runs, "warmup_seconds": warmup, "cpu": cpu, **digest}
+
+
+def tree_cpu() -> dict[str, float]:
+    """CPU seconds (user + system) used so far by this process (``driver``), the JVM (``jvm``)
+    and every other descendant (``workers``: Spark's Python workers), from /proc; a process's
+    waited-for children count in it. Under load, the CPU a run takes says more than its wall time."""
+    import os
+
+    tick = os.sysconf("SC_CLK_TCK")
+    children: dict[int, list[int]] = {}
+    stats: dict[int, tuple[str, float]] = {}
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit():
+            continue
+        try:
+            with open(f"/proc/{entry}/stat", encoding="ascii", errors="replace") as fh:
+                raw = fh.read()
+        except OSError:
+            continue
+        name = raw[raw.index("(") + 1:raw.rindex(")")]
+        fields = raw[raw.rindex(")") + 2:].split()
+        children.setdefault(int(fields[1]), []).append(int(entry))
+        stats[int(entry)] = (name, sum(int(v) for v in fields[11:15]) / tick)
+    me = os.getpid()
+    out = {"driver": stats[me][1], "jvm": 0.0, "workers": 0.0}
+    todo = list(children.get(me, []))
+    while todo:
+        pid = todo.pop()
+        name, seconds = stats.get(pid, ("", 0.0))
+        out["jvm" if name == "java" else "workers"] += seconds
+        todo += children.get(pid, [])
+    return out
+
+
+def _digest(spark, cached, tok, out: str, way: str) -> dict:
+    """The ids of the output, in ``doc_id`` order, digested as :func:`flat` digests its own."""
+    import numpy as np
+    import pyarrow.parquet as pq
+
+    digest = IdDigest()
+    if cached is not None:
+        from bpe_spark.spark import encode
+
+        table = encode(cached, tok).toArrow().sort_by("doc_id")
+        if table.column("doc_id").to_pylist() != list(range(table.num_rows)):
+            raise RuntimeError("encode(df): doc_id is not 0..n-1")
+        rows = table.column("input_ids").to_pylist()
+    elif way.endswith("bin"):
+        from bpe_spark.shards import read_shards
+
+        rows = read_shards(out)
+    else:
+        rows = []
+        doc_ids = []
+        for part in sorted(Path(out).glob("part-*.parquet")):
+            table = pq.read_table(part, columns=["doc_id", "input_ids"])
+            doc_ids += table.column("doc_id").to_pylist()
+            rows += table.column("input_ids").to_pylist()
+        if doc_ids != list(range(len(doc_ids))):
+            raise RuntimeError(f"{out}: doc_id is not 0..n-1 in file order")
+    for row in rows:
+        digest.add(np.asarray(row, dtype=np.int32))
+    return {"digest": digest.hexdigest(), "tokens": digest.tokens, "documents": digest.documents}
+
+
+TASKS = {"flat": flat, "spark_way": spark_way}
+
+
+def run_task(task: str, args: dict, threads: int = SPARK_CORES) -> Sample:
+    """One task of this module in a fresh, watched child process."""
+    argv = [sys.executable, "-m", "bench.spark_encode", task, json.dumps(args)]
+    run = monitored(argv, env=_child_env(threads), cwd=str(inputs.ROOT))
+    _check(run, f"bench.spark_encode {task} {args.get('way', '')}")
+    lines = [line for line in run.stdout.splitlines() if line.startswith(RESULT_PREFIX)]
+    if not lines:
+        raise BenchError(f"{task} printed no result:\n{run.stdout[-2000:]}\n{run.stderr[-2000:]}")
+    return Sample(run.wall_seconds, run.peak_mb, json.loads(lines[-1][len(RESULT_PREFIX):]))
+
+
+# --- the case -----------------------------------------------------------------------------------
+
+
+def case_e4(ctx: Context) -> None:
+    text = inputs.en_books_text(ctx.quick)
+    model, _ = inputs.trained_model(text, 8000 if ctx.quick else 32000)
+    megabytes = text.stat().st_size / 1e6
+    common = {"model": str(model), "text": str(text), "parquet": str(parquet_of(text)),
+              "jsonl": str(jsonl_of(text)), "runs": 1 if ctx.quick else 3}
+    samples: dict[str, list[Sample]] = {"flat": [], **{way: [] for way in WAYS}}
+    events = ctx.scratch / "E4-events"
+    for i in range(ctx.repeat):  # alternate the flat encoder with the ways in, in turn
+        order = ["flat", *WAYS]
+        for name in order if i % 2 == 0 else reversed(order):
+            if name == "flat":
+                samples[name].append(run_task("flat", common, threads=1))
+                continue
+            shutil.rmtree(events, ignore_errors=True)
+            events.mkdir(parents=True)
+            sample = run_task("spark_way", {**common, "way": name, "out": str(ctx.scratch / "E4-out"),
+                                            "event_dir": str(events)})
+            sample.result["spark"] = spark_timeline(events)
+            samples[name].append(sample)
+    flat_rate = megabytes / median(s.result["seconds"] for s in samples["flat"])
+    flat_cpu_rate = megabytes / median(s.result["cpu_seconds"] for s in samples["flat"])
+    reference = {s.result["digest"] for s in samples["flat"]}
+    for way in WAYS:
+        rate = megabytes / median(s.result["seconds"] for s in samples[way]) / SPARK_CORES
+        ratio = rate / flat_rate
+        same = len(reference) == 1 and {s.result["digest"] for s in samples[way]} == reference
+        last = samples[way][-1].result
+        cpu_rate = median(megabytes / sum(_median_cpu(s.result).values()) for s in samples[way])
+        ctx.add(Row("E4", f"Spark encode {way}: MB per CPU second, all processes", cpu_rate, flat_cpu_rate,
+                    "in-process flat, CPU", "MB/s", cpu_rate / flat_cpu_rate, "", None, same,
+                    note=f"{way}: the CPU of every process (driver, JVM, Python workers) per MB: what a loaded "
+                         "machine changes least"))
+        ctx.add(Row("E4", f"Spark encode {way}: MB/s per core (local[{SPARK_CORES}], warm)", rate, flat_rate,
+                    "in-process flat, 1 thread", "MB/s", ratio, f">= {TARGET}", ratio >= TARGET, same,
+                    note=f"{way}: runs {', '.join(f'{t:.2f}' for t in last['runs'])} s after a "
+                         f"{last['warmup_seconds']:.1f} s warm-up encode; CPU of the median run: "
+                         f"{_cpu_note(last, megabytes)}; Spark event log (last run): {last.get('spark') or '?'}",
+                    samples={"ours": [s.result["seconds"] for s in samples[way]],
+                             "peer": [s.result["seconds"] for s in samples["flat"]]}))
+
+
+def _median_cpu(result: dict) -> dict[str, float]:
+    """The CPU seconds by process class of the median timed run."""
+    return sorted(zip(result["runs"], result["cpu"]), key=lambda pair: pair[0])[len(result["runs"]) // 2][1]
+
+
+def _cpu_note(result: dict, megabytes: float) -> str:
+    """The CPU seconds of the median timed run by process class, and MB per CPU second (what a
+    loaded machine changes least)."""
+    cpu = _median_cpu(result)
+    parts = ", ".join(f"{kind} {seconds:.2f} s" for kind, seconds in cpu.items())
+    return f"{parts}, {megabytes / max(sum(cpu.values()), 1e-9):.1f} MB per CPU second"
+
+
+def main(argv: list[str]) -> int:
+    result = TASKS[argv[0]](json.loads(argv[1] if len(argv) > 1 else "{}"))
+    print(RESULT_PREFIX + json.dumps(result), flush=True)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))
