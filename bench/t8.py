@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import sys
 from pathlib import Path
 
@@ -38,7 +39,7 @@ from bench.workers import RESULT_PREFIX
 
 VOCAB = 64_000
 DRIVER_LIMIT_MB = 2048
-ROUNDS_BUDGET = os.environ.get("BPE_SPARK_T8_ROUNDS_BUDGET", "0.1")
+ROUNDS_BUDGET = os.environ.get("BPE_SPARK_T8_ROUNDS_BUDGET", "0.25")
 PEER_MEMORY_GIB = float(os.environ.get("BPE_SPARK_T8_PEER_GIB", "12"))
 PEER_TIMEOUT = float(os.environ.get("BPE_SPARK_T8_PEER_TIMEOUT", "1500"))
 OURS_TIMEOUT = float(os.environ.get("BPE_SPARK_T8_OURS_TIMEOUT", "3600"))
@@ -54,9 +55,8 @@ def _stats(model: Path) -> dict:
 def _ours(ctx: Context, name: str, corpus: Path, vocab: int, budget: str | None) -> tuple[MonitoredRun, dict]:
     out = ctx.scratch / f"T8-{name}-model"
     events = ctx.scratch / f"T8-{name}-events"
-    events.mkdir(parents=True, exist_ok=True)
-    for old in events.iterdir():
-        old.unlink()
+    shutil.rmtree(events, ignore_errors=True)
+    events.mkdir(parents=True)
     argv = ["train", "--input", str(corpus), "--vocab-size", str(vocab), "--out", str(out),
             "--master", f"local[{SPARK_CORES}]", "--overwrite", "--no-report",
             "--set", "spark.eventLog.enabled=true", "--set", f"spark.eventLog.dir={events.as_uri()}",
