@@ -35,7 +35,10 @@ from bench.inputs import ALL_CORPORA, _read_corpus, _write_once
 
 DEFAULT_DIR = Path(os.environ.get("BPE_SPARK_BENCH_DATA", "/work/bench-data"))
 GIGABYTES = 4.0
-POOL = 11_000_000  # rare words generated once, each inserted at least once
+# rare words generated once, each inserted at least once (bar the few whose word boundary another
+# took); about 0.82 new distinct pretokens each (short numbers and misspellings repeat): 11 M
+# gave 9,743,478 distinct in all (884,531 of them the corpora's), so 13 M for 10 M and more
+POOL = 13_000_000
 DRAWS = 30_000_000  # further insertions drawn from the pool by a power law
 POWER = 4.0  # a draw is pool[floor(len(pool) * u ** POWER)]: the head recurs, the tail stays rare
 SEED = 8
@@ -45,7 +48,7 @@ KIND_SHARES = (0.25, 0.25, 0.25, 0.15, 0.10)
 
 
 def default_path(gigabytes: float = GIGABYTES) -> Path:
-    return DEFAULT_DIR / f"t8.{gigabytes:g}gb.seed{SEED}.txt"
+    return DEFAULT_DIR / f"t8.{gigabytes:g}gb.seed{SEED}.pool{POOL // 1_000_000}m.txt"
 
 
 def english_words(text: bytes, limit: int = 60_000) -> list[bytes]:
