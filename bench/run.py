@@ -11,6 +11,8 @@ training, ids for encoding) fails, whatever its speed.
     python -m bench.run --cases T3,T4   # a selection
     python -m bench.run --cases R1,R2   # the scale of one document (bench/scale.py)
     python -m bench.run --cases P1,P2,W1  # the fastest peers side by side, worst-case growth (bench/peers.py)
+    python -m bench.run --cases E4      # Spark encode per core, every way in (bench/spark_encode.py)
+    python -m bench.run --cases T8      # 4 GB, 10 M+ distinct pretokens (bench/t8.py; an hour)
 
 Results: bench-results/bench-<time>.json and .md, and bench-results/latest.{json,md}.
 """
@@ -36,7 +38,8 @@ ROOT = inputs.ROOT
 RESULTS = ROOT / "bench-results"
 CS336_REFERENCE_SECONDS = 0.38
 SPARK_CORES = 2
-ALL_CASES = ("T1", "T2", "T3", "T4", "T5", "T6", "T7", "R1", "R2", "P1", "P2", "W1", "E4")
+ALL_CASES = ("T1", "T2", "T3", "T4", "T5", "T6", "T7", "R1", "R2", "P1", "P2", "W1", "E4", "T8")
+LONG_CASES = ("T8",)  # an hour or more: run only when named (--cases T8)
 
 
 # --- running one measured process ----------------------------------------------------------------
@@ -545,14 +548,15 @@ def _module_case(module: str, name: str):
 CASE_FUNCTIONS = {"T1": case_t1, "T2": case_t2, "T3": case_t3, "T4": case_t4, "T5": case_t5,
                   "T6": case_t6, "T7": case_t7, "R1": _module_case("scale", "R1"), "R2": _module_case("scale", "R2"),
                   "P1": _module_case("peers", "P1"), "P2": _module_case("peers", "P2"),
-                  "W1": _module_case("peers", "W1"), "E4": _module_case("spark_encode", "E4")}
+                  "W1": _module_case("peers", "W1"), "E4": _module_case("spark_encode", "E4"),
+                  "T8": _module_case("t8", "T8")}
 
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m bench.run", description=__doc__,
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--cases", default=",".join(ALL_CASES),
-                        help="comma-separated cases to run (default: all of T1..T7, R1, R2, P1, P2, W1, E4)")
+    parser.add_argument("--cases", default=",".join(c for c in ALL_CASES if c not in LONG_CASES),
+                        help="comma-separated cases to run (default: all but T8, which runs only when named)")
     parser.add_argument("--quick", action="store_true", help="each case once, on smaller inputs (4-40 MB)")
     parser.add_argument("--repeat", type=int, default=None, help="runs per side (default 3; 1 with --quick)")
     args = parser.parse_args(argv)
