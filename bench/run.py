@@ -35,7 +35,7 @@ ROOT = inputs.ROOT
 RESULTS = ROOT / "bench-results"
 CS336_REFERENCE_SECONDS = 0.38
 SPARK_CORES = 2
-ALL_CASES = ("T1", "T2", "T3", "T4", "T5", "T6", "T7", "R1", "R2")
+ALL_CASES = ("T1", "T2", "T3", "T4", "T5", "T6", "T7", "R1", "R2", "E5")
 
 
 # --- running one measured process ----------------------------------------------------------------
@@ -541,7 +541,14 @@ def _scale_case(name: str):
 
 
 CASE_FUNCTIONS = {"T1": case_t1, "T2": case_t2, "T3": case_t3, "T4": case_t4, "T5": case_t5,
-                  "T6": case_t6, "T7": case_t7, "R1": _scale_case("R1"), "R2": _scale_case("R2")}
+                  "T6": case_t6, "T7": case_t7, "R1": _scale_case("R1"), "R2": _scale_case("R2"),
+                  "E5": lambda ctx: _rounds_case(ctx)}
+
+
+def _rounds_case(ctx: Context) -> None:  # bench.rounds builds on this module: imported when run
+    from bench.rounds import case_e5
+
+    case_e5(ctx)
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -61,6 +61,23 @@ def broadcast_cut(levels: Levels, most: int) -> tuple[int | None, int]:
     return cut, 0
 
 
+def top_cut(counts: Sequence[int], most: int) -> tuple[int | None, int, int]:
+    """:func:`broadcast_cut` from the ``most + 1`` highest pair counts, highest first (all of
+    them when there are fewer): ``(cut, outside, kept)``, ``kept`` the number of them kept (the
+    first ones). One query (the top rows) instead of a histogram and then the kept rows.
+
+    >>> top_cut([9, 5, 5, 2], 3), top_cut([9, 5, 5], 3), top_cut([9, 9], 1)
+    ((5, 2, 3), (5, 0, 3), (None, 9, 0))
+    """
+    if len(counts) <= most:
+        return (counts[-1] if counts else None), 0, len(counts)
+    outside = counts[most]
+    kept = most
+    while kept and counts[kept - 1] == outside:  # the level the (most + 1)-th count is in does not fit
+        kept -= 1
+    return (counts[kept - 1] if kept else None), outside, kept
+
+
 def choose_threshold(levels: Levels, budget: int, outside: int) -> Threshold | None:
     """The lowest threshold whose pretokens fit ``budget``, over the histogram ``levels`` of the
     pretokens' highest pair counts; its floor is the larger of the next level below it (0 when

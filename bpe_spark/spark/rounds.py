@@ -59,7 +59,7 @@ from pyspark.sql import functions as F
 
 from bpe_spark.config import TrainerConfig
 from bpe_spark.progress import OFF, Progress, merge_callback
-from bpe_spark.round_plan import broadcast_cut, choose_threshold, outside_counts
+from bpe_spark.round_plan import choose_threshold, outside_counts, top_cut
 from bpe_spark.round_proof import StartCounts, prove_round
 from bpe_spark.spark.faults import fail_once
 from bpe_spark.spark.progress import spark_phase
@@ -382,7 +382,7 @@ class RoundTrainer:
             self.clock("rounds_spark_seconds", phase)
             while self.budget_left():
                 since = time.perf_counter()
-                taken = self._round(words)
+                taken = self._round(words, store.filled)
                 if taken is None:
                     break
                 merges, record, done = taken
@@ -399,9 +399,11 @@ class RoundTrainer:
         """The words from the counts, after the merges so far (the first table, and a rebuild)."""
         return initial_words(sized_counts(self.counts, self.partitions), self.cfg, self.table, self.prior_merges())
 
-    def _round(self, words: DataFrame) -> tuple[list[Merge], dict, bool] | None:
+    def _round(self, words: DataFrame, store_filled: Callable[[], None] = lambda: None
+               ) -> tuple[list[Merge], dict, bool] | None:
         """One round on ``words``: its merges, its record and whether training is over; None when
-        no pair reaches ``min_frequency``. What it caches is freed when it returns, however."""
+        no pair reaches ``min_frequency``. What it caches is freed when it returns, however.
+        ``store_filled`` is called once its first job has read every word."""
         cached: list[DataFrame] = []
 
         def keep(frame: DataFrame) -> DataFrame:
@@ -416,13 +418,15 @@ class RoundTrainer:
                 phase = time.perf_counter()
                 occurrences = words.select("wid", "count", F.explode(F.expr(_PAIRS_SQL)).alias("pair"))
                 pair_counts = keep(capped(occurrences.groupBy("pair").agg(F.sum("count").alias("pc")), self.partitions))
-                pair_levels = histogram(pair_counts, "pc")
-                if not pair_levels or pair_levels[0][0] < max(self.cfg.min_frequency, 1):
+                most = min(self.budget, _MAX_BROADCAST_PAIRS)
+                top = pair_counts.orderBy(F.desc("pc")).limit(most + 1).toArrow()  # one job: the top pairs
+                store_filled()  # this job read every word: the previous table can go
+                top_counts = top.column("pc").to_pylist()
+                if not top_counts or top_counts[0] < max(self.cfg.min_frequency, 1):
                     return None
-                cut, outside = broadcast_cut(pair_levels, min(self.budget, _MAX_BROADCAST_PAIRS))
-                levels, highest, shipped = [], None, None
+                cut, outside, kept_pairs = top_cut(top_counts, most)
+                levels, highest, shipped = [], None, top.slice(0, kept_pairs)  # the driver keeps them
                 if cut is not None:
-                    shipped = pair_counts.where(F.col("pc") >= cut).toArrow()  # the driver keeps them
                     kept = F.broadcast(words.sparkSession.createDataFrame(shipped))
                     highest = keep(capped(
                         occurrences.select("wid", "pair").join(kept, "pair").groupBy("wid").agg(F.max("pc").alias("m")),
@@ -431,9 +435,9 @@ class RoundTrainer:
                     levels = histogram(highest, "m")
                 chosen = choose_threshold(levels, self.budget, outside)
                 if chosen is None:
-                    merges = self._top_pair_merge(pair_counts, pair_levels[0][0])
+                    merges = self._top_pair_merge(pair_counts, top_counts[0])
                     self.clock("rounds_spark_seconds", phase)
-                    return merges, {"kind": "top-pair", "threshold": pair_levels[0][0], "floor": None, "collected": 0}, False
+                    return merges, {"kind": "top-pair", "threshold": top_counts[0], "floor": None, "collected": 0}, False
                 wids = F.broadcast(highest.where(F.col("m") >= chosen.value).select("wid"))
                 arrow = Handoff.table(words.join(wids, "wid").select("count", "symbols").toArrow())
                 phase = self.clock("rounds_spark_seconds", phase)
