@@ -38,7 +38,7 @@ ROOT = inputs.ROOT
 RESULTS = ROOT / "bench-results"
 CS336_REFERENCE_SECONDS = 0.38
 SPARK_CORES = 2
-ALL_CASES = ("T1", "T2", "T3", "T4", "T5", "T6", "T7", "R1", "R2", "P1", "P2", "W1", "E4", "T8")
+ALL_CASES = ("T1", "T2", "T3", "T4", "T5", "T6", "T7", "R1", "R2", "P1", "P2", "W1", "E4", "E5", "T8")
 LONG_CASES = ("T8",)  # an hour or more: run only when named (--cases T8)
 
 
@@ -549,7 +549,7 @@ CASE_FUNCTIONS = {"T1": case_t1, "T2": case_t2, "T3": case_t3, "T4": case_t4, "T
                   "T6": case_t6, "T7": case_t7, "R1": _module_case("scale", "R1"), "R2": _module_case("scale", "R2"),
                   "P1": _module_case("peers", "P1"), "P2": _module_case("peers", "P2"),
                   "W1": _module_case("peers", "W1"), "E4": _module_case("spark_encode", "E4"),
-                  "T8": _module_case("t8", "T8")}
+                  "E5": _module_case("rounds", "E5"), "T8": _module_case("t8", "T8")}
 
 
 def main(argv: list[str] | None = None) -> int:

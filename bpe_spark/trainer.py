@@ -210,6 +210,9 @@ class _PythonCore:
     def current_words(self) -> list[list[int]]:
         return self.words
 
+    def pair_count(self, left: int, right: int) -> int:
+        return self.pair_counts.get((left, right), 0)
+
 
 class _CompiledCore:
     """The same core in C (``bpe_spark._fastbpe``): flat arrays, in-place merges, int pair keys."""
@@ -246,6 +249,9 @@ class _CompiledCore:
 
     def current_words(self) -> list[list[int]]:
         return self.engine.words()
+
+    def pair_count(self, left: int, right: int) -> int:
+        return self.engine.pair_count(left, right)
 
 
 class MergeEngine:
@@ -300,6 +306,18 @@ class MergeEngine:
         left, right, count = top
         return (left, right), count
 
+    def pair_count(self, left: int, right: int) -> int:
+        """The current count of the pair ``(left, right)`` in the engine's words (0 when absent)."""
+        return self._core.pair_count(left, right)
+
+    def merge(self, left: int, right: int, count: int) -> tuple[Merge, bool]:
+        """Merge ``(left, right)`` (counted ``count``) now; returns the merge and whether its
+        token is new (else its id was reused). ``run`` takes the best pair this way."""
+        table = self.table
+        new_id, is_new = table.add(table.value(left) + table.value(right))
+        self._core.apply(left, right, new_id)
+        return Merge(left, right, new_id, count), is_new
+
     def run(
         self,
         *,
@@ -318,7 +336,6 @@ class MergeEngine:
         """
         merges: list[Merge] = []
         created = 0
-        table = self.table
         core = self._core
         lowest = max(min_frequency, 1)
         while created < max_new_tokens and (max_merges is None or len(merges) < max_merges):
@@ -328,10 +345,8 @@ class MergeEngine:
             left, right, count = top
             if count < lowest or (floor is not None and count <= floor):
                 break
-            new_id, is_new = table.add(table.value(left) + table.value(right))
+            merge, is_new = self.merge(left, right, count)
             created += is_new
-            core.apply(left, right, new_id)
-            merge = Merge(left, right, new_id, count)
             merges.append(merge)
             if progress is not None:
                 progress(len(merges), merge)

@@ -7,7 +7,7 @@ import doctest
 import pytest
 
 from bpe_spark import round_plan
-from bpe_spark.round_plan import Threshold, broadcast_cut, choose_threshold
+from bpe_spark.round_plan import Threshold, broadcast_cut, choose_threshold, top_cut
 
 
 def test_docstring_examples():
@@ -95,3 +95,16 @@ def test_the_floor_is_always_below_the_threshold_when_the_levels_come_from_the_k
             if chosen is not None:
                 assert chosen.value > chosen.floor >= outside
                 assert chosen.pretokens <= budget
+
+
+def test_the_cut_from_the_top_counts_is_the_cut_from_the_histogram():
+    import random
+
+    rng = random.Random(3)
+    for _ in range(500):
+        counts = sorted((rng.randint(1, 6) for _ in range(rng.randint(0, 12))), reverse=True)
+        most = rng.randint(0, 14)
+        histogram = sorted({c: counts.count(c) for c in counts}.items(), reverse=True)
+        cut, outside, kept = top_cut(counts[:most + 1], most)
+        assert (cut, outside) == broadcast_cut(histogram, most)
+        assert kept == sum(c >= cut for c in counts) if cut is not None else kept == 0

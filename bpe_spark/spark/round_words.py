@@ -65,6 +65,9 @@ class ReliableWords:
         """The table after a round: ``applied`` (the last table with the round's merges applied)."""
         return self._keep(applied)
 
+    def filled(self) -> None:
+        """A job has read the whole table (nothing to do: it was written and read back)."""
+
     def _keep(self, words: DataFrame) -> DataFrame:
         self._written += 1
         path = f"{self.directory}/words-{self._written:05d}"
@@ -90,6 +93,7 @@ class LineageWords:
 
     def __init__(self):
         self._table: DataFrame | None = None
+        self._previous: DataFrame | None = None
         self._applied = 0
 
     def first(self, words: DataFrame) -> DataFrame:
@@ -106,15 +110,20 @@ class LineageWords:
 
     def _keep(self, words: DataFrame) -> DataFrame:
         words = words.persist(StorageLevel.MEMORY_AND_DISK)
-        # subtle: filled before the previous table goes, so that the new one is read from its
-        # own blocks, never recomputed through the previous one's lineage
-        words.count()
-        previous, self._table = self._table, words
-        if previous is not None:
-            previous.unpersist()
+        self.filled()
+        self._previous, self._table = self._table, words
         return words
 
+    def filled(self) -> None:
+        """A job has read the whole table (the round's first): its blocks are filled, so the
+        previous table can go. Subtle: not before, or the new table would be computed through
+        the previous one's lineage instead of from its blocks."""
+        if self._previous is not None:
+            self._previous.unpersist()
+            self._previous = None
+
     def close(self) -> None:
+        self.filled()
         if self._table is not None:
             self._table.unpersist()
             self._table = None

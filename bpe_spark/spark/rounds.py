@@ -13,17 +13,28 @@ engine would take on all the pretokens at once. Why:
    levels, at most the budget and ``_MAX_BROADCAST_PAIRS``). ``outside`` is the best count of a
    pair left out. A pretoken holding a kept pair has ``m`` exact (a kept pair's count is above
    every pair left out); a pretoken holding none has every pair counted <= ``outside``.
-3. *The threshold T and the floor U* (:func:`~bpe_spark.round_plan.choose_threshold`). The
-   driver takes the lowest ``T`` whose pretokens (``m >= T``) fit its budget, collects them, and
-   sets ``U = max(next level of m below T, outside)``. Every pair of a pretoken left behind is
-   counted <= ``U``: its ``m`` is exact and below ``T``, or it holds no kept pair. So every pair
-   counted > ``U`` lives only in collected pretokens, and its collected count is its global count.
-4. *The merges.* The engine runs on the collected pretokens while its best count is > ``U``
-   (``MergeEngine.run(floor=U, stop_after_reuse=True)``). Its best pair is then the global best
-   (every pair tied with it is collected too, and the tie-break reads the shared table). A merge
-   changes counts only inside the words holding the pair, all collected, so the invariant holds
-   for the next merge, except after a merge whose token already existed: its id is reused, and
-   the pairs it forms could gain counts outside the collected words, so that merge ends the round.
+3. *The collect* (:func:`~bpe_spark.round_plan.choose_threshold`). The driver takes the lowest
+   threshold ``T`` whose pretokens (``m >= T``) fit its budget and collects them (the words
+   ``C``; the others are ``N``). It also keeps the broadcast pairs' global counts ``G``, and
+   gives the engine, beside ``C``, one two-symbol word per broadcast pair counted in ``N``,
+   counted ``G - C(p)`` (:func:`~bpe_spark.round_plan.outside_counts`; at most the budget of
+   them, as the broadcast). So the engine's count ``E(p)`` of a broadcast pair is its global
+   count, of a pair made by the round's merges its count in ``C`` plus what it counts in ``N``
+   as long as ``N`` has not changed, and every other pair counts <= ``outside`` in all words.
+4. *The merges* (:func:`~bpe_spark.round_proof.prove_round`). The engine's best pair, counted
+   > ``outside``, is the global best while no merge has changed ``N`` (ties read the shared
+   table). A merge of a pair not counted in ``N`` changes nothing there; a merge of a pair
+   counted ``r`` times in ``N`` (a *shared* merge, ``(a, b) -> n``) changes there only the pairs
+   ``(x, a)`` and ``(b, y)``, which can only lose counts (``E`` stays an upper bound), and the
+   pairs holding ``n``, which gain at most ``r`` each (the occurrences of ``n`` there). After
+   shared merges the best pair ``p`` is still proven when (i) it holds neither a token they made
+   nor, as its right token, their left one, nor, as its left token, their right one: its ``E``
+   is exact; and (ii) no pair holding a token they made can reach ``E(p)``: each is bounded by
+   its ``E`` plus its tokens' gains, and by the start count ``G`` of the pair that its left
+   token's last and its right token's first symbol at the round's start formed (each of its
+   occurrences grew from one of that pair's). A merge whose id already existed (reused) could
+   grow pairs outside ``C``: when any pair was left out of the broadcast (``outside`` > 0) or
+   ``N`` has changed, it ends the round, as a best count <= ``outside`` does.
 5. The round's merges are appended to the checkpoint and broadcast; the executors apply them
    (:func:`apply_round_batch`), and pretokens left with one symbol drop out. The words table is
    kept from round to round where a lost executor cannot take it (:mod:`round_words`); what a
@@ -48,7 +59,8 @@ from pyspark.sql import functions as F
 
 from bpe_spark.config import TrainerConfig
 from bpe_spark.progress import OFF, Progress, merge_callback
-from bpe_spark.round_plan import broadcast_cut, choose_threshold
+from bpe_spark.round_plan import choose_threshold, outside_counts, top_cut
+from bpe_spark.round_proof import StartCounts, prove_round
 from bpe_spark.spark.faults import fail_once
 from bpe_spark.spark.progress import spark_phase
 from bpe_spark.spark.resources import capped
@@ -127,14 +139,26 @@ def int64_counts(column: pa.ChunkedArray) -> np.ndarray:
     return column.combine_chunks().to_numpy(zero_copy_only=False).astype(np.int64, copy=False)
 
 
-def _packed_words(arrow: pa.Table) -> Handoff:
+def _packed_words(arrow: pa.Table, pairs: np.ndarray, totals: np.ndarray) -> tuple[Handoff, dict[tuple[int, int], int]]:
     """Collected ``(count, symbols)`` rows as packed words: the values and offsets buffers of the
-    ``list<int32>`` column, no Python list per word (the compiled engine reads them). Pass the
-    table straight from ``Handoff.take()``: once this returns, only the words keep its buffers."""
+    ``list<int32>`` column, no Python list per word (the compiled engine reads them), followed by
+    one two-symbol word per broadcast pair (``pairs``, counted ``totals`` in all the words) that
+    also occurs outside them, counted what it counts there; and those counts. Pass the table
+    straight from ``Handoff.take()``: once this returns, only the words keep its buffers."""
     symbols = arrow.column("symbols").combine_chunks()
     values = symbols.values.to_numpy(zero_copy_only=False).astype(np.int32, copy=False)
-    words = PackedWords(values, symbols.offsets.to_numpy(zero_copy_only=False))
-    return Handoff.words(words, int64_counts(arrow.column("count")))
+    offsets = symbols.offsets.to_numpy(zero_copy_only=False).astype(np.int64)
+    counts = int64_counts(arrow.column("count"))
+    pairs, rest = outside_counts(values, offsets, counts, pairs, totals)
+    extra = np.empty(2 * len(pairs), dtype=np.int32)
+    extra[0::2], extra[1::2] = pairs >> _PAIR_SHIFT, pairs & ((1 << _PAIR_SHIFT) - 1)
+    values = np.concatenate((values[offsets[0]:offsets[-1]], extra))
+    offsets = np.concatenate((offsets - offsets[0], offsets[-1] - offsets[0] + 2 * np.arange(1, len(pairs) + 1)))
+    words = PackedWords(values, offsets)
+    shared = {divmod(int(pair), 1 << _PAIR_SHIFT): int(n) for pair, n in zip(pairs, rest)}
+    handoff = Handoff.words(words, np.concatenate((counts, rest)))
+    handoff.rows = len(counts)  # pretokens held
+    return handoff, shared
 
 
 def _words_batch(wids, counts, words) -> pa.RecordBatch:
@@ -297,30 +321,35 @@ class RoundTrainer:
         if self.on_round is not None:
             self.on_round(dict(record))
 
-    def engine_round(self, words: Handoff, floor: int | None) -> tuple[list[Merge], bool]:
+    def engine_round(self, words: Handoff, floor: int | None = None,
+                     proof: tuple[StartCounts, dict[tuple[int, int], int]] | None = None) -> tuple[list[Merge], bool]:
         """Run the engine on the collected words (taken from ``words``); returns the merges and
-        whether training is over. ``floor``: the round's bound U (None on the driver: all words)."""
+        whether training is over. On the driver (``floor`` None) the words are all of them; in a
+        round, ``floor`` is the best count of a pair not broadcast and ``proof`` the broadcast
+        pairs' start counts and their counts outside the words (:mod:`bpe_spark.round_proof`)."""
         phase = time.perf_counter()
         engine = words.engine(self.table)
         new_tokens, max_merges = self._remaining()
         name = "merging" if floor is None else f"round {len(self.rounds) + 1}: merging"
         before = len(self.merges)
+        lowest = max(self.cfg.min_frequency, 1)
         with self.progress.phase(name, total=self.merge_target, unit="merges", start=before) as shown:
-            merges = engine.run(
-                max_new_tokens=new_tokens,
-                max_merges=max_merges,
-                min_frequency=self.cfg.min_frequency,
-                floor=floor,
-                stop_after_reuse=floor is not None,
-                progress=merge_callback(shown, already=before) if self.progress.enabled else None,
-            )
+            callback = merge_callback(shown, already=before) if self.progress.enabled else None
+            if proof is None:
+                merges = engine.run(max_new_tokens=new_tokens, max_merges=max_merges,
+                                    min_frequency=self.cfg.min_frequency, progress=callback)
+                settled = True
+            else:
+                merges, settled = prove_round(engine, start=proof[0], outside_counts=proof[1], outside=floor or 0,
+                                              max_new_tokens=new_tokens, max_merges=max_merges,
+                                              min_frequency=self.cfg.min_frequency, progress=callback)
             shown.update(before + len(merges))
         done = not self.budget_left()
-        if not done:
+        if not done and settled:
             top = engine.best()
             if floor is None:
-                done = top is None or top[1] < max(self.cfg.min_frequency, 1) or not merges
-            elif top is not None and floor < top[1] < max(self.cfg.min_frequency, 1):
+                done = top is None or top[1] < lowest or not merges
+            elif top is not None and floor < top[1] < lowest:
                 done = True  # the exact global best is below min_frequency
         self.clock("merge_seconds", phase)
         return merges, done
@@ -353,7 +382,7 @@ class RoundTrainer:
             self.clock("rounds_spark_seconds", phase)
             while self.budget_left():
                 since = time.perf_counter()
-                taken = self._round(words)
+                taken = self._round(words, store.filled)
                 if taken is None:
                     break
                 merges, record, done = taken
@@ -370,9 +399,11 @@ class RoundTrainer:
         """The words from the counts, after the merges so far (the first table, and a rebuild)."""
         return initial_words(sized_counts(self.counts, self.partitions), self.cfg, self.table, self.prior_merges())
 
-    def _round(self, words: DataFrame) -> tuple[list[Merge], dict, bool] | None:
+    def _round(self, words: DataFrame, store_filled: Callable[[], None] = lambda: None
+               ) -> tuple[list[Merge], dict, bool] | None:
         """One round on ``words``: its merges, its record and whether training is over; None when
-        no pair reaches ``min_frequency``. What it caches is freed when it returns, however."""
+        no pair reaches ``min_frequency``. What it caches is freed when it returns, however.
+        ``store_filled`` is called once its first job has read every word."""
         cached: list[DataFrame] = []
 
         def keep(frame: DataFrame) -> DataFrame:
@@ -387,13 +418,16 @@ class RoundTrainer:
                 phase = time.perf_counter()
                 occurrences = words.select("wid", "count", F.explode(F.expr(_PAIRS_SQL)).alias("pair"))
                 pair_counts = keep(capped(occurrences.groupBy("pair").agg(F.sum("count").alias("pc")), self.partitions))
-                pair_levels = histogram(pair_counts, "pc")
-                if not pair_levels or pair_levels[0][0] < max(self.cfg.min_frequency, 1):
+                most = min(self.budget, _MAX_BROADCAST_PAIRS)
+                top = pair_counts.orderBy(F.desc("pc")).limit(most + 1).toArrow()  # one job: the top pairs
+                store_filled()  # this job read every word: the previous table can go
+                top_counts = top.column("pc").to_pylist()
+                if not top_counts or top_counts[0] < max(self.cfg.min_frequency, 1):
                     return None
-                cut, outside = broadcast_cut(pair_levels, min(self.budget, _MAX_BROADCAST_PAIRS))
-                levels, highest = [], None
+                cut, outside, kept_pairs = top_cut(top_counts, most)
+                levels, highest, shipped = [], None, top.slice(0, kept_pairs)  # the driver keeps them
                 if cut is not None:
-                    kept = F.broadcast(pair_counts.where(F.col("pc") >= cut))
+                    kept = F.broadcast(words.sparkSession.createDataFrame(shipped))
                     highest = keep(capped(
                         occurrences.select("wid", "pair").join(kept, "pair").groupBy("wid").agg(F.max("pc").alias("m")),
                         self.partitions,
@@ -401,16 +435,18 @@ class RoundTrainer:
                     levels = histogram(highest, "m")
                 chosen = choose_threshold(levels, self.budget, outside)
                 if chosen is None:
-                    merges = self._top_pair_merge(pair_counts, pair_levels[0][0])
+                    merges = self._top_pair_merge(pair_counts, top_counts[0])
                     self.clock("rounds_spark_seconds", phase)
-                    return merges, {"kind": "top-pair", "threshold": pair_levels[0][0], "floor": None, "collected": 0}, False
+                    return merges, {"kind": "top-pair", "threshold": top_counts[0], "floor": None, "collected": 0}, False
                 wids = F.broadcast(highest.where(F.col("m") >= chosen.value).select("wid"))
                 arrow = Handoff.table(words.join(wids, "wid").select("count", "symbols").toArrow())
                 phase = self.clock("rounds_spark_seconds", phase)
-                collected = _packed_words(arrow.take())
+                pairs, totals = int64_counts(shipped.column("pair")), int64_counts(shipped.column("pc"))
+                collected, shared = _packed_words(arrow.take(), pairs, totals)
                 self.clock("collect_seconds", phase)
-            record = {"kind": "engine", "threshold": chosen.value, "floor": chosen.floor, "collected": collected.rows}
-            merges, done = self.engine_round(collected, floor=chosen.floor)
+            record = {"kind": "engine", "threshold": chosen.value, "floor": outside, "collected": collected.rows,
+                      "outside_pairs": len(shared)}
+            merges, done = self.engine_round(collected, floor=outside, proof=(StartCounts(pairs, totals), shared))
             if not merges and not done:
                 raise AssertionError(f"round at threshold {chosen.value} made no progress")
             return merges, record, done
