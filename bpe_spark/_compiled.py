@@ -123,7 +123,7 @@ def _every_code_point() -> str:
 
 
 def new_counter(pattern: str):
-    """A compiled pretoken counter for ``pattern`` (gpt2 / cl100k), or None."""
+    """A compiled pretoken counter for ``pattern`` (gpt2 / cl100k / o200k), or None."""
     name = compiled_preset(pattern) if encoder_available() else None
     if name is None:
         return None

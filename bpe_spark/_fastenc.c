@@ -856,7 +856,7 @@ static PySequenceMethods PretokenCounter_as_sequence = {
 
 static PyTypeObject PretokenCounterType = {
     PyVarObject_HEAD_INIT(NULL, 0).tp_name = "bpe_spark._fastenc.PretokenCounter",
-    .tp_doc = "PretokenCounter(pattern): counts the pretokens of texts (gpt2 / cl100k), in C.",
+    .tp_doc = "PretokenCounter(pattern): counts the pretokens of texts (gpt2 / cl100k / o200k), in C.",
     .tp_basicsize = sizeof(PretokenCounter),
     .tp_itemsize = 0,
     .tp_flags = Py_TPFLAGS_DEFAULT,

@@ -8,7 +8,7 @@ hands them out as text in pieces of about ``PIECE_BYTES``, each decoded by the r
 so no character and no ill-formed sequence is split: the pieces decode to the whole document's
 text, with the same replacements.
 
-The compiled pretokenizer (``bpe_spark._fastenc``, gpt2 / cl100k) counts and encodes such a
+The compiled pretokenizer (``bpe_spark._fastenc``, gpt2 / cl100k / o200k) counts and encodes such a
 document piece by piece (:func:`count_pieces`, :func:`encode_pieces`): each call takes the pretokens
 that no later text can change and returns the rest, to be prepended to the next piece, so the
 pretokens and ids equal those of the whole text. Other pretokenizers get the whole text

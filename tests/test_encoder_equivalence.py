@@ -1,5 +1,5 @@
 """The compiled encoder (``bpe_spark._fastenc``) gives exactly what the pure-Python encoder
-gives: the same pretokens as ``regex.findall`` for the gpt2 and cl100k presets, the same BPE as
+gives: the same pretokens as ``regex.findall`` for the gpt2, cl100k and o200k presets, the same BPE as
 ``bpe_merge``, and the same ids from ``Tokenizer.encode_ordinary`` / ``encode_ordinary_flat``,
 on the real corpora and on random text; and tiktoken's ids with the same vocabulary. Every test
 fails when the extension is not built (compiled_fixtures)."""

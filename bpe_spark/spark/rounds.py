@@ -85,6 +85,10 @@ _PAIR_SHIFT = 32
 # the most pairs a round broadcasts to find each pretoken's highest pair count (a long pair and a
 # long count each, held by every executor)
 _MAX_BROADCAST_PAIRS = 1_000_000
+# the most pretoken ids a round broadcasts to select the pretokens it collects; more are joined by
+# a shuffle: the driver's JVM builds a broadcast table whole, and one of ~9 M ids does not fit a
+# 1 GiB heap (the collect itself streams its batches)
+_MAX_BROADCAST_WIDS = 1_000_000
 # subtle: a pair is one long, left << 32 | right; ids are < 2**31, so it is exact and positive.
 _PAIRS_SQL = (
     "transform(sequence(0, size(symbols) - 2), "
@@ -438,7 +442,9 @@ class RoundTrainer:
                     merges = self._top_pair_merge(pair_counts, top_counts[0])
                     self.clock("rounds_spark_seconds", phase)
                     return merges, {"kind": "top-pair", "threshold": top_counts[0], "floor": None, "collected": 0}, False
-                wids = F.broadcast(highest.where(F.col("m") >= chosen.value).select("wid"))
+                wids = highest.where(F.col("m") >= chosen.value).select("wid")
+                if chosen.pretokens <= _MAX_BROADCAST_WIDS:
+                    wids = F.broadcast(wids)
                 arrow = Handoff.table(words.join(wids, "wid").select("count", "symbols").toArrow())
                 phase = self.clock("rounds_spark_seconds", phase)
                 pairs, totals = int64_counts(shipped.column("pair")), int64_counts(shipped.column("pc"))

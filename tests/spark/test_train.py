@@ -101,13 +101,15 @@ def test_small_driver_budgets_give_the_single_round_merges(spark, small_corpus):
 
 def test_rounds_that_broadcast_few_pairs_stay_exact(spark, small_corpus, monkeypatch):
     """A round finds each pretoken's highest pair count through the top pairs only (broadcast);
-    with very few kept, rounds prove fewer merges each, and still the same ones."""
+    with very few kept, rounds prove fewer merges each, and still the same ones. The pretokens
+    to collect are then selected by a shuffle join, not a broadcast (as for millions of them)."""
     from bpe_spark.spark import rounds as spark_rounds
 
     cfg = TrainerConfig(vocab_size=300)
     expected = core_train(small_corpus, cfg)
     df = frame(spark, small_corpus, 2)
     monkeypatch.setattr(spark_rounds, "_MAX_BROADCAST_PAIRS", 3)
+    monkeypatch.setattr(spark_rounds, "_MAX_BROADCAST_WIDS", 0)
     tok = train(df, cfg, driver_budget=0.5)
     assert_same_model(tok, expected)
     rounds = tok.metadata["rounds"]
