@@ -9,7 +9,7 @@ training, ids for encoding) fails, whatever its speed.
     python -m bench.run                 # all cases, 3 repeats (tens of minutes)
     python -m bench.run --quick         # each case once, on 4-40 MB inputs
     python -m bench.run --cases T3,T4   # a selection
-    python -m bench.run --cases R1,R2   # the scale of one document (bench/scale.py)
+    python -m bench.run --cases R1      # the scale of one document (bench/scale.py)
     python -m bench.run --cases P1,P2,W1  # the fastest peers side by side, worst-case growth (bench/peers.py)
     python -m bench.run --cases E4      # Spark encode per core, every way in (bench/spark_encode.py)
     python -m bench.run --cases T8      # 4 GB, 10 M+ distinct pretokens (bench/t8.py; an hour)
@@ -38,7 +38,7 @@ ROOT = inputs.ROOT
 RESULTS = ROOT / "bench-results"
 CS336_REFERENCE_SECONDS = 0.38
 SPARK_CORES = 2
-ALL_CASES = ("T1", "T2", "T3", "T4", "T5", "T6", "T7", "R1", "R2", "P1", "P2", "W1", "E4", "E5", "T8")
+ALL_CASES = ("T1", "T2", "T3", "T4", "T5", "T6", "T7", "R1", "P1", "P2", "W1", "E4", "E5", "T8")
 LONG_CASES = ("T8",)  # an hour or more: run only when named (--cases T8)
 
 
@@ -546,7 +546,7 @@ def _module_case(module: str, name: str):
 
 
 CASE_FUNCTIONS = {"T1": case_t1, "T2": case_t2, "T3": case_t3, "T4": case_t4, "T5": case_t5,
-                  "T6": case_t6, "T7": case_t7, "R1": _module_case("scale", "R1"), "R2": _module_case("scale", "R2"),
+                  "T6": case_t6, "T7": case_t7, "R1": _module_case("scale", "R1"),
                   "P1": _module_case("peers", "P1"), "P2": _module_case("peers", "P2"),
                   "W1": _module_case("peers", "W1"), "E4": _module_case("spark_encode", "E4"),
                   "E5": _module_case("rounds", "E5"), "T8": _module_case("t8", "T8")}

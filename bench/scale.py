@@ -1,23 +1,20 @@
-"""The scale of one document (issue 12, item 8): cases R1 and R2 of ``make bench``.
+"""The scale of one document (issue 12, item 8): case R1 of ``make bench``.
 
 - R1: ``bpe-spark train`` and ``bpe-spark encode`` (Parquet, and ``--output-format bin``) on one 100 MB document without a newline (20 MB
   with ``--quick``; :func:`bench.inputs.one_line_text`): the peak memory of the driver, the JVM
   and the largest Python worker (each process's ``VmHWM``, :mod:`bench.procmon`), as a multiple
   of the document's size. Target: at most 4x per process. The same commands on a 1 MB slice give
   each process's fixed cost (an idle JVM, an interpreter with pyarrow), shown in the notes.
-- R2: encode time of pathological pretokens (one character repeated, spaces, digits, random
-  non-space text) at 0.25, 0.5 and 1 MB, compiled and pure Python (:func:`bench.workers.pathological_encode`,
-  best CPU time of 5 runs, 1 for pure Python); the figure is the growth ratio time(1 MB) /
-  time(0.5 MB): 2 for linear time.
+
+The growth of encode time on pathological pretokens is case W1 (:mod:`bench.peers`).
 """
 
 from __future__ import annotations
 
 from bench import inputs
-from bench.run import SPARK_CORES, Context, Row, Sample, run_cli, run_worker
+from bench.run import SPARK_CORES, Context, Row, Sample, run_cli
 
 MAX_MULTIPLE = 4.0
-MAX_GROWTH = 2.5  # linear is 2.0; n log n on 1 MB is about 2.1; the rest is timer noise
 PROCESSES = (("root", "driver (Python)"), ("jvm", "JVM"), ("worker_max", "largest Python worker"))
 
 
@@ -61,21 +58,3 @@ def _workers_note(key: str, sample: Sample) -> str:
 
 def _multiple(sample: Sample, key: str, size: int) -> float:
     return sample.peak_mb[key] * (1 << 20) / size
-
-
-KINDS = (("one_char", "1 MB of one character"), ("spaces", "1 MB of spaces"), ("digits", "1 MB of digits"),
-         ("random", "1 MB of random non-space text"))
-
-
-def case_r2(ctx: Context) -> None:
-    model, _ = inputs.trained_model(inputs.en_books_text(ctx.quick), 8000 if ctx.quick else 32000)
-    for engine, env, repeat in (("compiled", {}, 5), ("pure Python", {"BPE_SPARK_ENCODER": "python"}, 1)):
-        result = run_worker("pathological_encode", {"model": str(model), "repeat": repeat}, threads=1, env=env).result
-        for kind, label in KINDS:
-            seconds = result["seconds"][kind]  # {size: best time}
-            growth = seconds["1.0"] / seconds["0.5"]
-            ctx.add(Row("R2", f"encode growth, {label} ({engine}): t(1 MB) / t(0.5 MB)", growth, None, "", "",
-                        target=f"<= {MAX_GROWTH:g}", passed=growth <= MAX_GROWTH,
-                        note=f"{label}, {engine}: " + ", ".join(f"{mb} MB {t * 1000:.0f} ms" for mb, t in seconds.items())
-                             + f"; engine in use: {result['engine']}",
-                        samples=seconds))

@@ -266,42 +266,6 @@ def ours_spark_encode(args: dict) -> dict:
     }
 
 
-def pathological_encode(args: dict) -> dict:
-    """``encode_ordinary`` of pathological pretokens (one character repeated, spaces, digits,
-    random non-space text) of 0.25, 0.5 and 1 MB: the best CPU time of ``repeat`` runs, each on
-    a fresh tokenizer (so no pretoken cache helps)."""
-    import random
-
-    from bpe_spark import Tokenizer
-
-    data = Tokenizer.load(args["model"]).to_dict()
-    rng = random.Random(0)
-    printable = [chr(c) for c in range(33, 127)]
-    makers = {
-        "one_char": lambda n: "a" * n,
-        "spaces": lambda n: " " * n,
-        "digits": lambda n: "".join(rng.choices("0123456789", k=n)),
-        "random": lambda n: "".join(rng.choices(printable, k=n)),
-    }
-    seconds: dict[str, dict[str, float]] = {}
-    engine = None
-    for kind, make in makers.items():
-        seconds[kind] = {}
-        for megabytes in (0.25, 0.5, 1.0):
-            text = make(int(megabytes * 1_000_000))
-            best = None
-            for _ in range(int(args.get("repeat", 1))):
-                tok = Tokenizer.from_dict(data)
-                tok.encode_ordinary("x")  # builds the encoder: not timed
-                engine = "compiled" if tok.compiled_encoding else "python"
-                started = time.process_time()  # CPU time: other processes' load does not count
-                tok.encode_ordinary(text)
-                elapsed = time.process_time() - started
-                best = elapsed if best is None else min(best, elapsed)
-            seconds[kind][str(megabytes)] = best
-    return {"seconds": seconds, "engine": engine}
-
-
 TASKS = {
     "hf_train": hf_train,
     "ours_train_from_counts": ours_train_from_counts,
@@ -312,7 +276,6 @@ TASKS = {
     "hf_encode": hf_encode,
     "ours_encode_inprocess": ours_encode_inprocess,
     "ours_spark_encode": ours_spark_encode,
-    "pathological_encode": pathological_encode,
 }
 
 
