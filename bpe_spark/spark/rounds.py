@@ -89,6 +89,10 @@ _MAX_BROADCAST_PAIRS = 1_000_000
 # a shuffle: the driver's JVM builds a broadcast table whole, and one of ~9 M ids does not fit a
 # 1 GiB heap (the collect itself streams its batches)
 _MAX_BROADCAST_WIDS = 1_000_000
+# the top pairs come from one ordered limit: each task's ``most + 1`` best reach the driver's JVM,
+# which merges them, so tasks x most stays below this many rows (T8's 37 tasks x 1 M ran a 1 GiB
+# heap out of memory); fewer broadcast pairs only make a round prove fewer merges
+_MAX_TOP_ROWS = 4_000_000
 # subtle: a pair is one long, left << 32 | right; ids are < 2**31, so it is exact and positive.
 _PAIRS_SQL = (
     "transform(sequence(0, size(symbols) - 2), "
@@ -422,7 +426,8 @@ class RoundTrainer:
                 phase = time.perf_counter()
                 occurrences = words.select("wid", "count", F.explode(F.expr(_PAIRS_SQL)).alias("pair"))
                 pair_counts = keep(capped(occurrences.groupBy("pair").agg(F.sum("count").alias("pc")), self.partitions))
-                most = min(self.budget, _MAX_BROADCAST_PAIRS)
+                tasks = self.partitions or int(words.sparkSession.conf.get("spark.sql.shuffle.partitions", "200"))
+                most = max(1, min(self.budget, _MAX_BROADCAST_PAIRS, _MAX_TOP_ROWS // max(1, tasks)))
                 top = pair_counts.orderBy(F.desc("pc")).limit(most + 1).toArrow()  # one job: the top pairs
                 store_filled()  # this job read every word: the previous table can go
                 top_counts = top.column("pc").to_pylist()

@@ -110,6 +110,7 @@ def test_rounds_that_broadcast_few_pairs_stay_exact(spark, small_corpus, monkeyp
     df = frame(spark, small_corpus, 2)
     monkeypatch.setattr(spark_rounds, "_MAX_BROADCAST_PAIRS", 3)
     monkeypatch.setattr(spark_rounds, "_MAX_BROADCAST_WIDS", 0)
+    monkeypatch.setattr(spark_rounds, "_MAX_TOP_ROWS", 4)  # and the top-pairs query bound by its tasks
     tok = train(df, cfg, driver_budget=0.5)
     assert_same_model(tok, expected)
     rounds = tok.metadata["rounds"]
