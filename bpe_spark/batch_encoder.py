@@ -155,8 +155,10 @@ class BatchEncoder:
             return out
         return self._findall(self._normalize(text))
 
-    def encode_texts(self, texts: Sequence[str | None]) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-        """``(values int32, offsets int64[n+1], nulls bool[n])`` for ``texts``.
+    def encode_texts(self, texts: Sequence[str | None], nulls: np.ndarray | None = None
+                     ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """``(values int32, offsets int64[n+1], nulls bool[n])`` for ``texts``. ``nulls``: which
+        texts are None, when the caller knows it already (an Arrow column's validity bitmap).
 
         Raises :class:`~bpe_spark.errors.DisallowedSpecialTokenError` if a text holds a
         disallowed special token."""
@@ -165,17 +167,18 @@ class BatchEncoder:
             for text in texts:
                 if text:
                     check(text, disallowed)
+        if nulls is None:
+            nulls = np.fromiter((text is None for text in texts), dtype=bool, count=len(texts))
         if self.flat:
-            return self._encode_compiled(texts)
+            return self._encode_compiled(texts, nulls)
         if self.pipeline is not None:
-            return self._encode_pipeline(texts)
+            return self._encode_pipeline(texts, nulls)
         if self._plain and not self.allow_special:
             findall = self._findall  # the common case, without a method call per document
             pieces = [findall(text) if text is not None else () for text in texts]
         else:
             pieces = [self._pretokens(text) for text in texts]
         counts = np.fromiter(map(len, pieces), dtype=np.int64, count=len(pieces))
-        nulls = np.fromiter((text is None for text in texts), dtype=bool, count=len(texts))
         flat = list(itertools.chain.from_iterable(pieces))
         slots = self.slots_of(flat)
         return self.assemble(self._ids, self._starts[slots], self._lengths[slots], counts, nulls)
@@ -189,16 +192,14 @@ class BatchEncoder:
             return self.frame(values, np.array([len(values)]), np.zeros(1, dtype=bool))
         return self.encode_texts([document.text()])
 
-    def _encode_pipeline(self, texts: Sequence[str | None]):
+    def _encode_pipeline(self, texts: Sequence[str | None], nulls: np.ndarray):
         encode, allowed = self.pipeline.encode, self._allowed
         rows = [() if text is None else encode(clean(text), allowed) for text in texts]
         lengths = np.fromiter(map(len, rows), dtype=np.int64, count=len(rows))
         values = np.fromiter(itertools.chain.from_iterable(rows), dtype=np.int32, count=int(lengths.sum()))
-        nulls = np.fromiter((text is None for text in texts), dtype=bool, count=len(texts))
         return self.frame(values, lengths, nulls)
 
-    def _encode_compiled(self, texts: Sequence[str | None]):
-        nulls = np.fromiter((text is None for text in texts), dtype=bool, count=len(texts))
+    def _encode_compiled(self, texts: Sequence[str | None], nulls: np.ndarray):
         if not self.allow_special:
             values, lengths = self.tok.encode_ordinary_flat(texts)
             return self.frame(values, lengths, nulls)

@@ -208,14 +208,9 @@ def encoded_slices(encoder: BatchEncoder, rows: pa.RecordBatch, text_index: int,
 
 def encode_column(encoder: BatchEncoder, column: pa.Array, tally: InputTally | None = None):
     """:meth:`~bpe_spark.batch_encoder.BatchEncoder.encode_texts` of a text column (by
-    :func:`arrow_text`). When the whole batch goes to the compiled flat encoder as ordinary
-    text, the nulls come from the column's validity bitmap, not from a pass over the texts."""
-    texts = arrow_text(column, tally)
-    if encoder.compiled and not encoder.allow_special and not encoder.disallowed:
-        values, lengths = encoder.tok.encode_ordinary_flat(texts)
-        nulls = column.is_null().to_numpy(zero_copy_only=False)
-        return encoder.frame(values, lengths, nulls)
-    return encoder.encode_texts(texts)
+    :func:`arrow_text`), the nulls from the column's validity bitmap, not from a pass over the
+    texts."""
+    return encoder.encode_texts(arrow_text(column, tally), nulls=column.is_null().to_numpy(zero_copy_only=False))
 
 
 def id_columns(values: np.ndarray, offsets: np.ndarray, nulls: np.ndarray) -> tuple[pa.ListArray, pa.Array]:
