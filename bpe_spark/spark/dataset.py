@@ -249,13 +249,13 @@ def _encode_to_pieces(df, model: ModelBroadcast, *, text_col, id_cols, fs, piece
     pieces in document order, and the corrupt files skipped (None when Spark's reader read the
     files: it skips without telling)."""
     spark = df.sparkSession
-    source = textsplits.source_of(df)
+    source, parquet = textsplits.source_of(df), parquetsplits.source_of(df)
     splits = tables = None
     if not id_cols and df.columns == [text_col]:
         if source is not None:
             splits = textsplits.plan_splits(source, spark.sparkContext.defaultParallelism)
-        elif parquetsplits.source_of(df) is not None:
-            tables = parquetsplits.plan_splits(parquetsplits.source_of(df), spark.sparkContext.defaultParallelism)
+        elif parquet is not None:
+            tables = parquetsplits.plan_splits(parquet, spark.sparkContext.defaultParallelism)
     if splits is not None or tables:
         count = len(splits if splits is not None else tables)
         frame = spark.range(0, count, 1, numPartitions=max(1, count))

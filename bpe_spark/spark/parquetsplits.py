@@ -23,10 +23,8 @@ from dataclasses import dataclass, field
 import pyarrow as pa
 
 from bpe_spark.errors import BadInputError, current_interface, interface, option
-from bpe_spark.spark.textsplits import local_files
+from bpe_spark.spark.textsplits import local_files, split_target
 
-MAX_SPLIT_BYTES = 128 << 20  # spark.sql.files.maxPartitionBytes' default
-MIN_SPLIT_BYTES = 4 << 20  # spark.sql.files.openCostInBytes' default, as a floor
 BATCH_ROWS = 1 << 16  # rows per batch read: Arrow batches of a few MB of text
 
 
@@ -65,8 +63,7 @@ def source_of(df) -> ParquetSource | None:
 
 
 def plan_splits(source: ParquetSource, parallelism: int) -> list[Split] | None:
-    """Runs of whole row groups of about ``total / parallelism`` bytes (between
-    ``MIN_SPLIT_BYTES`` and ``MAX_SPLIT_BYTES``), in file order; None when a file's footer
+    """Runs of whole row groups of about ``total / parallelism`` bytes (``split_target``), in file order; None when a file's footer
     cannot be read or its text column is not a string (Spark's reader decides then)."""
     import pyarrow.parquet as pq
 
@@ -85,7 +82,7 @@ def plan_splits(source: ParquetSource, parallelism: int) -> list[Split] | None:
         sizes = [meta.metadata.row_group(i).total_byte_size for i in range(meta.metadata.num_row_groups)]
         files.append((path, uri, sizes))
     total = sum(sum(sizes) for _, _, sizes in files)
-    target = max(MIN_SPLIT_BYTES, min(MAX_SPLIT_BYTES, -(-total // max(1, parallelism))))
+    target = split_target(total, parallelism)
     splits = []
     for path, uri, sizes in files:
         group: list[int] = []

@@ -94,12 +94,19 @@ def source_of(df) -> TextSource | None:
     return getattr(df, _ATTRIBUTE, None)
 
 
+def split_target(total: int, parallelism: int) -> int:
+    """The size of a split of ``total`` bytes read by ``parallelism`` tasks: about
+    ``total / parallelism``, between ``MIN_SPLIT_BYTES`` and ``MAX_SPLIT_BYTES``, as Spark sizes
+    file splits."""
+    return max(MIN_SPLIT_BYTES, min(MAX_SPLIT_BYTES, -(-total // max(1, parallelism))))
+
+
 def plan_splits(source: TextSource, parallelism: int) -> list[Split]:
     """Byte ranges of about ``total / parallelism`` bytes (between ``MIN_SPLIT_BYTES`` and
     ``MAX_SPLIT_BYTES``, as Spark sizes file splits), in file order; a compressed file is one
     split."""
     sizes = [os.path.getsize(path) for path in source.files]
-    target = max(MIN_SPLIT_BYTES, min(MAX_SPLIT_BYTES, -(-sum(sizes) // max(1, parallelism))))
+    target = split_target(sum(sizes), parallelism)
     splits: list[Split] = []
     for path, uri, size in zip(source.files, source.uris or source.files, sizes):
         if path.endswith(tuple(_COMPRESSED)):

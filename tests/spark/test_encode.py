@@ -346,7 +346,7 @@ def test_parquet_files_read_by_the_tasks_give_the_same_files_as_spark_reader(spa
     """Local Parquet files are read by the encoding tasks (parquetsplits, whole row groups per
     split); a transformed DataFrame goes through Spark's reader. Same documents (nulls, invalid
     UTF-8 by the text rule), same order, same files byte for byte."""
-    from bpe_spark.spark import parquetsplits
+    from bpe_spark.spark import parquetsplits, textsplits
 
     root, _ = inputs
     corpus = tmp_path / "corpus dir"
@@ -357,8 +357,8 @@ def test_parquet_files_read_by_the_tasks_give_the_same_files_as_spark_reader(spa
         column = pa.array(texts, pa.large_binary() if i % 2 else pa.binary())
         column = column.view(pa.large_string() if i % 2 else pa.string())
         pq.write_table(pa.table({"text": column}), corpus / f"{path.stem} #{i}.parquet", row_group_size=97 + i)
-    monkeypatch.setattr(parquetsplits, "MIN_SPLIT_BYTES", 1)
-    monkeypatch.setattr(parquetsplits, "MAX_SPLIT_BYTES", 20_000)
+    monkeypatch.setattr(textsplits, "MIN_SPLIT_BYTES", 1)
+    monkeypatch.setattr(textsplits, "MAX_SPLIT_BYTES", 20_000)
     docs = read_documents(spark, str(corpus), input_format="parquet")
     assert parquetsplits.source_of(docs) is not None
     assert len(parquetsplits.plan_splits(parquetsplits.source_of(docs), 2)) > 6
