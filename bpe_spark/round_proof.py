@@ -17,8 +17,10 @@ import numpy as np
 
 from bpe_spark.trainer import Merge, MergeEngine
 
-_SHIFT = 32
-_LOW = (1 << _SHIFT) - 1
+# a pair as one int64 key, left << PAIR_SHIFT | right (ids are < 2**31: exact and positive); the
+# rounds' Spark side keys its pairs the same way
+PAIR_SHIFT = 32
+_LOW = (1 << PAIR_SHIFT) - 1
 
 
 class StartCounts:
@@ -37,7 +39,7 @@ class StartCounts:
 
     def _side(self, side: str) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         if side not in self._index:  # built on first use: most rounds never need it
-            lefts, rights = self._pairs >> _SHIFT, self._pairs & _LOW
+            lefts, rights = self._pairs >> PAIR_SHIFT, self._pairs & _LOW
             key, other = (lefts, rights) if side == "left" else (rights, lefts)
             order = np.lexsort((-self._totals, key))
             self._index[side] = (key[order], other[order], self._totals[order])

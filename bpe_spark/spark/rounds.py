@@ -60,7 +60,7 @@ from pyspark.sql import functions as F
 from bpe_spark.config import TrainerConfig
 from bpe_spark.progress import OFF, Progress, merge_callback
 from bpe_spark.round_plan import choose_threshold, outside_counts, top_cut
-from bpe_spark.round_proof import StartCounts, prove_round
+from bpe_spark.round_proof import PAIR_SHIFT, StartCounts, prove_round
 from bpe_spark.spark.faults import fail_once
 from bpe_spark.spark.progress import spark_phase
 from bpe_spark.spark.resources import capped
@@ -81,7 +81,6 @@ if TYPE_CHECKING:  # pragma: no cover - typing only
 
 WordsStore = ReliableWords | LineageWords
 WORDS_SCHEMA = "wid long, count long, symbols array<int>"
-_PAIR_SHIFT = 32
 # the most pairs a round broadcasts to find each pretoken's highest pair count (a long pair and a
 # long count each, held by every executor)
 _MAX_BROADCAST_PAIRS = 1_000_000
@@ -159,11 +158,11 @@ def _packed_words(arrow: pa.Table, pairs: np.ndarray, totals: np.ndarray) -> tup
     counts = int64_counts(arrow.column("count"))
     pairs, rest = outside_counts(values, offsets, counts, pairs, totals)
     extra = np.empty(2 * len(pairs), dtype=np.int32)
-    extra[0::2], extra[1::2] = pairs >> _PAIR_SHIFT, pairs & ((1 << _PAIR_SHIFT) - 1)
+    extra[0::2], extra[1::2] = pairs >> PAIR_SHIFT, pairs & ((1 << PAIR_SHIFT) - 1)
     values = np.concatenate((values[offsets[0]:offsets[-1]], extra))
     offsets = np.concatenate((offsets - offsets[0], offsets[-1] - offsets[0] + 2 * np.arange(1, len(pairs) + 1)))
     words = PackedWords(values, offsets)
-    shared = {divmod(int(pair), 1 << _PAIR_SHIFT): int(n) for pair, n in zip(pairs, rest)}
+    shared = {divmod(int(pair), 1 << PAIR_SHIFT): int(n) for pair, n in zip(pairs, rest)}
     handoff = Handoff.words(words, np.concatenate((counts, rest)))
     handoff.rows = len(counts)  # pretokens held
     return handoff, shared
@@ -207,7 +206,7 @@ def apply_round(words: DataFrame, merges: list[tuple[int, int, int]]) -> DataFra
     def apply(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
         fail_once("round")  # the test hook (faults.py): off unless a test asks
         ranks = pair_rank_index(merges)
-        keys = np.unique(np.array([(left << _PAIR_SHIFT) | right for left, right, _ in merges], dtype=np.int64))
+        keys = np.unique(np.array([(left << PAIR_SHIFT) | right for left, right, _ in merges], dtype=np.int64))
         for batch in batches:
             yield from apply_round_batch(batch, merges, ranks, keys)
 
@@ -224,7 +223,7 @@ def apply_round_batch(batch: pa.RecordBatch, merges, ranks, keys: np.ndarray) ->
     if len(values) < 2:
         yield batch
         return
-    hit = np.isin((values[:-1] << _PAIR_SHIFT) | values[1:], keys)  # pair at i: (i, i + 1)
+    hit = np.isin((values[:-1] << PAIR_SHIFT) | values[1:], keys)  # pair at i: (i, i + 1)
     seen = np.concatenate(([0], np.cumsum(hit)))
     starts = offsets[:-1]
     ends = np.maximum(offsets[1:] - 1, starts)  # a word's pairs start at [start, end - 1]
@@ -470,7 +469,7 @@ class RoundTrainer:
         budget: the best pair of the global counts (ties broken by the table's keys)."""
         rows = pair_counts.where(F.col("pc") == top_count).select("pair").collect()
         keys, first = self.table.keys, self.table.first_id
-        candidates = [divmod(row.pair, 1 << _PAIR_SHIFT) for row in rows]
+        candidates = [divmod(row.pair, 1 << PAIR_SHIFT) for row in rows]
         left, right = min(candidates, key=lambda p: (keys[p[0] - first], keys[p[1] - first]))
         new_id, _ = self.table.add(self.table.value(left) + self.table.value(right))
         return [Merge(left, right, new_id, top_count)]
