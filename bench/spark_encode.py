@@ -29,30 +29,14 @@ import time
 from pathlib import Path
 
 from bench import inputs
-from bench.procmon import monitored
-from bench.run import (
-    SPARK_CORES,
-    BenchError,
-    Context,
-    Row,
-    Sample,
-    _check,
-    _child_env,
-    median,
-    spark_timeline,
-)
-from bench.workers import RESULT_PREFIX, IdDigest
+from bench.run import SPARK_CORES, Context, Row, Sample, median, run_worker, spark_timeline
+from bench.workers import IdDigest, _emit, _lines
 
 TARGET = 0.5  # Spark per core / in-process flat, one thread
 WAYS = ("text -> parquet", "text -> bin", "parquet -> parquet", "jsonl -> parquet", "encode(df), cached")
 
 
 # --- inputs -------------------------------------------------------------------------------------
-
-
-def _lines(path: Path) -> list[str]:
-    with open(path, encoding="utf-8", newline="") as fh:
-        return fh.read().splitlines(keepends=True)
 
 
 def parquet_of(text: Path) -> Path:
@@ -216,13 +200,7 @@ TASKS = {"flat": flat, "spark_way": spark_way}
 
 def run_task(task: str, args: dict, threads: int = SPARK_CORES) -> Sample:
     """One task of this module in a fresh, watched child process."""
-    argv = [sys.executable, "-m", "bench.spark_encode", task, json.dumps(args)]
-    run = monitored(argv, env=_child_env(threads), cwd=str(inputs.ROOT))
-    _check(run, f"bench.spark_encode {task} {args.get('way', '')}")
-    lines = [line for line in run.stdout.splitlines() if line.startswith(RESULT_PREFIX)]
-    if not lines:
-        raise BenchError(f"{task} printed no result:\n{run.stdout[-2000:]}\n{run.stderr[-2000:]}")
-    return Sample(run.wall_seconds, run.peak_mb, json.loads(lines[-1][len(RESULT_PREFIX):]))
+    return run_worker(task, args, threads=threads, module="bench.spark_encode")
 
 
 # --- the case -----------------------------------------------------------------------------------
@@ -284,8 +262,7 @@ def _cpu_note(result: dict, megabytes: float) -> str:
 
 
 def main(argv: list[str]) -> int:
-    result = TASKS[argv[0]](json.loads(argv[1] if len(argv) > 1 else "{}"))
-    print(RESULT_PREFIX + json.dumps(result), flush=True)
+    _emit(TASKS[argv[0]](json.loads(argv[1] if len(argv) > 1 else "{}")))
     return 0
 
 
