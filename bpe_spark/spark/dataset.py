@@ -65,6 +65,7 @@ from bpe_spark.spark.io import with_reader_stats
 from bpe_spark.spark.options import DEFAULT_SHARD_TOKENS, OUTPUT_FORMATS
 from bpe_spark.spark.output import PIECE_SCHEMA, Output, PieceWriter, plan_shards, write_shards
 from bpe_spark.spark.progress import spark_phase
+from bpe_spark.spark.shuffle import DocOrder, splits_record, write_ordered
 from bpe_spark.text import InputTally
 from bpe_spark.tokenizer import Tokenizer
 
@@ -88,6 +89,9 @@ def encode_dataset(
     overwrite: bool = False,
     source: dict[str, Any] | None = None,
     progress: Progress | None = None,
+    shuffle: bool = False,
+    seed: int | None = None,
+    splits: Sequence[str] | dict[str, float] | None = None,
 ) -> dict[str, Any]:
     """Encode ``df[text_col]`` and write it to ``out``: Parquet parts or binary shards + manifest.
 
@@ -103,6 +107,12 @@ def encode_dataset(
     and model give the same files, byte for byte, whatever the partitioning. Everything is
     written to a hidden sibling directory first and moved into place, with ``_manifest.json``,
     only when the job succeeds; a failed job leaves no output. Returns the manifest.
+
+    ``shuffle=True``: documents in a pseudo-random order decided by ``seed`` (same seed, same
+    bytes, whatever the partitioning; ``doc_id`` stays the input-order number). ``splits``:
+    ``["validation=0.01"]`` (or ``{"validation": 0.01}``): each document goes by a seeded hash of
+    its doc id to a named split or, the rest, to ``train``, each written to its own subdirectory
+    with its own manifest (:mod:`bpe_spark.spark.shuffle`, :mod:`bpe_spark.doc_order`).
 
     ``out`` is a local (or shared) path or a URI the tasks write through pyarrow (``s3://``,
     ``s3a://`` with the session's ``fs.s3a.*`` settings, ``gs://``, ``abfs://``, ``hdfs://`` with
@@ -131,6 +141,7 @@ def encode_dataset(
             raise ConfigError(f"Parquet output stores input_ids as int32; dtype {dtype!r} applies to bin output only")
         token_dtype(tok.max_token_id, "auto")
         numpy_dtype = np.dtype("int32")
+    order = DocOrder.of(shuffle, seed, splits)
     check_input(df, text_col, id_cols, ["input_ids", "n_tokens"] if id_cols else ["doc_id", "input_ids", "n_tokens"])
     output = Output(df.sparkSession, out)
     output.prepare(overwrite, {"input": input_paths(df, source), "model": [(source or {}).get("model")]})
@@ -145,21 +156,42 @@ def encode_dataset(
             pieces, skipped_files = _encode_to_pieces(df, model, text_col=text_col, id_cols=id_cols, fs=fs,
                                                       pieces_dir=pieces_dir)
         _check_pieces_seen(fs, pieces_dir, pieces, output.uri)
-        plan = plan_shards(pieces, shard_tokens, fs, pieces_dir, "shard" if output_format == "bin" else "part")
-        dest = output.begin(overwrite)  # in place (object stores): the earlier output goes from here
-        with spark_phase(df.sparkSession, progress, "writing"):
-            written = write_shards(df.sparkSession, plan, fs=fs, staging=staging, dest=dest, pieces_dir=pieces_dir,
-                                   output_format=output_format, dtype=numpy_dtype, id_cols=id_cols)
+        read_stats = with_reader_stats(df, {
+            "replaced_sequences": sum(piece["replaced"] for piece in pieces),
+            "affected_documents": sum(piece["affected"] for piece in pieces),
+            "skipped_files": skipped_files,
+        })
+
+        def describe(pieces, plan, written):
+            return _manifest(
+                pieces, plan, written, tok, model.fingerprint, options, output_format=output_format,
+                dtype=numpy_dtype, text_col=text_col, id_cols=id_cols, shard_tokens=shard_tokens, source=source,
+                started=started, read_stats=read_stats)
+
+        dest = output.begin(overwrite) if order.active else None  # in place: the earlier output goes from here
+        split_manifests = []
+        if order.active:
+            with spark_phase(df.sparkSession, progress, "writing"):
+                plan, written, split_manifests = write_ordered(
+                    df.sparkSession, pieces, order, fs=fs, staging=staging, dest=dest, pieces_dir=pieces_dir,
+                    id_fields=[df.schema[c] for c in id_cols], shard_tokens=shard_tokens,
+                    output_format=output_format, dtype=numpy_dtype, describe=describe)
+        else:
+            plan = plan_shards(pieces, shard_tokens, fs, pieces_dir, "shard" if output_format == "bin" else "part")
+            dest = output.begin(overwrite)  # in place (object stores): the earlier output goes from here
+            with spark_phase(df.sparkSession, progress, "writing"):
+                written = write_shards(df.sparkSession, plan, fs=fs, staging=staging, dest=dest,
+                                       pieces_dir=pieces_dir, output_format=output_format, dtype=numpy_dtype,
+                                       id_cols=id_cols)
         fs.delete_dir(pieces_dir)
-        manifest = _manifest(
-            pieces, plan, written, tok, model.fingerprint, options, output_format=output_format, dtype=numpy_dtype,
-            text_col=text_col, id_cols=id_cols, shard_tokens=shard_tokens, source=source, started=started,
-            read_stats=with_reader_stats(df, {
-                "replaced_sequences": sum(piece["replaced"] for piece in pieces),
-                "affected_documents": sum(piece["affected"] for piece in pieces),
-                "skipped_files": skipped_files,
-            }),
-        )
+        manifest = describe(pieces, plan, written)
+        if order.active:
+            manifest["order"] = order.record()
+            if split_manifests:
+                manifest["splits"] = splits_record(order, split_manifests)
+            for split in split_manifests:
+                with fs.open_output_stream(f"{dest}/{split['split']}/{MANIFEST_NAME}") as fh:
+                    fh.write((json.dumps(split, indent=2, sort_keys=False) + "\n").encode("utf-8"))
         with fs.open_output_stream(f"{dest}/{MANIFEST_NAME}") as fh:
             fh.write((json.dumps(manifest, indent=2, sort_keys=False) + "\n").encode("utf-8"))
         output.publish(overwrite)  # the marker: last

@@ -274,7 +274,8 @@ def _assemble_shards(specs, *, fs, staging, dest, pieces_dir, output_format, dty
             if id_cols:
                 table = rows.select([*id_cols, "input_ids", "n_tokens"])
             else:
-                doc_ids = pa.array(np.arange(first_doc, first_doc + rows.num_rows), type=pa.int64())
+                doc_ids = rows.column("doc_id") if "doc_id" in rows.column_names else \
+                    pa.array(np.arange(first_doc, first_doc + rows.num_rows), type=pa.int64())  # shuffled: its own
                 table = pa.table({"doc_id": doc_ids, "input_ids": rows.column("input_ids"),
                                   "n_tokens": rows.column("n_tokens")})
             if parquet is None:
