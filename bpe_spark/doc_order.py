@@ -98,6 +98,15 @@ def parse_splits(values: Sequence[str] | None) -> tuple[tuple[str, float], ...]:
     return tuple(pairs)
 
 
+def check_seed(seed) -> int:
+    """The seed (default 0): a non-negative integer, else a one-line ConfigError."""
+    if seed is None:
+        return 0
+    if isinstance(seed, bool) or not isinstance(seed, int) or seed < 0:
+        raise ConfigError(f"seed must be a non-negative integer, got {seed!r}")
+    return seed
+
+
 def split_names(splits: Sequence[tuple[str, float]]) -> list[str]:
     """Split names by index: the named splits, then ``train``."""
     return [name for name, _ in splits] + [TRAIN]

@@ -35,6 +35,8 @@ examples:
       --out shards/ --output-format bin --eos "<|endoftext|>"
   bpe-spark encode --model gpt2/vocab.json --input data.parquet --input-format parquet \\
       --text-column content --out gpt2-ids/
+  bpe-spark encode --model models/en32k --input corpus.txt.gz --out shards/ --output-format bin \\
+      --shuffle --seed 42 --split validation=0.01   # shards/train/, shards/validation/
 
 output: Parquet parts (id columns or doc_id, input_ids array<int32>, n_tokens) or binary shards
 (shard-NNNNN.bin token streams, uint16 when the vocabulary fits, + Megatron-style .idx), in
@@ -74,6 +76,15 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help="bin output token type (default auto: uint16 when every id < 65536)")
     parser.add_argument("--shard-tokens", type=int, default=DEFAULT_SHARD_TOKENS, metavar="N",
                         help=f"about N tokens per output file, cut at document boundaries (default {DEFAULT_SHARD_TOKENS})")
+    parser.add_argument("--shuffle", action="store_true",
+                        help="write the documents in a pseudo-random order decided by --seed (the same bytes "
+                             "whatever the partitioning; doc_id stays the input-order number)")
+    parser.add_argument("--seed", type=int, default=None, metavar="N",
+                        help="the seed of --shuffle and --split (default 0)")
+    parser.add_argument("--split", action="append", default=[], metavar="NAME=FRACTION",
+                        help="put about FRACTION of the documents (chosen by a seeded hash of the doc id) in "
+                             "the split NAME, written to OUT/NAME/; repeatable or comma-separated "
+                             "(e.g. --split validation=0.01,test=0.01); the rest goes to OUT/train/")
     add_overwrite(parser)
     add_spark_options(parser)
 
@@ -84,6 +95,11 @@ def run(args: argparse.Namespace) -> int:
     from bpe_spark.tokenizer import Tokenizer
 
     check_document_options(args.input_format, args.document)
+    # before Spark: a bad --split or --seed fails here
+    from bpe_spark.doc_order import check_seed, parse_splits
+
+    check_seed(args.seed)
+    parse_splits(args.split)
     check_input_paths(args.input)
     check_local_columns(args.input, args.input_format, args.text_column, args.id_column)
     check_output(args.out, "encoded", overwrite=args.overwrite, option="--out",
@@ -121,7 +137,7 @@ def run(args: argparse.Namespace) -> int:
         shard_tokens=args.shard_tokens, overwrite=args.overwrite,
         source={"model": str(args.model), "input": list(args.input), "input_format": args.input_format,
                 "document": args.document},
-        progress=progress_reporter(args, NAME),
+        progress=progress_reporter(args, NAME), shuffle=args.shuffle, seed=args.seed, splits=args.split,
     )
     print(encode_summary(manifest, args.out))
     if report := input_report(manifest):

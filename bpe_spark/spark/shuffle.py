@@ -14,6 +14,7 @@ not depend on the partitioning.
 
 from __future__ import annotations
 
+import itertools
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
@@ -23,7 +24,6 @@ import pyarrow.compute as pc
 from pyspark.sql import types as T
 
 from bpe_spark import doc_order
-from bpe_spark.errors import ConfigError
 from bpe_spark.spark.output import PIECE_SCHEMA, PieceWriter, plan_shards, read_piece, write_shards
 
 _BATCH_ROWS = 4096
@@ -39,14 +39,13 @@ class DocOrder:
 
     @classmethod
     def of(cls, shuffle: bool, seed: int | None, splits) -> DocOrder:
-        if seed is not None and (isinstance(seed, bool) or not isinstance(seed, int) or seed < 0):
-            raise ConfigError(f"seed must be a non-negative integer, got {seed!r}")
+        seed = doc_order.check_seed(seed)
         if isinstance(splits, str):
             splits = [splits]
         elif isinstance(splits, dict):
             splits = [f"{name}={share}" for name, share in splits.items()]
         pairs = doc_order.parse_splits(splits)
-        return cls(bool(shuffle), 0 if seed is None else seed, pairs)
+        return cls(bool(shuffle), seed, pairs)
 
     @property
     def active(self) -> bool:
@@ -159,7 +158,7 @@ def _reorder(spark, pieces, order: DocOrder, *, fs, pieces_dir, out_dir, id_fiel
             change = np.ones(batch.num_rows, dtype=bool)
             change[1:] = (splits[1:] != splits[:-1]) | (bucket[1:] != bucket[:-1])
             starts = [*np.flatnonzero(change).tolist(), batch.num_rows]
-            for lo, hi in zip(starts[:-1], starts[1:]):
+            for lo, hi in itertools.pairwise(starts):
                 key = ("", int(splits[lo]), int(bucket[lo]))
                 if writer.key != key:
                     writer.start(key)
