@@ -5,6 +5,8 @@
     spark-submit --master yarn --properties-file conf/spark-cluster.conf jobs/encode_dataset.py \
         --model models/web50k --input hdfs:///corpora/web/ --input-format jsonl --id-column url \
         --out /shared/shards/web50k --output-format bin --eos "<|endoftext|>"
+    spark-submit jobs/encode_dataset.py --model models/en32k --input corpus/ --out shards/ \
+        --output-format bin --shuffle --seed 42 --split validation=0.01   # shards/train/, shards/validation/
 
 Output: Parquet parts (id columns or doc_id, input_ids array<int32>, n_tokens) or binary shards
 (uint16/uint32 token streams with a Megatron-style .idx), in input order, with _manifest.json
