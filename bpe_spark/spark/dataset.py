@@ -37,6 +37,7 @@ import pyarrow.compute as pc
 from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 
+from bpe_spark import datatrove_shards
 from bpe_spark.batch_encoder import batch_options
 from bpe_spark.errors import ConfigError
 from bpe_spark.long_documents import LongDocument
@@ -62,7 +63,7 @@ from bpe_spark.spark.encode_tasks import (
 )
 from bpe_spark.spark.guard import input_paths
 from bpe_spark.spark.io import with_reader_stats
-from bpe_spark.spark.options import DEFAULT_SHARD_TOKENS, OUTPUT_FORMATS
+from bpe_spark.spark.options import DEFAULT_SHARD_TOKENS, OUTPUT_FORMATS, TOKEN_STREAM_FORMATS
 from bpe_spark.spark.output import PIECE_SCHEMA, Output, PieceWriter, plan_shards, write_shards
 from bpe_spark.spark.progress import spark_phase
 from bpe_spark.text import InputTally
@@ -99,7 +100,9 @@ def encode_dataset(
     unless ``allowed_special`` names it). Documents are written in ``doc_id`` order (input
     order), cut into shards of about ``shard_tokens`` tokens at document boundaries:
     ``part-00000.parquet``... (columns: the id columns or ``doc_id``, ``input_ids``,
-    ``n_tokens``) or ``shard-00000.bin`` + ``.idx`` (see :mod:`bpe_spark.shards`). The same input
+    ``n_tokens``) or ``shard-00000.bin`` + ``.idx`` (see :mod:`bpe_spark.shards`; with
+    ``data_paths.txt``, the prefixes for Megatron's ``--data-path``) or, ``output_format="datatrove"``,
+    ``shard-00000.ds`` + ``.ds.index`` + ``.ds.metadata`` (:mod:`bpe_spark.datatrove_shards`). The same input
     and model give the same files, byte for byte, whatever the partitioning. Everything is
     written to a hidden sibling directory first and moved into place, with ``_manifest.json``,
     only when the job succeeds; a failed job leaves no output. Returns the manifest.
@@ -124,11 +127,12 @@ def encode_dataset(
     options = batch_options(tok, allowed_special=allowed_special, disallowed_special=disallowed_special,
                             bos=bos, eos=eos, bos_id=bos_id, eos_id=eos_id)
     id_cols = list(id_cols or [])
-    if output_format == "bin":
+    if output_format in TOKEN_STREAM_FORMATS:
         numpy_dtype = token_dtype(tok.max_token_id, dtype)
     else:
         if dtype not in ("auto", "int32"):
-            raise ConfigError(f"Parquet output stores input_ids as int32; dtype {dtype!r} applies to bin output only")
+            raise ConfigError(f"Parquet output stores input_ids as int32; dtype {dtype!r} applies to bin and datatrove "
+                          "output only")
         token_dtype(tok.max_token_id, "auto")
         numpy_dtype = np.dtype("int32")
     check_input(df, text_col, id_cols, ["input_ids", "n_tokens"] if id_cols else ["doc_id", "input_ids", "n_tokens"])
@@ -145,11 +149,13 @@ def encode_dataset(
             pieces, skipped_files = _encode_to_pieces(df, model, text_col=text_col, id_cols=id_cols, fs=fs,
                                                       pieces_dir=pieces_dir)
         _check_pieces_seen(fs, pieces_dir, pieces, output.uri)
-        plan = plan_shards(pieces, shard_tokens, fs, pieces_dir, "shard" if output_format == "bin" else "part")
+        plan = plan_shards(pieces, shard_tokens, fs, pieces_dir,
+                           "shard" if output_format in TOKEN_STREAM_FORMATS else "part")
         dest = output.begin(overwrite)  # in place (object stores): the earlier output goes from here
         with spark_phase(df.sparkSession, progress, "writing"):
             written = write_shards(df.sparkSession, plan, fs=fs, staging=staging, dest=dest, pieces_dir=pieces_dir,
-                                   output_format=output_format, dtype=numpy_dtype, id_cols=id_cols)
+                                   output_format=output_format, dtype=numpy_dtype, id_cols=id_cols,
+                                   tokenizer=(source or {}).get("model") or model.fingerprint)
         fs.delete_dir(pieces_dir)
         manifest = _manifest(
             pieces, plan, written, tok, model.fingerprint, options, output_format=output_format, dtype=numpy_dtype,
@@ -160,6 +166,10 @@ def encode_dataset(
                 "skipped_files": skipped_files,
             }),
         )
+        if output_format == "bin":  # the Megatron prefixes with their token counts, for --data-path
+            manifest["data_paths"] = datatrove_shards.DATA_PATHS_NAME
+            with fs.open_output_stream(f"{dest}/{datatrove_shards.DATA_PATHS_NAME}") as fh:
+                fh.write(datatrove_shards.data_paths_text(manifest["shards"]).encode("utf-8"))
         with fs.open_output_stream(f"{dest}/{MANIFEST_NAME}") as fh:
             fh.write((json.dumps(manifest, indent=2, sort_keys=False) + "\n").encode("utf-8"))
         output.publish(overwrite)  # the marker: last
@@ -201,6 +211,8 @@ def _manifest(pieces, plan, written, tok, fingerprint: str, options, *, output_f
             raise RuntimeError(f"internal: shard {entry['name']} was written as {got}, planned as {entry}")
         name = entry["name"]
         files = [name + ".bin", name + ".idx"] if output_format == "bin" else [name + ".parquet"]
+        if output_format == "datatrove":
+            files = datatrove_shards.shard_files(name)
         shards.append({
             "name": name, "files": files, "first_document": entry["first"],
             "documents": entry["documents"], "tokens": got["tokens"], "bytes": got["bytes"],
