@@ -41,7 +41,7 @@ from typing import Any, BinaryIO
 import numpy as np
 
 from bpe_spark.errors import ConfigError, ModelFormatError
-from bpe_spark.shards import read_manifest
+from bpe_spark.shards import MANIFEST_NAME, read_manifest
 
 DS_SUFFIX = ".ds"
 INDEX_SUFFIX = ".ds.index"
@@ -250,6 +250,25 @@ class DatatroveShards:
 def read_datatrove(directory: str | os.PathLike) -> DatatroveShards:
     """Open the datatrove files an encode job wrote (see the module docstring for the layout)."""
     return DatatroveShards(directory)
+
+
+def is_datatrove_output(path: str | os.PathLike) -> bool:
+    """Whether ``path`` is a local encode output whose manifest says ``output_format`` datatrove."""
+    manifest = Path(path) / MANIFEST_NAME
+    if not manifest.is_file():
+        return False
+    return read_manifest(path).get("output_format") == "datatrove"
+
+
+def iter_documents(path: str | os.PathLike, *, limit: int | None = None) -> Iterator[list[int]]:
+    """The documents of a datatrove encode output, as lists of ids, in document order (what
+    ``bpe-spark decode --input`` reads)."""
+    if limit is not None and limit <= 0:
+        return
+    for count, ids in enumerate(read_datatrove(path), 1):
+        yield ids.tolist()
+        if limit is not None and count >= limit:
+            return
 
 
 # --- data_paths.txt ---------------------------------------------------------------------------

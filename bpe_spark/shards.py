@@ -329,8 +329,8 @@ def read_manifest(directory: str | os.PathLike) -> dict[str, Any]:
 def iter_encoded_documents(path: str | os.PathLike, *, limit: int | None = None, column: str = "input_ids") -> Iterator[list[int]]:
     """The documents of any encode output, as lists of ids, in document order.
 
-    ``path``: a binary shard directory, a datatrove output, a Parquet output directory (part
-    files in name order) or one Parquet file. A null ``input_ids`` (null text) reads as an empty document.
+    ``path``: a binary shard directory, a Parquet output directory (part files in name order) or
+    one Parquet file. A null ``input_ids`` (null text) reads as an empty document.
     """
     path = Path(path)
     if not path.exists():
@@ -339,14 +339,8 @@ def iter_encoded_documents(path: str | os.PathLike, *, limit: int | None = None,
         return
     manifest = read_manifest(path) if (path / MANIFEST_NAME).is_file() else None
     count = 0
-    datatrove = bool(manifest) and manifest.get("output_format") == "datatrove"
-    if datatrove or (manifest and manifest.get("output_format") == "bin") or (path.is_dir() and any(path.glob("*.idx"))):
-        if datatrove:
-            from bpe_spark.datatrove_shards import read_datatrove  # it imports this module
-
-            documents = iter(read_datatrove(path))
-        else:
-            documents = iter(read_shards(path)) if manifest else _iter_loose_shards(path)
+    if (manifest and manifest.get("output_format") == "bin") or (path.is_dir() and any(path.glob("*.idx"))):
+        documents = iter(read_shards(path)) if manifest else _iter_loose_shards(path)
         for ids in documents:
             yield ids.tolist()
             count += 1

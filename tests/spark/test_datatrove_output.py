@@ -18,9 +18,9 @@ from bpe_spark.datatrove_shards import (
     read_metadata,
 )
 from bpe_spark.errors import ConfigError
+from bpe_spark.remote_files import encoded_documents
 from bpe_spark.shards import (
     MANIFEST_NAME,
-    iter_encoded_documents,
     model_fingerprint,
     read_manifest,
     read_shards,
@@ -101,7 +101,7 @@ def test_datatrove_output_holds_every_document_and_datatrove_reads_it(spark, cor
     assert got == expected
     # our reader, and decode's
     assert [ids.tolist() for ids in read_datatrove(out)] == expected
-    assert list(iter_encoded_documents(out, limit=5)) == expected[:5]
+    assert list(encoded_documents(str(out), limit=5)) == expected[:5]
     # datatrove's merger takes the folder as its own tokenizer output (token size from our metadata)
     DocumentTokenizerMerger(str(out), str(tmp_path / "merged"), "all", shuffle=False, progress=False).run()
     merged = DatatroveReader(tmp_path / "merged" / "000_all.ds")
