@@ -354,6 +354,10 @@ def encoded_documents(uri, *, limit: int | None = None, option: str = "--input")
     from bpe_spark import shards
 
     if not scheme_of(uri):
+        from bpe_spark import datatrove_shards
+
+        if datatrove_shards.is_datatrove_output(uri):  # local only: a remote one is not fetched
+            return datatrove_shards.iter_documents(uri, limit=limit)
         return shards.iter_encoded_documents(uri, limit=limit)
     if output_guard.is_local(uri):  # a file: URI
         return _local_documents(output_guard.local_path(uri), str(uri).rstrip("/"), limit)

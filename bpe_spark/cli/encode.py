@@ -23,7 +23,7 @@ from bpe_spark.cli.arguments import (
     start_spark,
 )
 from bpe_spark.errors import ConfigError
-from bpe_spark.spark.options import DEFAULT_SHARD_TOKENS, OUTPUT_FORMATS
+from bpe_spark.spark.options import DEFAULT_SHARD_TOKENS, OUTPUT_FORMATS, TOKEN_STREAM_FORMATS
 
 NAME = "encode"
 SUMMARY = "encode a dataset to token ids (Parquet or binary shards)"
@@ -33,14 +33,18 @@ examples:
   bpe-spark encode --model models/en32k --input corpus.txt.gz --out ids/ --eos "<|endoftext|>"
   bpe-spark encode --model models/en32k --input docs/ --input-format jsonl --id-column url \\
       --out shards/ --output-format bin --eos "<|endoftext|>"
+  bpe-spark encode --model models/en32k --input corpus.txt.gz --out ds/ --output-format datatrove \
+      --eos "<|endoftext|>" --shard-tokens 1000000000
   bpe-spark encode --model gpt2/vocab.json --input data.parquet --input-format parquet \\
       --text-column content --out gpt2-ids/
   bpe-spark encode --model models/en32k --input corpus.txt.gz --out shards/ --output-format bin \\
       --shuffle --seed 42 --split validation=0.01   # shards/train/, shards/validation/
 
 output: Parquet parts (id columns or doc_id, input_ids array<int32>, n_tokens) or binary shards
-(shard-NNNNN.bin token streams, uint16 when the vocabulary fits, + Megatron-style .idx), in
-input order, with _manifest.json written last, only when the job succeeds.
+(shard-NNNNN.bin token streams, uint16 when the vocabulary fits, + Megatron-style .idx, and
+data_paths.txt: "tokens prefix" a line, for Megatron's --data-args-path) or datatrove's files
+(shard-NNNNN.ds + .ds.index + .ds.metadata), in input order, with _manifest.json written last,
+only when the job succeeds.
 """
 
 
@@ -57,7 +61,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help="output directory (must not exist unless --overwrite): written by the executors, so "
                              "on a cluster s3a://, gs://, abfs:// or a path every node shares")
     parser.add_argument("--output-format", choices=OUTPUT_FORMATS, default=OUTPUT_FORMATS[0],
-                        help=f"Parquet parts or binary token shards (default: {OUTPUT_FORMATS[0]})")
+                        help="Parquet parts, binary token shards (bin: Megatron .bin/.idx + data_paths.txt) or "
+                             f"datatrove's .ds/.ds.index/.ds.metadata files (default: {OUTPUT_FORMATS[0]})")
     add_document_options(parser)
     parser.set_defaults(**DOCUMENT_DEFAULTS)
     parser.add_argument("--id-column", action="append", default=[], metavar="C",
@@ -73,7 +78,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--allow-special", action="store_true",
                         help="encode special-token text in the data as the special token (default: as ordinary text)")
     parser.add_argument("--dtype", choices=TOKEN_DTYPES, default=TOKEN_DTYPES[0],
-                        help="bin output token type (default auto: uint16 when every id < 65536)")
+                        help="bin/datatrove output token type (default auto: uint16 when every id < 65536)")
     parser.add_argument("--shard-tokens", type=int, default=DEFAULT_SHARD_TOKENS, metavar="N",
                         help=f"about N tokens per output file, cut at document boundaries (default {DEFAULT_SHARD_TOKENS})")
     parser.add_argument("--shuffle", action="store_true",
@@ -108,8 +113,8 @@ def run(args: argparse.Namespace) -> int:
     tok = Tokenizer.load(args.model) if is_local(args.model) else None
     if tok is not None:
         _check_model(tok, args)
-    elif args.output_format != "bin" and args.dtype != "auto":
-        raise ConfigError("--dtype applies to --output-format bin (Parquet stores int32)")
+    elif args.output_format not in TOKEN_STREAM_FORMATS and args.dtype != "auto":
+        raise ConfigError("--dtype applies to --output-format bin or datatrove (Parquet stores int32)")
     # whole files are big documents: fewer per Arrow batch keeps the Python workers' memory small
     properties = {"spark.sql.execution.arrow.maxRecordsPerBatch": "64"} if args.document == "file" else {}
     # local text (which has no id columns) is read by the Python tasks: the JVM only coordinates
@@ -155,7 +160,7 @@ def encode_summary(manifest: Mapping, out: str) -> str:
     'encoded 40,000 documents (1,115,394 bytes) to 297,833 tokens (3.745 bytes per token) in 1 shard at ids/: 12.5 s, 0.09 MB/s'
     """
     files = len(manifest["shards"])
-    kind = "shard" if manifest["output_format"] == "bin" else "Parquet file"
+    kind = "shard" if manifest["output_format"] in TOKEN_STREAM_FORMATS else "Parquet file"
     bpt = manifest["bytes_per_token"]
     seconds = manifest["seconds"]
     speed = f", {manifest['bytes'] / seconds / 1e6:,.2f} MB/s" if seconds > 0 else ""
@@ -170,10 +175,10 @@ def _check_model(tok, args: argparse.Namespace) -> None:
     from bpe_spark.batch_encoder import resolve_token
     from bpe_spark.shards import token_dtype
 
-    if args.output_format == "bin":
+    if args.output_format in TOKEN_STREAM_FORMATS:
         token_dtype(tok.max_token_id, args.dtype)
     elif args.dtype != "auto":
-        raise ConfigError("--dtype applies to --output-format bin (Parquet stores int32)")
+        raise ConfigError("--dtype applies to --output-format bin or datatrove (Parquet stores int32)")
     if args.allow_special:
         check_special_tokens_match(tok.special_tokens, args.input_format, args.document,
                                    "--allow-special: the model's special token")

@@ -37,6 +37,7 @@ import pyarrow.compute as pc
 from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 
+from bpe_spark import datatrove_shards
 from bpe_spark.batch_encoder import batch_options
 from bpe_spark.errors import ConfigError
 from bpe_spark.long_documents import LongDocument
@@ -62,7 +63,7 @@ from bpe_spark.spark.encode_tasks import (
 )
 from bpe_spark.spark.guard import input_paths
 from bpe_spark.spark.io import with_reader_stats
-from bpe_spark.spark.options import DEFAULT_SHARD_TOKENS, OUTPUT_FORMATS
+from bpe_spark.spark.options import DEFAULT_SHARD_TOKENS, OUTPUT_FORMATS, TOKEN_STREAM_FORMATS
 from bpe_spark.spark.output import PIECE_SCHEMA, Output, PieceWriter, plan_shards, write_shards
 from bpe_spark.spark.progress import spark_phase
 from bpe_spark.spark.shuffle import DocOrder, splits_record, write_ordered
@@ -103,7 +104,9 @@ def encode_dataset(
     unless ``allowed_special`` names it). Documents are written in ``doc_id`` order (input
     order), cut into shards of about ``shard_tokens`` tokens at document boundaries:
     ``part-00000.parquet``... (columns: the id columns or ``doc_id``, ``input_ids``,
-    ``n_tokens``) or ``shard-00000.bin`` + ``.idx`` (see :mod:`bpe_spark.shards`). The same input
+    ``n_tokens``) or ``shard-00000.bin`` + ``.idx`` (see :mod:`bpe_spark.shards`; with
+    ``data_paths.txt``, the prefixes for Megatron's ``--data-path``) or, ``output_format="datatrove"``,
+    ``shard-00000.ds`` + ``.ds.index`` + ``.ds.metadata`` (:mod:`bpe_spark.datatrove_shards`). The same input
     and model give the same files, byte for byte, whatever the partitioning. Everything is
     written to a hidden sibling directory first and moved into place, with ``_manifest.json``,
     only when the job succeeds; a failed job leaves no output. Returns the manifest.
@@ -134,11 +137,12 @@ def encode_dataset(
     options = batch_options(tok, allowed_special=allowed_special, disallowed_special=disallowed_special,
                             bos=bos, eos=eos, bos_id=bos_id, eos_id=eos_id)
     id_cols = list(id_cols or [])
-    if output_format == "bin":
+    if output_format in TOKEN_STREAM_FORMATS:
         numpy_dtype = token_dtype(tok.max_token_id, dtype)
     else:
         if dtype not in ("auto", "int32"):
-            raise ConfigError(f"Parquet output stores input_ids as int32; dtype {dtype!r} applies to bin output only")
+            raise ConfigError(f"Parquet output stores input_ids as int32; dtype {dtype!r} applies to bin and datatrove "
+                          "output only")
         token_dtype(tok.max_token_id, "auto")
         numpy_dtype = np.dtype("int32")
     order = DocOrder.of(shuffle, seed, splits)
@@ -168,6 +172,7 @@ def encode_dataset(
                 dtype=numpy_dtype, text_col=text_col, id_cols=id_cols, shard_tokens=shard_tokens, source=source,
                 started=started, read_stats=read_stats)
 
+        tokenizer_name = (source or {}).get("model") or model.fingerprint  # datatrove's metadata
         dest = output.begin(overwrite) if order.active else None  # in place: the earlier output goes from here
         split_manifests = []
         if order.active:
@@ -175,14 +180,15 @@ def encode_dataset(
                 plan, written, split_manifests = write_ordered(
                     df.sparkSession, pieces, order, fs=fs, staging=staging, dest=dest, pieces_dir=pieces_dir,
                     id_fields=[df.schema[c] for c in id_cols], shard_tokens=shard_tokens,
-                    output_format=output_format, dtype=numpy_dtype, describe=describe)
+                    output_format=output_format, dtype=numpy_dtype, describe=describe, tokenizer=tokenizer_name)
         else:
-            plan = plan_shards(pieces, shard_tokens, fs, pieces_dir, "shard" if output_format == "bin" else "part")
+            plan = plan_shards(pieces, shard_tokens, fs, pieces_dir,
+                               "shard" if output_format in TOKEN_STREAM_FORMATS else "part")
             dest = output.begin(overwrite)  # in place (object stores): the earlier output goes from here
             with spark_phase(df.sparkSession, progress, "writing"):
                 written = write_shards(df.sparkSession, plan, fs=fs, staging=staging, dest=dest,
                                        pieces_dir=pieces_dir, output_format=output_format, dtype=numpy_dtype,
-                                       id_cols=id_cols)
+                                       id_cols=id_cols, tokenizer=tokenizer_name)
         fs.delete_dir(pieces_dir)
         manifest = describe(pieces, plan, written)
         if order.active:
@@ -190,8 +196,10 @@ def encode_dataset(
             if split_manifests:
                 manifest["splits"] = splits_record(order, split_manifests)
             for split in split_manifests:
+                _write_data_paths(fs, f"{dest}/{split['split']}", split, output_format)
                 with fs.open_output_stream(f"{dest}/{split['split']}/{MANIFEST_NAME}") as fh:
                     fh.write((json.dumps(split, indent=2, sort_keys=False) + "\n").encode("utf-8"))
+        _write_data_paths(fs, dest, manifest, output_format)
         with fs.open_output_stream(f"{dest}/{MANIFEST_NAME}") as fh:
             fh.write((json.dumps(manifest, indent=2, sort_keys=False) + "\n").encode("utf-8"))
         output.publish(overwrite)  # the marker: last
@@ -203,6 +211,15 @@ def encode_dataset(
         raise translated from exc
     finally:
         output.clean_up()
+
+
+def _write_data_paths(fs, where: str, manifest: dict, output_format: str) -> None:
+    """Beside bin shards: the Megatron prefixes with their token counts, for ``--data-path``."""
+    if output_format != "bin":
+        return
+    manifest["data_paths"] = datatrove_shards.DATA_PATHS_NAME
+    with fs.open_output_stream(f"{where}/{datatrove_shards.DATA_PATHS_NAME}") as fh:
+        fh.write(datatrove_shards.data_paths_text(manifest["shards"]).encode("utf-8"))
 
 
 def _check_pieces_seen(fs, pieces_dir: str, pieces: list[dict], shown: str) -> None:
@@ -233,6 +250,8 @@ def _manifest(pieces, plan, written, tok, fingerprint: str, options, *, output_f
             raise RuntimeError(f"internal: shard {entry['name']} was written as {got}, planned as {entry}")
         name = entry["name"]
         files = [name + ".bin", name + ".idx"] if output_format == "bin" else [name + ".parquet"]
+        if output_format == "datatrove":
+            files = datatrove_shards.shard_files(name)
         shards.append({
             "name": name, "files": files, "first_document": entry["first"],
             "documents": entry["documents"], "tokens": got["tokens"], "bytes": got["bytes"],

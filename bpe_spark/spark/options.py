@@ -16,6 +16,7 @@ ENGINES = ("auto", "jvm", "python")  # count_pretokens(engine=): who pretokenize
 # train(driver_budget=): distinct pretokens the driver may hold at once; "auto": as many as the
 # driver's memory holds, at the bytes per pretoken measured (bpe_spark.driver_budget)
 DEFAULT_DRIVER_BUDGET = "auto"
-OUTPUT_FORMATS = ("parquet", "bin")  # encode_dataset(output_format=)
+OUTPUT_FORMATS = ("parquet", "bin", "datatrove")  # encode_dataset(output_format=)
+TOKEN_STREAM_FORMATS = ("bin", "datatrove")  # the formats of flat token streams (dtype=, shard files)
 JSON_SAMPLE_LINES = 200  # read_documents: the JSON Lines records whose fields are the columns
 DEFAULT_SHARD_TOKENS = 100_000_000  # encode_dataset(shard_tokens=): about this many per file

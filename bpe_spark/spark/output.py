@@ -28,6 +28,7 @@ import pyarrow.fs as pafs
 from pyspark.sql import types as T
 
 from bpe_spark import output_guard
+from bpe_spark.datatrove_shards import DatatroveWriter
 from bpe_spark.errors import ConfigError
 from bpe_spark.file_systems import ArrowFiles, is_object_store
 from bpe_spark.shards import ShardWriter, shard_name
@@ -226,7 +227,7 @@ def write_shards(spark, plan: list[dict], **options) -> dict[int, dict]:
     """Run the job that writes the planned shards (one task each); ``{index: its totals}``.
 
     ``options``: ``fs``, ``staging``, ``dest``, ``pieces_dir``, ``output_format``, ``dtype``,
-    ``id_cols`` of :func:`_assemble_shards`."""
+    ``id_cols`` (and ``tokenizer``: the name in datatrove metadata) of :func:`_assemble_shards`."""
     if not plan:
         return {}
     specs = [{key: entry[key] for key in ("index", "name", "documents", "slices")} for entry in plan]
@@ -245,7 +246,7 @@ def write_shards(spark, plan: list[dict], **options) -> dict[int, dict]:
 
 
 def _assemble_shards(specs, *, fs, staging, dest, pieces_dir, output_format, dtype, id_cols: Sequence[str],
-                     attempt_tag):
+                     attempt_tag, tokenizer: str = ""):
     """Task body: write each shard from its slices of the pieces; yield its totals. Each file is
     written under ``staging`` and moved to ``dest`` once complete (on an object store, a copy:
     a failed attempt's partial file never reaches ``dest``)."""
@@ -263,6 +264,8 @@ def _assemble_shards(specs, *, fs, staging, dest, pieces_dir, output_format, dty
         prefix = f"{dest}/{spec['name']}"
         tokens = 0
         writer = ShardWriter(prefix, dtype, opener=opener) if output_format == "bin" else None
+        if output_format == "datatrove":
+            writer = DatatroveWriter(prefix, dtype, tokenizer, opener=opener)
         parquet = sink = None
         for piece, lo, hi, first_doc in spec["slices"]:
             rows = read_piece(fs, f"{pieces_dir}/{piece}").slice(lo, hi - lo)

@@ -24,6 +24,7 @@ import pyarrow.compute as pc
 from pyspark.sql import types as T
 
 from bpe_spark import doc_order
+from bpe_spark.spark.options import TOKEN_STREAM_FORMATS
 from bpe_spark.spark.output import PIECE_SCHEMA, PieceWriter, plan_shards, read_piece, write_shards
 
 _BATCH_ROWS = 4096
@@ -59,7 +60,7 @@ class DocOrder:
 
 def write_ordered(spark, pieces: list[dict], order: DocOrder, *, fs, staging: str, dest: str, pieces_dir: str,
                   id_fields: Sequence[T.StructField], shard_tokens: int, output_format: str, dtype,
-                  describe: Callable[[list, list, dict], dict]) -> tuple[list[dict], dict[int, dict], list[dict]]:
+                  describe: Callable[[list, list, dict], dict], tokenizer: str = "") -> tuple[list[dict], dict[int, dict], list[dict]]:
     """Re-piece ``pieces`` in output order, then plan and write every split's shards.
 
     Returns the combined plan and written totals (shard names under their split directory when
@@ -70,7 +71,7 @@ def write_ordered(spark, pieces: list[dict], order: DocOrder, *, fs, staging: st
     groups = _reorder(spark, pieces, order, fs=fs, pieces_dir=pieces_dir, out_dir=ordered_dir,
                       id_fields=id_fields, shard_tokens=shard_tokens)
     names = doc_order.split_names(order.splits) if order.splits else [None]
-    prefix = "shard" if output_format == "bin" else "part"
+    prefix = "shard" if output_format in TOKEN_STREAM_FORMATS else "part"
     plan_all: list[dict] = []
     written_all: dict[int, dict] = {}
     split_manifests = []
@@ -81,7 +82,8 @@ def write_ordered(spark, pieces: list[dict], order: DocOrder, *, fs, staging: st
             fs.create_dir(where, recursive=True)
         plan = plan_shards(split_pieces, shard_tokens, fs, ordered_dir, prefix)
         written = write_shards(spark, plan, fs=fs, staging=staging, dest=where, pieces_dir=ordered_dir,
-                               output_format=output_format, dtype=dtype, id_cols=[f.name for f in id_fields])
+                               output_format=output_format, dtype=dtype, id_cols=[f.name for f in id_fields],
+                               tokenizer=tokenizer)
         for entry in plan:
             number = len(plan_all)
             plan_all.append({**entry, "index": number, "name": f"{name}/{entry['name']}" if name else entry["name"]})
