@@ -33,11 +33,14 @@ examples:
   bpe-spark encode --model models/en32k --input corpus.txt.gz --out ids/ --eos "<|endoftext|>"
   bpe-spark encode --model models/en32k --input docs/ --input-format jsonl --id-column url \\
       --out shards/ --output-format bin --eos "<|endoftext|>"
+  bpe-spark encode --model models/en32k --input books/ --document paragraph --min-tokens 16 \\
+      --out shards/ --output-format bin --eos "<|endoftext|>"
   bpe-spark encode --model gpt2/vocab.json --input data.parquet --input-format parquet \\
       --text-column content --out gpt2-ids/
 
 output: Parquet parts (id columns or doc_id, input_ids array<int32>, n_tokens) or binary shards
-(shard-NNNNN.bin token streams, uint16 when the vocabulary fits, + Megatron-style .idx), in
+(shard-NNNNN.bin token streams, uint16 when the vocabulary fits, + Megatron-style .idx; with
+--id-column also shard-NNNNN.ids.parquet: doc_id, the id columns, offset and length in tokens), in
 input order, with _manifest.json written last, only when the job succeeds.
 """
 
@@ -74,6 +77,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help="bin output token type (default auto: uint16 when every id < 65536)")
     parser.add_argument("--shard-tokens", type=int, default=DEFAULT_SHARD_TOKENS, metavar="N",
                         help=f"about N tokens per output file, cut at document boundaries (default {DEFAULT_SHARD_TOKENS})")
+    parser.add_argument("--min-tokens", type=int, default=0, metavar="N",
+                        help="leave out documents whose text encodes to fewer than N tokens (BOS/EOS not counted; "
+                             "counted in the manifest's dropped_short_documents; e.g. --min-tokens 16)")
     add_overwrite(parser)
     add_spark_options(parser)
 
@@ -84,6 +90,8 @@ def run(args: argparse.Namespace) -> int:
     from bpe_spark.tokenizer import Tokenizer
 
     check_document_options(args.input_format, args.document)
+    if args.min_tokens < 0:
+        raise ConfigError(f"--min-tokens must be >= 0, got {args.min_tokens}")
     check_input_paths(args.input)
     check_local_columns(args.input, args.input_format, args.text_column, args.id_column)
     check_output(args.out, "encoded", overwrite=args.overwrite, option="--out",
@@ -118,7 +126,7 @@ def run(args: argparse.Namespace) -> int:
         docs, tok, args.out, output_format=args.output_format, text_col=args.text_column,
         id_cols=args.id_column, eos_id=ends["eos"], bos_id=ends["bos"],
         allowed_special="all" if args.allow_special else (), dtype=args.dtype,
-        shard_tokens=args.shard_tokens, overwrite=args.overwrite,
+        shard_tokens=args.shard_tokens, overwrite=args.overwrite, min_tokens=args.min_tokens,
         source={"model": str(args.model), "input": list(args.input), "input_format": args.input_format,
                 "document": args.document},
         progress=progress_reporter(args, NAME),
