@@ -16,9 +16,11 @@ Paragraph documents (``document="paragraph"``): a document is a maximal run of n
 one or more empty lines (``\\n`` alone: a line holding spaces or a ``\\r`` is not empty, so it
 belongs to its paragraph) separate documents and are not part of any. A document keeps its lines
 with their ``\\n`` (one is added to a file's last line that lacks it): ``"a\\nb\\n\\n\\nc"`` gives
-``"a\\nb\\n"`` and ``"c\\n"``. Paragraphs never span files. Spark's reader reads them (records
-cut at ``\\n\\n``, the ``\\n`` at their ends trimmed, empty ones dropped), whatever the split
-size; the Python tasks' reader (``textsplits``) reads line documents only.
+``"a\\nb\\n"`` and ``"c\\n"``. Paragraphs never span files. Spark's reader reads each file whole
+(as ``document="file"``: one file at a time in a task's memory, under 2 GB) and cuts it there,
+so the documents do not depend on the split size (Spark's ``lineSep="\\n\\n"`` reader is not
+used: it repeats a record when a split edge falls between the two ``\\n``); the Python tasks'
+reader (``textsplits``) reads line documents only.
 
 Text and bad input. The text column holds the bytes as read (Spark's reader does not decode
 them); every consumer (counting, encoding) turns them into text by the rule of
@@ -132,7 +134,7 @@ def read_documents(
             frame = _load(lambda p: reader.text(p, wholetext=True), paths)
             return _tag_reader(frame.select(F.col("value").alias(text_col)), {"skipped_records": 0})
         if document == "paragraph":
-            return _tag_reader(paragraphs(_load(lambda p: reader.text(p, lineSep="\n\n"), paths), text_col),
+            return _tag_reader(paragraphs(_load(lambda p: reader.text(p, wholetext=True), paths), text_col),
                                {"skipped_records": 0})
         frame = _load(lambda p: reader.text(p, lineSep="\n"), paths)
         # subtle: the reader drops the "\n"; tokenizers trains on lines that keep it.
@@ -172,14 +174,14 @@ def read_documents(
     return _tag_reader(docs, observation)
 
 
-def paragraphs(records: DataFrame, text_col: str) -> DataFrame:
-    """Paragraph documents (see the module docstring) from text records cut at ``\\n\\n``: a
-    record's ``\\n`` at either end are the empty lines around it (trimmed, bytes unchanged
-    between), an empty record lies between empty lines (dropped), and the document gets its
-    last line's ``\\n`` back."""
-    trimmed = F.expr("trim(BOTH '\n' FROM value)").alias("value")
-    kept = records.select(trimmed).where(F.length("value") > 0)
-    return kept.select(F.concat(F.col("value"), F.lit("\n")).alias(text_col))
+def paragraphs(files: DataFrame, text_col: str) -> DataFrame:
+    """Paragraph documents (see the module docstring) of whole files (one row each): each file
+    cut at its runs of two or more ``\\n``, the ``\\n`` at a piece's ends trimmed (the file's
+    first and last lines), empty pieces dropped, and each document given its last line's ``\\n``
+    back. A file is never split, so no paragraph is cut by a split edge."""
+    pieces = files.select(F.explode(F.split(F.col("value"), "\n\n+")).alias("value"))
+    trimmed = pieces.select(F.expr("trim(BOTH '\n' FROM value)").alias("value")).where(F.length("value") > 0)
+    return trimmed.select(F.concat(F.col("value"), F.lit("\n")).alias(text_col))
 
 
 def _local_master(spark: SparkSession) -> bool:
