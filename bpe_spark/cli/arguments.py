@@ -45,7 +45,8 @@ def add_document_options(parser: argparse.ArgumentParser) -> None:
     group.add_argument("--text-column", metavar="C",
                        help=f"jsonl/parquet column holding the text (default: {TEXT_COLUMN})")
     group.add_argument("--document", choices=DOCUMENT_UNITS,
-                       help="text input: one document per line (default) or per file")
+                       help="text input: one document per line (default), per file, or per paragraph (lines "
+                            "separated by one or more empty lines; e.g. --document paragraph)")
     group.add_argument("--on-bad-input", choices=BAD_INPUT_POLICIES,
                        help="a corrupt compressed file or a bad JSON Lines record (not JSON, no text field, "
                             "a non-string text): error (default: stop, naming file and line) or skip and count it")
@@ -132,9 +133,9 @@ def progress_seconds() -> float:
 
 
 def check_document_options(input_format: str, document: str) -> None:
-    """Before Spark starts: --document file needs text input."""
+    """Before Spark starts: --document file or paragraph needs text input."""
     if input_format != "text" and document != "line":
-        raise ConfigError("--document file applies to --input-format text only")
+        raise ConfigError(f"--document {document} applies to --input-format text only")
 
 
 def check_input_paths(paths: Sequence[str], option: str = "--input") -> None:

@@ -33,8 +33,10 @@ examples:
   bpe-spark encode --model models/en32k --input corpus.txt.gz --out ids/ --eos "<|endoftext|>"
   bpe-spark encode --model models/en32k --input docs/ --input-format jsonl --id-column url \\
       --out shards/ --output-format bin --eos "<|endoftext|>"
-  bpe-spark encode --model models/en32k --input corpus.txt.gz --out ds/ --output-format datatrove \
+  bpe-spark encode --model models/en32k --input corpus.txt.gz --out ds/ --output-format datatrove \\
       --eos "<|endoftext|>" --shard-tokens 1000000000
+  bpe-spark encode --model models/en32k --input books/ --document paragraph --min-tokens 16 \\
+      --out shards/ --output-format bin --eos "<|endoftext|>"
   bpe-spark encode --model gpt2/vocab.json --input data.parquet --input-format parquet \\
       --text-column content --out gpt2-ids/
   bpe-spark encode --model models/en32k --input corpus.txt.gz --out shards/ --output-format bin \\
@@ -44,7 +46,8 @@ output: Parquet parts (id columns or doc_id, input_ids array<int32>, n_tokens) o
 (shard-NNNNN.bin token streams, uint16 when the vocabulary fits, + Megatron-style .idx, and
 data_paths.txt: "tokens prefix" a line, for Megatron's --data-args-path) or datatrove's files
 (shard-NNNNN.ds + .ds.index + .ds.metadata), in input order, with _manifest.json written last,
-only when the job succeeds.
+only when the job succeeds. With --id-column, binary and datatrove shards have a sidecar
+shard-NNNNN.ids.parquet: doc_id, the id columns, offset and length in tokens.
 """
 
 
@@ -90,6 +93,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help="put about FRACTION of the documents (chosen by a seeded hash of the doc id) in "
                              "the split NAME, written to OUT/NAME/; repeatable or comma-separated "
                              "(e.g. --split validation=0.01,test=0.01); the rest goes to OUT/train/")
+    parser.add_argument("--min-tokens", type=int, default=0, metavar="N",
+                        help="leave out documents whose text encodes to fewer than N tokens (BOS/EOS not counted; "
+                             "counted in the manifest's dropped_short_documents; e.g. --min-tokens 16)")
     add_overwrite(parser)
     add_spark_options(parser)
 
@@ -105,6 +111,8 @@ def run(args: argparse.Namespace) -> int:
 
     check_seed(args.seed)
     parse_splits(args.split)
+    if args.min_tokens < 0:
+        raise ConfigError(f"--min-tokens must be >= 0, got {args.min_tokens}")
     check_input_paths(args.input)
     check_local_columns(args.input, args.input_format, args.text_column, args.id_column)
     check_output(args.out, "encoded", overwrite=args.overwrite, option="--out",
@@ -139,7 +147,7 @@ def run(args: argparse.Namespace) -> int:
         docs, tok, args.out, output_format=args.output_format, text_col=args.text_column,
         id_cols=args.id_column, eos_id=ends["eos"], bos_id=ends["bos"],
         allowed_special="all" if args.allow_special else (), dtype=args.dtype,
-        shard_tokens=args.shard_tokens, overwrite=args.overwrite,
+        shard_tokens=args.shard_tokens, overwrite=args.overwrite, min_tokens=args.min_tokens,
         source={"model": str(args.model), "input": list(args.input), "input_format": args.input_format,
                 "document": args.document},
         progress=progress_reporter(args, NAME), shuffle=args.shuffle, seed=args.seed, splits=args.split,

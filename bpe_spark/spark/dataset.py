@@ -67,6 +67,13 @@ from bpe_spark.spark.options import DEFAULT_SHARD_TOKENS, OUTPUT_FORMATS, TOKEN_
 from bpe_spark.spark.output import PIECE_SCHEMA, Output, PieceWriter, plan_shards, write_shards
 from bpe_spark.spark.progress import spark_phase
 from bpe_spark.spark.shuffle import DocOrder, splits_record, write_ordered
+from bpe_spark.spark.sidecar import (
+    SIDECAR_SUFFIX,
+    check_min_tokens,
+    keep_long_enough,
+    short_documents,
+    sidecar_columns,
+)
 from bpe_spark.text import InputTally
 from bpe_spark.tokenizer import Tokenizer
 
@@ -88,6 +95,7 @@ def encode_dataset(
     dtype: str = "auto",
     shard_tokens: int = DEFAULT_SHARD_TOKENS,
     overwrite: bool = False,
+    min_tokens: int = 0,
     source: dict[str, Any] | None = None,
     progress: Progress | None = None,
     shuffle: bool = False,
@@ -106,8 +114,12 @@ def encode_dataset(
     ``part-00000.parquet``... (columns: the id columns or ``doc_id``, ``input_ids``,
     ``n_tokens``) or ``shard-00000.bin`` + ``.idx`` (see :mod:`bpe_spark.shards`; with
     ``data_paths.txt``, the prefixes for Megatron's ``--data-path``) or, ``output_format="datatrove"``,
-    ``shard-00000.ds`` + ``.ds.index`` + ``.ds.metadata`` (:mod:`bpe_spark.datatrove_shards`). The same input
-    and model give the same files, byte for byte, whatever the partitioning. Everything is
+    ``shard-00000.ds`` + ``.ds.index`` + ``.ds.metadata`` (:mod:`bpe_spark.datatrove_shards`).
+    With id columns, bin and datatrove shards also have ``shard-00000.ids.parquet`` (``doc_id``,
+    the id columns, ``offset`` and ``length`` in tokens: :mod:`bpe_spark.spark.sidecar`).
+    ``min_tokens``: leave out documents whose text has fewer tokens (BOS/EOS not counted; counted
+    in ``dropped_short_documents``; the kept ones numbered contiguously). The same input and
+    model give the same files, byte for byte, whatever the partitioning. Everything is
     written to a hidden sibling directory first and moved into place, with ``_manifest.json``,
     only when the job succeeds; a failed job leaves no output. Returns the manifest.
 
@@ -134,6 +146,7 @@ def encode_dataset(
         raise ConfigError(f"output_format must be one of {OUTPUT_FORMATS}, got {output_format!r}")
     if isinstance(shard_tokens, bool) or not isinstance(shard_tokens, int) or shard_tokens < 1:
         raise ConfigError(f"shard_tokens must be a positive integer, got {shard_tokens!r}")
+    min_tokens = check_min_tokens(min_tokens)
     options = batch_options(tok, allowed_special=allowed_special, disallowed_special=disallowed_special,
                             bos=bos, eos=eos, bos_id=bos_id, eos_id=eos_id)
     id_cols = list(id_cols or [])
@@ -157,8 +170,9 @@ def encode_dataset(
         fs.create_dir(pieces_dir, recursive=True)
         with spark_phase(df.sparkSession, progress, "encoding", reads=df):
             model = ModelBroadcast(df.sparkSession, tok, options)
+            short = (min_tokens, (options["bos_id"] is not None) + (options["eos_id"] is not None))
             pieces, skipped_files = _encode_to_pieces(df, model, text_col=text_col, id_cols=id_cols, fs=fs,
-                                                      pieces_dir=pieces_dir)
+                                                      pieces_dir=pieces_dir, short=short)
         _check_pieces_seen(fs, pieces_dir, pieces, output.uri)
         read_stats = with_reader_stats(df, {
             "replaced_sequences": sum(piece["replaced"] for piece in pieces),
@@ -199,6 +213,9 @@ def encode_dataset(
                 _write_data_paths(fs, f"{dest}/{split['split']}", split, output_format)
                 with fs.open_output_stream(f"{dest}/{split['split']}/{MANIFEST_NAME}") as fh:
                     fh.write((json.dumps(split, indent=2, sort_keys=False) + "\n").encode("utf-8"))
+        manifest.update(short_documents(pieces, min_tokens))
+        if output_format in TOKEN_STREAM_FORMATS and id_cols:
+            manifest["sidecar_columns"] = sidecar_columns(id_cols)
         _write_data_paths(fs, dest, manifest, output_format)
         with fs.open_output_stream(f"{dest}/{MANIFEST_NAME}") as fh:
             fh.write((json.dumps(manifest, indent=2, sort_keys=False) + "\n").encode("utf-8"))
@@ -252,6 +269,8 @@ def _manifest(pieces, plan, written, tok, fingerprint: str, options, *, output_f
         files = [name + ".bin", name + ".idx"] if output_format == "bin" else [name + ".parquet"]
         if output_format == "datatrove":
             files = datatrove_shards.shard_files(name)
+        if output_format in TOKEN_STREAM_FORMATS and id_cols:
+            files.append(name + SIDECAR_SUFFIX)
         shards.append({
             "name": name, "files": files, "first_document": entry["first"],
             "documents": entry["documents"], "tokens": got["tokens"], "bytes": got["bytes"],
@@ -295,7 +314,7 @@ def _manifest(pieces, plan, written, tok, fingerprint: str, options, *, output_f
     }
 
 
-def _encode_to_pieces(df, model: ModelBroadcast, *, text_col, id_cols, fs, pieces_dir) -> tuple[list[dict], int | None]:
+def _encode_to_pieces(df, model: ModelBroadcast, *, text_col, id_cols, fs, pieces_dir, short=(0, 0)) -> tuple[list[dict], int | None]:
     """Run the encoding job (then unpersist ``model``): one Arrow piece per input segment; the
     pieces in document order, and the corrupt files skipped (None when Spark's reader read the
     files: it skips without telling)."""
@@ -325,7 +344,7 @@ def _encode_to_pieces(df, model: ModelBroadcast, *, text_col, id_cols, fs, piece
         elif tables:
             batches = _table_batches(batches, tables)
         return _encode_pieces(batches, model=model, keep_names=list(id_cols), fs=fs, pieces_dir=pieces_dir,
-                              attempt_tag=tag, read=read)
+                              attempt_tag=tag, read=read, short=short)
 
     try:
         rows = [row.asDict() for row in frame.mapInArrow(run, PIECE_SCHEMA).collect()]
@@ -337,7 +356,7 @@ def _encode_to_pieces(df, model: ModelBroadcast, *, text_col, id_cols, fs, piece
 
 
 def _encode_pieces(batches, *, model: ModelBroadcast, keep_names: list[str], fs, pieces_dir, attempt_tag,
-                   read: InputTally):
+                   read: InputTally, short=(0, 0)):
     """Task body: encode the task's rows into one piece per input segment (its documents in
     input order); yield the pieces' keys and totals (and the files ``read`` skipped)."""
     from pyspark import TaskContext
@@ -353,9 +372,11 @@ def _encode_pieces(batches, *, model: ModelBroadcast, keep_names: list[str], fs,
             if pieces.key != segment:
                 pieces.start(segment)
             input_ids, n_tokens = id_columns(*encoder.encode_long(batch.document))
-            pieces.write(pa.RecordBatch.from_arrays([input_ids, n_tokens], ["input_ids", "n_tokens"]),
-                         tokens=len(input_ids.values), text_bytes=len(batch.document), nulls=0,
-                         replaced=read.replaced, affected=read.affected)
+            long_row = pa.RecordBatch.from_arrays([input_ids, n_tokens], ["input_ids", "n_tokens"])
+            keep, dropped = keep_long_enough(input_ids, n_tokens, *short)
+            pieces.write(long_row if keep is None else long_row.filter(pa.array(keep)),
+                         tokens=0 if dropped else len(input_ids.values), text_bytes=len(batch.document), nulls=0,
+                         replaced=read.replaced, affected=read.affected, dropped=dropped)
             read.replaced = read.affected = 0
             continue
         if isinstance(batch, _SplitRows):
@@ -373,9 +394,13 @@ def _encode_pieces(batches, *, model: ModelBroadcast, keep_names: list[str], fs,
             run = batch.slice(lo, hi - lo)
             for _, part, input_ids, n_tokens, byte_lengths in encoded_slices(encoder, run, text_index, read):
                 columns = [part.column(i) for i in range(text_index)] + [input_ids, n_tokens]
-                pieces.write(pa.RecordBatch.from_arrays(columns, [*keep_names, "input_ids", "n_tokens"]),
-                             tokens=int(pc.sum(n_tokens).as_py() or 0), text_bytes=int(byte_lengths.sum()),
-                             nulls=input_ids.null_count, replaced=read.replaced, affected=read.affected)
+                encoded = pa.RecordBatch.from_arrays(columns, [*keep_names, "input_ids", "n_tokens"])
+                keep, dropped = keep_long_enough(input_ids, n_tokens, *short)  # --min-tokens
+                if keep is not None:
+                    encoded = encoded.filter(pa.array(keep))
+                pieces.write(encoded, tokens=int(pc.sum(encoded.column("n_tokens")).as_py() or 0),
+                             text_bytes=int(byte_lengths.sum()), nulls=input_ids.null_count,
+                             replaced=read.replaced, affected=read.affected, dropped=dropped)
                 read.replaced = read.affected = 0  # counted in this piece
     yield from pieces.report(read.skipped_files)
 

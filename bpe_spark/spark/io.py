@@ -1,7 +1,7 @@
 """Readers: documents (DESIGN 1.1) and pretoken counts into DataFrames.
 
-Sources: text files (one document per line, the ``\\n`` kept; or one per file), JSON Lines and
-Parquet (one document per row, from a named column). Paths are anything Spark reads: local
+Sources: text files (one document per line, the ``\\n`` kept; one per paragraph; or one per
+file), JSON Lines and Parquet (one document per row, from a named column). Paths are anything Spark reads: local
 paths, globs, directories (read recursively), ``hdfs://``, ``s3a://``; ``.gz`` / ``.bz2`` text
 is decompressed by Spark's codecs.
 
@@ -11,6 +11,16 @@ documents ``"a\\r\\n"`` and ``"b\\n"``, as ``tokenizers`` trains on a file. Know
 file whose last line has no final newline still gets one on that line (Spark's reader cannot
 tell the two apart without reading each file twice); the shared corpora and files written by
 most tools end with a newline.
+
+Paragraph documents (``document="paragraph"``): a document is a maximal run of non-empty lines;
+one or more empty lines (``\\n`` alone: a line holding spaces or a ``\\r`` is not empty, so it
+belongs to its paragraph) separate documents and are not part of any. A document keeps its lines
+with their ``\\n`` (one is added to a file's last line that lacks it): ``"a\\nb\\n\\n\\nc"`` gives
+``"a\\nb\\n"`` and ``"c\\n"``. Paragraphs never span files. Spark's reader reads each file whole
+(as ``document="file"``: one file at a time in a task's memory, under 2 GB) and cuts it there,
+so the documents do not depend on the split size (Spark's ``lineSep="\\n\\n"`` reader is not
+used: it repeats a record when a split edge falls between the two ``\\n``); the Python tasks'
+reader (``textsplits``) reads line documents only.
 
 Text and bad input. The text column holds the bytes as read (Spark's reader does not decode
 them); every consumer (counting, encoding) turns them into text by the rule of
@@ -93,7 +103,7 @@ def read_documents(
 ) -> DataFrame:
     """Documents as a DataFrame whose column ``text_col`` holds each document's text.
 
-    ``input_format``: ``text`` (``document="line"`` or ``"file"``), ``jsonl`` or ``parquet``;
+    ``input_format``: ``text`` (``document="line"``, ``"paragraph"`` or ``"file"``), ``jsonl`` or ``parquet``;
     for the last two ``text_col`` names the input's column (default ``text``) and
     ``keep_columns`` names other columns to keep beside it (ids, say). ``on_bad_input``:
     ``"error"`` (a corrupt file stops the job, named) or ``"skip"`` (see the module docstring).
@@ -111,8 +121,8 @@ def read_documents(
         raise ConfigError(f"input_format must be one of {INPUT_FORMATS}, got {input_format!r}")
     if document not in DOCUMENT_UNITS:
         raise ConfigError(f"document must be one of {DOCUMENT_UNITS}, got {document!r}")
-    if document == "file" and input_format != "text":
-        raise ConfigError("document='file' applies to text input only (jsonl/parquet hold one per row)")
+    if document != "line" and input_format != "text":
+        raise ConfigError(f"document={document!r} applies to text input only (jsonl/parquet hold one per row)")
     on_bad_input = file_policy(spark, on_bad_input)
     reader = spark.read.option("recursiveFileLookup", "true")
     if on_bad_input == "skip":
@@ -123,6 +133,9 @@ def read_documents(
         if document == "file":
             frame = _load(lambda p: reader.text(p, wholetext=True), paths)
             return _tag_reader(frame.select(F.col("value").alias(text_col)), {"skipped_records": 0})
+        if document == "paragraph":
+            return _tag_reader(paragraphs(_load(lambda p: reader.text(p, wholetext=True), paths), text_col),
+                               {"skipped_records": 0})
         frame = _load(lambda p: reader.text(p, lineSep="\n"), paths)
         # subtle: the reader drops the "\n"; tokenizers trains on lines that keep it.
         docs = frame.select(F.concat(F.col("value"), F.lit("\n")).alias(text_col))
@@ -159,6 +172,16 @@ def read_documents(
     lines = _load(lambda p: reader.text(p, lineSep="\n"), paths)
     docs, observation = jsonl.read_jsonl(lines, text_col, keep_fields, on_bad_input)
     return _tag_reader(docs, observation)
+
+
+def paragraphs(files: DataFrame, text_col: str) -> DataFrame:
+    """Paragraph documents (see the module docstring) of whole files (one row each): each file
+    cut at its runs of two or more ``\\n``, the ``\\n`` at a piece's ends trimmed (the file's
+    first and last lines), empty pieces dropped, and each document given its last line's ``\\n``
+    back. A file is never split, so no paragraph is cut by a split edge."""
+    pieces = files.select(F.explode(F.split(F.col("value"), "\n\n+")).alias("value"))
+    trimmed = pieces.select(F.expr("trim(BOTH '\n' FROM value)").alias("value")).where(F.length("value") > 0)
+    return trimmed.select(F.concat(F.col("value"), F.lit("\n")).alias(text_col))
 
 
 def _local_master(spark: SparkSession) -> bool:

@@ -11,7 +11,7 @@ tuples. In each tuple of choices the first is the default.
 from __future__ import annotations
 
 INPUT_FORMATS = ("text", "jsonl", "parquet")  # read_documents(input_format=)
-DOCUMENT_UNITS = ("line", "file")  # read_documents(document=): what one text document is
+DOCUMENT_UNITS = ("line", "file", "paragraph")  # read_documents(document=): what one text document is
 ENGINES = ("auto", "jvm", "python")  # count_pretokens(engine=): who pretokenizes
 # train(driver_budget=): distinct pretokens the driver may hold at once; "auto": as many as the
 # driver's memory holds, at the bytes per pretoken measured (bpe_spark.driver_budget)

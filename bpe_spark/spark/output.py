@@ -33,6 +33,7 @@ from bpe_spark.errors import ConfigError
 from bpe_spark.file_systems import ArrowFiles, is_object_store
 from bpe_spark.shards import ShardWriter, shard_name
 from bpe_spark.spark.faults import fail_once
+from bpe_spark.spark.sidecar import SidecarWriter
 
 KIND = "encoded"  # the marker's kind of an encoded dataset
 
@@ -107,8 +108,8 @@ class Output:
 
 # --- pieces -------------------------------------------------------------------------------------
 PIECE_FIELDS = ("file", "block", "part", "seq", "piece", "documents", "tokens", "text_bytes", "nulls",
-                "replaced", "affected", "skipped_files")  # the last three: what reading did (bpe_spark.text)
-_PIECE_TYPES = [pa.string(), pa.int64(), pa.int64(), pa.int64(), pa.string()] + [pa.int64()] * 7
+                "replaced", "affected", "skipped_files", "dropped_short")  # the last three: what reading did (bpe_spark.text)
+_PIECE_TYPES = [pa.string(), pa.int64(), pa.int64(), pa.int64(), pa.string()] + [pa.int64()] * 8
 PIECE_SCHEMA = T.StructType([
     T.StructField(name, T.StringType() if name in ("file", "piece") else T.LongType()) for name in PIECE_FIELDS
 ])
@@ -141,10 +142,10 @@ class PieceWriter:
         self.key = key
         self._piece = {"seq": seq, "name": name, "final": final, "tmp": tmp, "writer": None,
                        "sink": self.fs.open_output_stream(tmp), "documents": 0, "tokens": 0,
-                       "text_bytes": 0, "nulls": 0, "replaced": 0, "affected": 0}
+                       "text_bytes": 0, "nulls": 0, "replaced": 0, "affected": 0, "dropped": 0}
 
     def write(self, batch: pa.RecordBatch, *, tokens: int, text_bytes: int, nulls: int, replaced: int = 0,
-              affected: int = 0) -> None:
+              affected: int = 0, dropped: int = 0) -> None:
         piece = self._piece
         if piece["writer"] is None:
             self.schema = self.schema or batch.schema  # every piece of the task has one schema
@@ -156,6 +157,7 @@ class PieceWriter:
         piece["nulls"] += nulls
         piece["replaced"] += replaced
         piece["affected"] += affected
+        piece["dropped"] += dropped  # documents --min-tokens left out (bpe_spark.spark.sidecar)
 
     def _finish(self) -> None:
         piece = self._piece
@@ -165,7 +167,8 @@ class PieceWriter:
         piece["sink"].close()
         self.fs.move(piece["tmp"], piece["final"])
         self.stats.append((*self.key, piece["seq"], piece["name"], piece["documents"], piece["tokens"],
-                           piece["text_bytes"], piece["nulls"], piece["replaced"], piece["affected"], 0))
+                           piece["text_bytes"], piece["nulls"], piece["replaced"], piece["affected"], 0,
+                           piece["dropped"]))
         self._piece = {}
 
     def report(self, skipped_files: int = 0) -> Iterator[pa.RecordBatch]:
@@ -173,7 +176,7 @@ class PieceWriter:
         name is ``""``)."""
         self._finish()
         if skipped_files:
-            self.stats.append(("", -1, self.partition, -1, "", 0, 0, 0, 0, 0, 0, skipped_files))
+            self.stats.append(("", -1, self.partition, -1, "", 0, 0, 0, 0, 0, 0, skipped_files, 0))
         if self.stats:
             columns = list(zip(*self.stats))
             yield pa.RecordBatch.from_arrays([pa.array(c, type=t) for c, t in zip(columns, _PIECE_TYPES)],
@@ -266,6 +269,7 @@ def _assemble_shards(specs, *, fs, staging, dest, pieces_dir, output_format, dty
         writer = ShardWriter(prefix, dtype, opener=opener) if output_format == "bin" else None
         if output_format == "datatrove":
             writer = DatatroveWriter(prefix, dtype, tokenizer, opener=opener)
+        sidecar = SidecarWriter(prefix, id_cols, opener) if writer is not None and id_cols else None
         parquet = sink = None
         for piece, lo, hi, first_doc in spec["slices"]:
             rows = read_piece(fs, f"{pieces_dir}/{piece}").slice(lo, hi - lo)
@@ -273,6 +277,8 @@ def _assemble_shards(specs, *, fs, staging, dest, pieces_dir, output_format, dty
             if writer is not None:
                 for ids in rows.column("input_ids").chunks:  # each chunk's ids as they are: no combined copy
                     writer.add_documents(ids.values.to_numpy(zero_copy_only=False), ids.offsets.to_numpy())
+                if sidecar is not None:  # the id columns: beside the shard (bpe_spark.spark.sidecar)
+                    sidecar.add(rows, first_doc)
                 continue
             if id_cols:
                 table = rows.select([*id_cols, "input_ids", "n_tokens"])
@@ -289,6 +295,8 @@ def _assemble_shards(specs, *, fs, staging, dest, pieces_dir, output_format, dty
             parquet.add(table)
         if writer is not None:
             writer.close()
+            if sidecar is not None:
+                sidecar.close()
         elif parquet is not None:
             parquet.close()
             sink.close()
