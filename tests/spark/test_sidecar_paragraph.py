@@ -60,7 +60,7 @@ def test_sidecar_holds_the_id_columns_and_the_idx_offsets(spark, tmp_path, tok, 
                               shard_tokens=400)
     assert len(manifest["shards"]) > 2
     assert manifest["sidecar_columns"] == ["doc_id", "url", "n", "offset", "length"]
-    listed = {name for shard in manifest["shards"] for name in shard["files"]}
+    listed = {name for shard in manifest["shards"] for name in shard["files"]} | {manifest["data_paths"]}
     on_disk = {p.name for p in out.iterdir() if not p.name.startswith("_")}
     assert listed == on_disk  # exactly what was written
     tables = _sidecars(out, manifest)
