@@ -36,9 +36,9 @@ _EXPORTS = {
 }
 
 __all__ = [
+    "DEFAULT_DRIVER_BUDGET",
     "BPETokenizer",
     "BPETokenizerModel",
-    "DEFAULT_DRIVER_BUDGET",
     "ColumnError",
     "InputError",
     "InputNotFoundError",
