@@ -4,7 +4,8 @@ Every function takes a DataFrame first and returns a DataFrame or a result: read
 (``read_documents``, ``read_counts``), training (DESIGN 2.1: ``count_pretokens``, ``train``,
 ``train_from_counts``) and encoding (DESIGN 2.2: ``encode``, ``encode_dataset``). Models at any
 URI Spark or pyarrow reaches take the session first: ``save_model(spark, tok, uri)``,
-``load_model(spark, uri)``.
+``load_model(spark, uri)``. The ``pyspark.ml`` Estimator and Transformer: ``BPETokenizer``,
+``BPETokenizerModel`` (:mod:`bpe_spark.spark.ml`).
 
 The names load on first use (PEP 562): importing one module of the package, such as the Python
 worker daemon (:mod:`bpe_spark.spark.daemon`), must not import pyarrow, pandas or numpy, which
@@ -17,6 +18,8 @@ import importlib
 from typing import Any
 
 _EXPORTS = {
+    "BPETokenizer": "bpe_spark.spark.ml",
+    "BPETokenizerModel": "bpe_spark.spark.ml",
     "count_pretokens": "bpe_spark.spark.count",
     "encode": "bpe_spark.spark.encoding",
     "encode_dataset": "bpe_spark.spark.dataset",
@@ -34,6 +37,8 @@ _EXPORTS = {
 
 __all__ = [
     "DEFAULT_DRIVER_BUDGET",
+    "BPETokenizer",
+    "BPETokenizerModel",
     "ColumnError",
     "InputError",
     "InputNotFoundError",
