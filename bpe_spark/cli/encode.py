@@ -33,7 +33,7 @@ examples:
   bpe-spark encode --model models/en32k --input corpus.txt.gz --out ids/ --eos "<|endoftext|>"
   bpe-spark encode --model models/en32k --input docs/ --input-format jsonl --id-column url \\
       --out shards/ --output-format bin --eos "<|endoftext|>"
-  bpe-spark encode --model models/en32k --input corpus.txt.gz --out ds/ --output-format datatrove \
+  bpe-spark encode --model models/en32k --input corpus.txt.gz --out ds/ --output-format datatrove \\
       --eos "<|endoftext|>" --shard-tokens 1000000000
   bpe-spark encode --model gpt2/vocab.json --input data.parquet --input-format parquet \\
       --text-column content --out gpt2-ids/
