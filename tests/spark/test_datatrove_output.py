@@ -142,6 +142,9 @@ def test_cli_encode_output_format_datatrove(spark, corpus, tmp_path, capsys):
     assert capsys.readouterr().out == "".join(line + EOT + "\n" for line in lines[:2])
 
 
-def test_parquet_output_refuses_a_datatrove_dtype(spark, corpus, tmp_path):
+def test_parquet_output_refuses_a_datatrove_dtype_and_datatrove_id_columns(spark, corpus, tmp_path):
     with pytest.raises(ConfigError, match="applies to bin and datatrove output only"):
         _encode(spark, corpus, tmp_path / "p", 1, output_format="parquet", dtype="uint16")
+    with pytest.raises(ConfigError, match="datatrove files hold token ids only: id_cols= applies to Parquet"):
+        _encode(spark, corpus, tmp_path / "d", 1, output_format="datatrove", id_cols=["value"])
+    assert not (tmp_path / "p").exists() and not (tmp_path / "d").exists()
