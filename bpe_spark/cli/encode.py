@@ -75,6 +75,10 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--shard-tokens", type=int, default=DEFAULT_SHARD_TOKENS, metavar="N",
                         help=f"about N tokens per output file, cut at document boundaries (default {DEFAULT_SHARD_TOKENS})")
     add_overwrite(parser)
+    parser.add_argument("--resume", action="store_true",
+                        help="keep the pieces a killed run with --resume finished and encode only the rest; "
+                             "the same input, model and options, else refused (nothing to resume: starts "
+                             "afresh and says so), e.g. bpe-spark encode --model m --input corpus/ --out ids/ --resume")
     add_spark_options(parser)
 
 
@@ -121,9 +125,13 @@ def run(args: argparse.Namespace) -> int:
         shard_tokens=args.shard_tokens, overwrite=args.overwrite,
         source={"model": str(args.model), "input": list(args.input), "input_format": args.input_format,
                 "document": args.document},
-        progress=progress_reporter(args, NAME),
+        progress=progress_reporter(args, NAME), resume=args.resume,
     )
     print(encode_summary(manifest, args.out))
+    if args.resume:
+        from bpe_spark.spark.encode_resume import resume_summary
+
+        print(resume_summary(manifest))
     if report := input_report(manifest):
         print(report)
     return 0
