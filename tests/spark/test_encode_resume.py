@@ -115,7 +115,7 @@ def test_the_kept_pieces_are_not_redone_and_a_corrupt_one_is(spark, corpus, tmp_
     assert all(now[name] == before[name] for name in list(before)[1:])  # untouched
     manifest = run()
     assert manifest["resumed"]["kept_pieces"] >= len(finished) - 1
-    reference = encode_dataset(read_documents(spark, str(root / "text")), tok, str(tmp_path / "ref"))
+    encode_dataset(read_documents(spark, str(root / "text")), tok, str(tmp_path / "ref"))
     assert output_files(out) == output_files(tmp_path / "ref")
     assert manifest["resumed"]["kept_pieces"] + manifest["resumed"]["encoded_pieces"] == 6
 
