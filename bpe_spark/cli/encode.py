@@ -97,6 +97,10 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help="leave out documents whose text encodes to fewer than N tokens (BOS/EOS not counted; "
                              "counted in the manifest's dropped_short_documents; e.g. --min-tokens 16)")
     add_overwrite(parser)
+    parser.add_argument("--resume", action="store_true",
+                        help="keep the pieces a killed run with --resume finished and encode only the rest; "
+                             "the same input, model and options, else refused (nothing to resume: starts "
+                             "afresh and says so), e.g. bpe-spark encode --model m --input corpus/ --out ids/ --resume")
     add_spark_options(parser)
 
 
@@ -151,8 +155,13 @@ def run(args: argparse.Namespace) -> int:
         source={"model": str(args.model), "input": list(args.input), "input_format": args.input_format,
                 "document": args.document},
         progress=progress_reporter(args, NAME), shuffle=args.shuffle, seed=args.seed, splits=args.split,
+        resume=args.resume,
     )
     print(encode_summary(manifest, args.out))
+    if args.resume:
+        from bpe_spark.spark.encode_resume import resume_summary
+
+        print(resume_summary(manifest))
     if report := input_report(manifest):
         print(report)
     return 0

@@ -48,7 +48,7 @@ from bpe_spark.shards import (
     MANIFEST_VERSION,
     token_dtype,
 )
-from bpe_spark.spark import parquetsplits, textsplits
+from bpe_spark.spark import encode_resume, parquetsplits, textsplits
 from bpe_spark.spark.encode_tasks import (
     TEXT,
     ModelBroadcast,
@@ -101,6 +101,7 @@ def encode_dataset(
     shuffle: bool = False,
     seed: int | None = None,
     splits: Sequence[str] | dict[str, float] | None = None,
+    resume: bool = False,
 ) -> dict[str, Any]:
     """Encode ``df[text_col]`` and write it to ``out``: Parquet parts or binary shards + manifest.
 
@@ -134,7 +135,10 @@ def encode_dataset(
     libhdfs; another scheme is refused before any work): executors write the files directly, so
     on a cluster it must be a file system they all reach. ``progress``: a
     :class:`~bpe_spark.progress.Progress` reporter for the encoding and writing jobs (default:
-    silent); the files do not depend on it.
+    silent); the files do not depend on it. ``resume``: keep the pieces a killed run with
+    ``resume=True`` finished and encode only the rest (:mod:`bpe_spark.spark.encode_resume`: the
+    same input, model and options, else a ConfigError naming what differs; nothing to resume
+    starts afresh); the manifest then adds ``resumed``.
     Before any work, ``out`` is refused (:class:`~bpe_spark.errors.OutputRefusedError`) when it
     is, holds or lies inside a file ``df`` reads or ``source``'s ``input`` or ``model``, cannot
     be written, or exists and is not an earlier encoded dataset (``overwrite`` replaces only
@@ -166,15 +170,27 @@ def encode_dataset(
     output.prepare(overwrite, {"input": input_paths(df, source), "model": [(source or {}).get("model")]})
 
     staging = output.staging
-    pieces_dir = f"{staging}/_pieces"
+    resumed = None
+    if resume:
+        resumed = encode_resume.Resume(output, encode_resume.run_fingerprint(df, tok, options, {
+            "output_format": output_format, "text_col": text_col, "id_cols": id_cols, "dtype": numpy_dtype.name,
+            "shard_tokens": shard_tokens, "source": source or {}, "min_tokens": min_tokens,
+            "order": order.record(), "splits": [list(pair) for pair in order.splits]}))
+        resumed.acquire()
+    else:
+        encode_resume.remove_unused(output)
+    pieces_dir = resumed.pieces_dir if resumed else f"{staging}/_pieces"
     fs = output.fs
     try:
         fs.create_dir(pieces_dir, recursive=True)
+        if resumed:
+            fs.create_dir(staging, recursive=True)
+            resumed.load()
         with spark_phase(df.sparkSession, progress, "encoding", reads=df):
             model = ModelBroadcast(df.sparkSession, tok, options)
             short = (min_tokens, (options["bos_id"] is not None) + (options["eos_id"] is not None))
             pieces, skipped_files = _encode_to_pieces(df, model, text_col=text_col, id_cols=id_cols, fs=fs,
-                                                      pieces_dir=pieces_dir, short=short)
+                                                      pieces_dir=pieces_dir, short=short, resumed=resumed)
         _check_pieces_seen(fs, pieces_dir, pieces, output.uri)
         read_stats = with_reader_stats(df, {
             "replaced_sequences": sum(piece["replaced"] for piece in pieces),
@@ -219,9 +235,14 @@ def encode_dataset(
         if output_format in TOKEN_STREAM_FORMATS and id_cols:
             manifest["sidecar_columns"] = sidecar_columns(id_cols)
         _write_data_paths(fs, dest, manifest, output_format)
+        if resumed:
+            manifest["resumed"] = {"kept_pieces": len(resumed.kept), "encoded_pieces": len(pieces) - len(resumed.kept),
+                                   "fresh": resumed.fresh}
         with fs.open_output_stream(f"{dest}/{MANIFEST_NAME}") as fh:
             fh.write((json.dumps(manifest, indent=2, sort_keys=False) + "\n").encode("utf-8"))
         output.publish(overwrite)  # the marker: last
+        if resumed:
+            resumed.remove()
         return manifest
     except Exception as exc:
         translated = executor_error(exc)
@@ -230,6 +251,8 @@ def encode_dataset(
         raise translated from exc
     finally:
         output.clean_up()
+        if resumed:
+            resumed.release()
 
 
 def _write_data_paths(fs, where: str, manifest: dict, output_format: str) -> None:
@@ -316,7 +339,8 @@ def _manifest(pieces, plan, written, tok, fingerprint: str, options, *, output_f
     }
 
 
-def _encode_to_pieces(df, model: ModelBroadcast, *, text_col, id_cols, fs, pieces_dir, short=(0, 0)) -> tuple[list[dict], int | None]:
+def _encode_to_pieces(df, model: ModelBroadcast, *, text_col, id_cols, fs, pieces_dir, short=(0, 0),
+                      resumed=None) -> tuple[list[dict], int | None]:
     """Run the encoding job (then unpersist ``model``): one Arrow piece per input segment; the
     pieces in document order, and the corrupt files skipped (None when Spark's reader read the
     files: it skips without telling)."""
@@ -328,7 +352,13 @@ def _encode_to_pieces(df, model: ModelBroadcast, *, text_col, id_cols, fs, piece
             splits = textsplits.plan_splits(source, spark.sparkContext.defaultParallelism)
         elif parquet is not None:
             tables = parquetsplits.plan_splits(parquet, spark.sparkContext.defaultParallelism)
-    if splits is not None or tables:
+    skip = resumed.skip_keys() if resumed else set()
+    by_tasks = splits is not None or bool(tables)
+    if skip and splits is not None:  # resumed: the finished splits are not read at all
+        splits = [split for split in splits if (split.uri, split.start, -1) not in skip]
+    elif skip and tables:
+        tables = [split for split in tables if (split.uri, split.row_groups[0], -1) not in skip]
+    if by_tasks:
         count = len(splits if splits is not None else tables)
         frame = spark.range(0, count, 1, numPartitions=max(1, count))
     else:
@@ -338,39 +368,49 @@ def _encode_to_pieces(df, model: ModelBroadcast, *, text_col, id_cols, fs, piece
     tag = uuid.uuid4().hex[:8]
 
     on_bad_input = source.on_bad_input if source is not None else "error"
+    recorder = encode_resume.piece_recorder(fs, encode_resume.fault_from(spark)) if resumed else None
+    name_tag = f"{resumed.run}-" if resumed else ""
 
     def run(batches):
         read = InputTally()
         if splits is not None:
             batches = _split_batches(batches, splits, read, on_bad_input)
-        elif tables:
+        elif by_tasks:
             batches = _table_batches(batches, tables)
         return _encode_pieces(batches, model=model, keep_names=list(id_cols), fs=fs, pieces_dir=pieces_dir,
-                              attempt_tag=tag, read=read, short=short)
+                              attempt_tag=tag, read=read, skip=skip, recorder=recorder, name_tag=name_tag,
+                              short=short)
 
     try:
         rows = [row.asDict() for row in frame.mapInArrow(run, PIECE_SCHEMA).collect()]
     finally:
         model.unpersist()
+    rows += resumed.kept_rows() if resumed else []
     pieces = sorted((row for row in rows if row["piece"]), key=lambda p: (p["file"], p["block"], p["part"], p["seq"]))
     skipped = sum(row["skipped_files"] for row in rows) if splits is not None else None
+    if resumed:
+        resumed.record_all(pieces)
     return pieces, skipped
 
 
 def _encode_pieces(batches, *, model: ModelBroadcast, keep_names: list[str], fs, pieces_dir, attempt_tag,
-                   read: InputTally, short=(0, 0)):
+                   read: InputTally, skip: Collection[tuple] = (), recorder=None, name_tag: str = "", short=(0, 0)):
     """Task body: encode the task's rows into one piece per input segment (its documents in
-    input order); yield the pieces' keys and totals (and the files ``read`` skipped)."""
+    input order); yield the pieces' keys and totals (and the files ``read`` skipped). Segments in
+    ``skip`` (kept by a resumed run) are passed over."""
     from pyspark import TaskContext
 
     context = TaskContext.get()
     partition = context.partitionId()
     encoder = model.encoder()
     text_index = len(keep_names)
-    pieces = PieceWriter(fs, pieces_dir, partition, f"{attempt_tag}-{context.attemptNumber()}")
+    pieces = PieceWriter(fs, pieces_dir, partition, f"{attempt_tag}-{context.attemptNumber()}", name_tag=name_tag,
+                         on_piece=recorder)
     for batch in batches:
         if isinstance(batch, _LongRow):
             segment = segment_key(batch.file, batch.block, partition)
+            if segment in skip:
+                continue
             if pieces.key != segment:
                 pieces.start(segment)
             input_ids, n_tokens = id_columns(*encoder.encode_long(batch.document))
@@ -391,6 +431,8 @@ def _encode_pieces(batches, *, model: ModelBroadcast, keep_names: list[str], fs,
         else:
             runs = segment_runs(batch, partition)
         for lo, hi, segment in runs:
+            if segment in skip:
+                continue
             if pieces.key != segment:
                 pieces.start(segment)
             run = batch.slice(lo, hi - lo)

@@ -123,8 +123,11 @@ class PieceWriter:
     number in the task, file name and totals (``PIECE_FIELDS``) as one batch.
     """
 
-    def __init__(self, fs, pieces_dir: str, partition: int, attempt_tag: str):
+    def __init__(self, fs, pieces_dir: str, partition: int, attempt_tag: str, *, name_tag: str = "",
+                 on_piece=None):
         self.fs = fs
+        self.name_tag = name_tag  # resumable runs: the run's tag, so new pieces never take a kept one's name
+        self.on_piece = on_piece  # resumable runs: called with (path, row) once a piece is in place
         self.pieces_dir = pieces_dir
         self.partition = partition
         self.tag = attempt_tag
@@ -136,7 +139,7 @@ class PieceWriter:
     def start(self, key: tuple) -> None:
         self._finish()
         seq = len(self.stats)
-        name = f"piece-{self.partition:05d}-{seq:05d}.arrow"
+        name = f"piece-{self.name_tag}{self.partition:05d}-{seq:05d}.arrow"
         final = f"{self.pieces_dir}/{name}"
         tmp = f"{final}.tmp-{self.tag}"
         self.key = key
@@ -170,6 +173,8 @@ class PieceWriter:
                            piece["text_bytes"], piece["nulls"], piece["replaced"], piece["affected"], 0,
                            piece["dropped"]))
         self._piece = {}
+        if self.on_piece is not None:
+            self.on_piece(piece["final"], dict(zip(PIECE_FIELDS, self.stats[-1])))
 
     def report(self, skipped_files: int = 0) -> Iterator[pa.RecordBatch]:
         """The pieces' keys and totals; ``skipped_files`` adds a row of task totals (no piece: its
