@@ -39,7 +39,7 @@ from pyspark.sql import functions as F
 
 from bpe_spark import datatrove_shards
 from bpe_spark.batch_encoder import batch_options
-from bpe_spark.errors import ConfigError, option
+from bpe_spark.errors import ConfigError
 from bpe_spark.long_documents import LongDocument
 from bpe_spark.progress import OFF, Progress
 from bpe_spark.shards import (
@@ -154,8 +154,6 @@ def encode_dataset(
     options = batch_options(tok, allowed_special=allowed_special, disallowed_special=disallowed_special,
                             bos=bos, eos=eos, bos_id=bos_id, eos_id=eos_id)
     id_cols = list(id_cols or [])
-    if output_format == "datatrove" and id_cols:
-        raise ConfigError(f"datatrove files hold token ids only: {option('id_cols')} applies to Parquet output")
     if output_format in TOKEN_STREAM_FORMATS:
         numpy_dtype = token_dtype(tok.max_token_id, dtype)
     else:

@@ -142,9 +142,16 @@ def test_cli_encode_output_format_datatrove(spark, corpus, tmp_path, capsys):
     assert capsys.readouterr().out == "".join(line + EOT + "\n" for line in lines[:2])
 
 
-def test_parquet_output_refuses_a_datatrove_dtype_and_datatrove_id_columns(spark, corpus, tmp_path):
+def test_parquet_output_refuses_a_datatrove_dtype_and_datatrove_id_columns_go_to_the_sidecar(spark, corpus, tmp_path):
     with pytest.raises(ConfigError, match="applies to bin and datatrove output only"):
         _encode(spark, corpus, tmp_path / "p", 1, output_format="parquet", dtype="uint16")
-    with pytest.raises(ConfigError, match="datatrove files hold token ids only: id_cols= applies to Parquet"):
-        _encode(spark, corpus, tmp_path / "d", 1, output_format="datatrove", id_cols=["value"])
-    assert not (tmp_path / "p").exists() and not (tmp_path / "d").exists()
+    assert not (tmp_path / "p").exists()
+    _, tok, _ = corpus
+    docs = spark.createDataFrame([(f"u{i}", f"line {i} of text\n") for i in range(40)], "url string, text string")
+    manifest = encode_dataset(docs.coalesce(1), tok, str(tmp_path / "d"), output_format="datatrove", id_cols=["url"],
+                              shard_tokens=100)
+    assert len(manifest["shards"]) > 1
+    listed = {name for shard in manifest["shards"] for name in shard["files"]}
+    assert {p.name for p in (tmp_path / "d").iterdir() if not p.name.startswith("_")} == listed
+    assert manifest["sidecar_columns"] == ["doc_id", "url", "offset", "length"]
+    assert all(shard["files"][-1] == shard["name"] + ".ids.parquet" for shard in manifest["shards"])
