@@ -185,13 +185,16 @@ class Resume:
         pieces = {p["piece"]: p for p in (progress.get("pieces") or [])}
         pieces.update(records)
         kept = []
+        segments = set()  # one piece per segment: a zombie attempt of a killed run may have recorded a second
         for name, piece in sorted(pieces.items()):
             path = f"{self.pieces_dir}/{name}"
             try:
                 ok = sha256_of(self.fs, path) == piece.get("sha256")
             except (FileNotFoundError, OSError):
                 ok = False
-            if ok:
+            segment = (piece.get("file"), piece.get("block"), piece.get("part"))
+            if ok and segment not in segments:
+                segments.add(segment)
                 kept.append(piece)
         names = {p["piece"] for p in kept} | {f"{p['piece']}.json" for p in kept}
         for info in self.fs.get_file_info(pafs.FileSelector(self.pieces_dir, allow_not_found=True)):
