@@ -41,7 +41,7 @@ from typing import Any, BinaryIO
 import numpy as np
 
 from bpe_spark.errors import ConfigError, ModelFormatError
-from bpe_spark.shards import MANIFEST_NAME, read_manifest
+from bpe_spark.shards import MANIFEST_NAME, DocumentShards, read_manifest, write_token_stream
 
 DS_SUFFIX = ".ds"
 INDEX_SUFFIX = ".ds.index"
@@ -49,7 +49,6 @@ METADATA_SUFFIX = ".ds.metadata"
 DATA_PATHS_NAME = "data_paths.txt"
 _TOKEN_SIZES = {np.dtype("uint16"): 2, np.dtype("uint32"): 4}
 _SIZE_DTYPES = {2: np.dtype("<u2"), 4: np.dtype("<u4")}
-_WRITE_BLOCK = 1 << 20  # ids converted and written at a time
 
 
 def shard_files(name: str) -> list[str]:
@@ -124,16 +123,9 @@ class DatatroveWriter:
         self.tokens = 0
 
     def add_documents(self, values: np.ndarray, offsets: np.ndarray) -> None:
-        values = np.asarray(values)
         offsets = np.asarray(offsets, dtype=np.int64)
         start, stop = int(offsets[0]), int(offsets[-1])
-        chunk = values[start:stop]
-        info = np.iinfo(self.dtype)
-        if len(chunk) and (chunk.min() < info.min or chunk.max() > info.max):
-            raise ConfigError(f"token id {int(chunk.max())} does not fit {self.dtype.name}")
-        for block in range(0, len(chunk), _WRITE_BLOCK):
-            data = chunk[block : block + _WRITE_BLOCK].astype(self.dtype, copy=False)
-            self._ds.write(memoryview(np.ascontiguousarray(data)).cast("B"))
+        write_token_stream(self._ds, np.asarray(values)[start:stop], self.dtype)
         self._ends.append(self.tokens + offsets[1:] - start)
         self.documents += len(offsets) - 1
         self.tokens += stop - start
@@ -212,7 +204,7 @@ def read_metadata(path: str | os.PathLike) -> tuple[str | None, int]:
     return tokenizer, int(size)
 
 
-class DatatroveShards:
+class DatatroveShards(DocumentShards):
     """An encoded dataset directory of datatrove files, read back through its manifest:
     ``len(ds)`` documents, ``ds[i]`` the ids of document i, iteration in document order."""
 
@@ -229,22 +221,7 @@ class DatatroveShards:
             if entry["documents"] != len(shard):
                 raise ModelFormatError(f"{shard.path}.index: {len(shard)} documents, "
                                        f"the manifest says {entry['documents']}")
-        self._starts = np.concatenate([[0], np.cumsum([len(s) for s in self.shards], dtype=np.int64)])
-
-    def __len__(self) -> int:
-        return int(self._starts[-1])
-
-    def __getitem__(self, doc: int) -> np.ndarray:
-        if doc < 0:
-            doc += len(self)
-        if not 0 <= doc < len(self):
-            raise IndexError(f"document {doc} out of range (0..{len(self) - 1})")
-        shard = int(np.searchsorted(self._starts, doc, side="right")) - 1
-        return self.shards[shard][doc - int(self._starts[shard])]
-
-    def __iter__(self) -> Iterator[np.ndarray]:
-        for shard in self.shards:
-            yield from shard
+        self._number([len(shard) for shard in self.shards])
 
 
 def read_datatrove(directory: str | os.PathLike) -> DatatroveShards:

@@ -38,7 +38,7 @@ import hashlib
 import json
 import os
 import struct
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any, BinaryIO
 
@@ -168,6 +168,20 @@ def read_index(path: str | os.PathLike) -> tuple[np.dtype, np.ndarray, np.ndarra
 
 
 # --- writing ------------------------------------------------------------------------------------
+def write_token_stream(sink: BinaryIO, ids: np.ndarray, dtype: np.dtype) -> int:
+    """Write ``ids`` to ``sink`` as ``dtype`` (little-endian), a block at a time (a long document
+    is never copied whole); the bytes written. An id that does not fit is a ``ConfigError``."""
+    info = np.iinfo(dtype)
+    if len(ids) and (ids.min() < info.min or ids.max() > info.max):
+        raise ConfigError(f"token id {int(ids.max())} does not fit {dtype.name}")
+    written = 0
+    for block in range(0, len(ids), _WRITE_BLOCK):
+        data = ids[block : block + _WRITE_BLOCK].astype(dtype, copy=False)
+        sink.write(memoryview(np.ascontiguousarray(data)).cast("B"))
+        written += data.nbytes
+    return written
+
+
 class ShardWriter:
     """Streams documents into ``<prefix>.bin`` and writes ``<prefix>.idx`` on close.
 
@@ -188,17 +202,9 @@ class ShardWriter:
         self.idx_bytes = 0
 
     def add_documents(self, values: np.ndarray, offsets: np.ndarray) -> None:
-        values = np.asarray(values)
         offsets = np.asarray(offsets, dtype=np.int64)
         start, stop = int(offsets[0]), int(offsets[-1])
-        chunk = values[start:stop]
-        info = np.iinfo(self.dtype)
-        if len(chunk) and (chunk.min() < info.min or chunk.max() > info.max):
-            raise ConfigError(f"token id {int(chunk.max())} does not fit {self.dtype.name}")
-        for block in range(0, len(chunk), _WRITE_BLOCK):  # a long document in blocks: no whole copy
-            data = chunk[block : block + _WRITE_BLOCK].astype(self.dtype, copy=False)
-            self._bin.write(memoryview(np.ascontiguousarray(data)).cast("B"))
-            self.bin_bytes += data.nbytes
+        self.bin_bytes += write_token_stream(self._bin, np.asarray(values)[start:stop], self.dtype)
         self._lengths.append(np.diff(offsets))
         self.documents += len(offsets) - 1
         self.tokens += stop - start
@@ -258,7 +264,32 @@ class ShardReader:
             yield self[i]
 
 
-class EncodedShards:
+class DocumentShards:
+    """Documents numbered across a list of per-shard readers (each with ``len`` and ``[i]``):
+    ``len(ds)``, ``ds[i]``, iteration in document order. The base of the dataset readers."""
+
+    shards: list
+
+    def _number(self, counts: Sequence[int]) -> None:
+        self._starts = np.concatenate([[0], np.cumsum(counts, dtype=np.int64)])
+
+    def __len__(self) -> int:
+        return int(self._starts[-1])
+
+    def __getitem__(self, doc: int) -> np.ndarray:
+        if doc < 0:
+            doc += len(self)
+        if not 0 <= doc < len(self):
+            raise IndexError(f"document {doc} out of range (0..{len(self) - 1})")
+        shard = int(np.searchsorted(self._starts, doc, side="right")) - 1
+        return self.shards[shard][doc - int(self._starts[shard])]
+
+    def __iter__(self) -> Iterator[np.ndarray]:
+        for shard in self.shards:
+            yield from shard
+
+
+class EncodedShards(DocumentShards):
     """An encoded dataset directory of binary shards, read back through its manifest.
 
     ``len(ds)`` documents; ``ds[i]`` the ids of document i (the ``doc_id`` of the Parquet
@@ -282,26 +313,11 @@ class EncodedShards:
                 raise ModelFormatError(
                     f"{self.directory / entry['name']}.idx: {count} documents, the manifest says {entry['documents']}"
                 )
-        self._starts = np.concatenate([[0], np.cumsum(counts, dtype=np.int64)])
-
-    def __len__(self) -> int:
-        return int(self._starts[-1])
+        self._number(counts)
 
     @property
     def num_tokens(self) -> int:
         return int(sum(len(shard.tokens) for shard in self.shards))
-
-    def __getitem__(self, doc: int) -> np.ndarray:
-        if doc < 0:
-            doc += len(self)
-        if not 0 <= doc < len(self):
-            raise IndexError(f"document {doc} out of range (0..{len(self) - 1})")
-        shard = int(np.searchsorted(self._starts, doc, side="right")) - 1
-        return self.shards[shard][doc - int(self._starts[shard])]
-
-    def __iter__(self) -> Iterator[np.ndarray]:
-        for shard in self.shards:
-            yield from shard
 
 
 def read_shards(directory: str | os.PathLike) -> EncodedShards:
