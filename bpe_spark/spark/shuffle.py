@@ -140,8 +140,7 @@ def _reorder(spark, pieces, order: DocOrder, *, fs, pieces_dir, out_dir, id_fiel
                         bucket[mask] = doc_order.buckets(keys[mask], b)
                 else:
                     keys = doc_ids
-                    bucket = np.array([(d * (1 << bits[s])) // max(total_docs, 1) for d, s in zip(doc_ids.tolist(), split.tolist())],
-                                      dtype=np.int64)
+                    bucket = (doc_ids << np.asarray(bits, dtype=np.int64)[split]) // max(total_docs, 1)
                 columns = [pa.array(split), pa.array(bucket), pa.array(keys), pa.array(doc_ids),
                            *[table.column(c) for c in id_names], table.column("input_ids"), table.column("n_tokens")]
                 out = pa.table(columns, names=arrow_schema.names).cast(arrow_schema)
