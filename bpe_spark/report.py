@@ -71,7 +71,8 @@ class Plot:
 # --- the sample -------------------------------------------------------------------------------
 def read_sample(path, *, limit: int = SAMPLE_LIMIT, input_format: str = "text",
                 text_column: str = "text") -> str:
-    """About the first ``limit`` bytes of text of a local file, cut at a line or record end:
+    """At most the first ``limit`` bytes of text of a local file, cut at a line or record end (or
+    inside a line or text longer than what is left; a JSON Lines record is never cut):
     text (``.gz`` / ``.bz2`` read), JSON Lines or Parquet (the ``text_column`` of each record).
     Invalid UTF-8 is replaced (U+FFFD)."""
     path = Path(path)
@@ -84,8 +85,9 @@ def read_sample(path, *, limit: int = SAMPLE_LIMIT, input_format: str = "text",
         for batch in pq.ParquetFile(path).iter_batches(columns=[text_column], batch_size=1024):
             for text in batch.column(0).to_pylist():
                 if isinstance(text, str) and size < limit:
-                    texts.append(text)
-                    size += len(text.encode("utf-8", errors="replace"))
+                    data = text[: limit - size].encode("utf-8", errors="replace")[: limit - size]
+                    texts.append(_cut_decode(data))
+                    size += len(data)
             if size >= limit:
                 break
         return "\n".join(texts)
@@ -95,22 +97,43 @@ def read_sample(path, *, limit: int = SAMPLE_LIMIT, input_format: str = "text",
     opener = {".gz": gzip.open, ".bz2": bz2.open}.get(path.suffix, open)
     lines, size = [], 0
     with opener(path, "rb") as fh:
-        for raw in fh:
-            if size >= limit:
+        while size < limit:
+            # never more than the limit, even of one line: a corpus may be one 100 MB line
+            raw = fh.readline(limit - size)
+            if not raw:
                 break
             size += len(raw)
-            line = raw.decode("utf-8", errors="replace")
+            whole = raw.endswith(b"\n")
             if input_format == "jsonl":
+                if not whole:
+                    break  # a record longer than what is left of the limit: the sample ends here
                 try:
-                    record = json.loads(line)
+                    record = json.loads(raw.decode("utf-8", errors="replace"))
                 except ValueError:
                     continue
                 text = record.get(text_column) if isinstance(record, dict) else None
                 if isinstance(text, str):
                     lines.append(text + "\n")
             else:
-                lines.append(line)
+                lines.append(raw.decode("utf-8", errors="replace") if whole else _cut_decode(raw))
     return "".join(lines)
+
+
+def _cut_decode(raw: bytes) -> str:
+    """``raw`` cut at an arbitrary byte, decoded without the U+FFFD of a character cut in two.
+
+    >>> _cut_decode("né".encode()[:-1]), _cut_decode(b"ab\\xff")
+    ('n', 'ab\ufffd')
+    """
+    end = len(raw)
+    for back in range(1, min(4, end) + 1):  # the last character's lead byte, if it is cut
+        byte = raw[end - back]
+        if byte & 0xC0 != 0x80:
+            need = 2 if byte & 0xE0 == 0xC0 else 3 if byte & 0xF0 == 0xE0 else 4 if byte & 0xF8 == 0xF0 else 1
+            if need > back:
+                end -= back
+            break
+    return raw[:end].decode("utf-8", errors="replace")
 
 
 def merge_steps(total: int, points: int = CURVE_POINTS) -> list[int]:

@@ -3,6 +3,7 @@ plots (bpe_spark.report), and ``bpe-spark report`` through ``main(argv)`` (issue
 
 from __future__ import annotations
 
+import json
 import subprocess
 import sys
 
@@ -16,7 +17,14 @@ from bpe_spark.cli import main
 from bpe_spark.file_systems import LOCAL
 from bpe_spark.output_guard import check_replaceable, kind_of
 from bpe_spark.remote_files import Store, fetch_model
-from bpe_spark.report import REPORT_FILE, Sample, merge_count_plot, merge_steps, render_report
+from bpe_spark.report import (
+    REPORT_FILE,
+    Sample,
+    merge_count_plot,
+    merge_steps,
+    read_sample,
+    render_report,
+)
 from bpe_spark.tokenizer import Tokenizer
 
 
@@ -167,6 +175,31 @@ def test_report_command_out_file_and_its_errors(model_dir, tmp_path, capsys):
     page = ReportPage((tmp_path / "gpt2.html").read_text(encoding="utf-8"))
     assert list(page.images) == ["Token length histogram", "Share of the vocabulary by script or byte class"]
     assert page.rows["vocabulary"] == "50,257 = 256 byte + 50,000 merge + 1 special"
+
+
+def test_a_sample_never_reads_past_its_limit_even_of_one_line(tmp_path):
+    """A corpus may be one 100 MB line: the report's sample is its first ``limit`` bytes, cut
+    between characters, never the whole line (text, .gz, Parquet); a JSON Lines record is whole
+    or left out."""
+    import gzip
+
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    line = "né " * 400_000  # 1.6 MB, no newline; 'é' is two bytes
+    (tmp_path / "one.txt").write_text(line, encoding="utf-8")
+    with gzip.open(tmp_path / "one.txt.gz", "wt", encoding="utf-8") as fh:
+        fh.write("short\n" + line)
+    pq.write_table(pa.table({"text": [line, "more"]}), tmp_path / "one.parquet")
+    records = [json.dumps({"text": "first"}), json.dumps({"text": line})]
+    (tmp_path / "one.jsonl").write_text("\n".join(records) + "\n", encoding="utf-8")
+    for name, fmt in (("one.txt", "text"), ("one.txt.gz", "text"), ("one.parquet", "parquet")):
+        for limit in (1000, 1001, 1002, 1003):
+            text = read_sample(tmp_path / name, limit=limit, input_format=fmt)
+            data = text.encode("utf-8")
+            assert limit - 2 <= len(data) <= limit and "\ufffd" not in text, (name, limit)
+            assert (line if fmt != "text" or name == "one.txt" else "short\n" + line).startswith(text)
+    assert read_sample(tmp_path / "one.jsonl", limit=1000, input_format="jsonl") == "first\n"
 
 
 def test_help_and_parsing_never_import_matplotlib():
