@@ -69,16 +69,19 @@ def test_running_session_is_never_relaunched(spark):
     assert not _launches_jvm()
 
 
-def test_light_jvm_compiles_with_c1_unless_the_user_chose(cache):
-    from bpe_spark.spark.session import QUICK_JIT, launch_java_options
+def test_light_jvm_compiles_with_c1_and_a_lean_heap_unless_the_user_chose(cache):
+    from bpe_spark.spark.session import LEAN_GC, LEAN_INITIAL_HEAP, QUICK_JIT, launch_java_options
 
+    lean = f"{LEAN_GC} {LEAN_INITIAL_HEAP}"
     assert launch_java_options(None, light=False) is None
-    assert launch_java_options(None, light=True) == QUICK_JIT
-    assert launch_java_options("-Xss4m", light=True) == f"-Xss4m {QUICK_JIT}"
-    assert launch_java_options("-XX:-TieredCompilation", light=True) == "-XX:-TieredCompilation"
+    assert launch_java_options("-Xss4m", light=False) == "-Xss4m"
+    assert launch_java_options(None, light=True) == f"{QUICK_JIT} {lean}"
+    assert launch_java_options("-Xss4m", light=True) == f"-Xss4m {QUICK_JIT} {lean}"
+    assert launch_java_options("-XX:-TieredCompilation", light=True) == f"-XX:-TieredCompilation {lean}"
+    assert launch_java_options("-XX:+UseParallelGC -Xms2g", light=True) == f"-XX:+UseParallelGC -Xms2g {QUICK_JIT}"
     jvm_cache.archive_path().write_bytes(b"archive")
     options = launch_java_options(None, light=True)
-    assert options.startswith("-XX:SharedArchiveFile=") and options.endswith(QUICK_JIT)
+    assert options.startswith("-XX:SharedArchiveFile=") and options.endswith(f"{QUICK_JIT} {lean}")
 
 
 def test_reads_local_text():
