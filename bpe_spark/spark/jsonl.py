@@ -138,13 +138,24 @@ def parse_batch(raw: pa.Array, text_col: str, keep_columns: tuple[str, ...]) -> 
 
 
 def char_offsets(data: bytes, offsets: np.ndarray) -> np.ndarray:
-    """The positions in ``data.decode("utf-8")`` of the byte ``offsets`` (each at a character
-    boundary)."""
-    if data.isascii():
+    """The positions in ``data.decode("utf-8")`` of the byte ``offsets`` (non-decreasing, each
+    at a character boundary): each offset less the continuation bytes before it, counted
+    between consecutive offsets (no array the size of ``data`` but the bytes' flags).
+
+    >>> char_offsets("aé€b".encode(), np.array([0, 1, 3, 3, 6, 7])).tolist()
+    [0, 1, 2, 2, 3, 4]
+    """
+    if data.isascii() or not len(offsets):
         return offsets
-    starts = np.zeros(len(data) + 1, dtype=np.int64)  # characters before each byte
-    np.cumsum((np.frombuffer(data, dtype=np.uint8) & 0xC0) != 0x80, out=starts[1:])
-    return starts[offsets]
+    continuation = np.zeros(len(data) + 1, dtype=bool)  # one more: an offset may be len(data)
+    continuation[:-1] = (np.frombuffer(data, dtype=np.uint8) & 0xC0) == 0x80
+    between = np.add.reduceat(continuation, offsets, dtype=np.int64)[:-1]  # in [offsets[k], offsets[k + 1])
+    between[offsets[:-1] == offsets[1:]] = 0  # subtle: reduceat gives the element itself for an empty range
+    before = np.empty(len(offsets), dtype=np.int64)
+    before[0] = np.count_nonzero(continuation[:offsets[0]])
+    np.cumsum(between, out=before[1:])
+    before[1:] += before[0]
+    return offsets - before
 
 
 _SCAN = json.JSONDecoder().scan_once  # what json.loads runs, without its checks around it
@@ -361,8 +372,10 @@ class SplitRecords:
             starts = np.zeros(len(lines), dtype=np.int64)
             np.cumsum(lengths[:-1] + 1, out=starts[1:])
             return parse_spans(text, starts, starts + lengths, text_col, (), replaced)
-        positions = char_offsets(block, np.append(starts, ends))
-        return parse_spans(text, positions[:len(ends)], positions[len(ends):], text_col, ())
+        bounds = np.empty(2 * len(ends), dtype=np.int64)  # start, end, start, end...: non-decreasing
+        bounds[0::2], bounds[1::2] = starts, ends
+        positions = char_offsets(block, bounds)
+        return parse_spans(text, positions[0::2], positions[1::2], text_col, ())
 
 
 def _split_line(split: Split, index: int) -> str:
