@@ -343,8 +343,9 @@ def _manifest(pieces, plan, written, tok, fingerprint: str, options, *, output_f
 def _encode_to_pieces(df, model: ModelBroadcast, *, text_col, id_cols, fs, pieces_dir, short=(0, 0),
                       resumed=None) -> tuple[list[dict], int | None]:
     """Run the encoding job (then unpersist ``model``): one Arrow piece per input segment; the
-    pieces in document order, and the corrupt files skipped (None when Spark's reader read the
-    files: it skips without telling)."""
+    pieces in document order, and what reading counted: ``skipped_files``, the corrupt files
+    skipped (None when Spark's reader read the files: it skips without telling), and, when the
+    tasks parsed JSON Lines themselves, ``skipped_records``."""
     spark = df.sparkSession
     source, parquet, records = textsplits.source_of(df), parquetsplits.source_of(df), jsonl.source_of(df)
     splits = tables = None
@@ -412,8 +413,9 @@ def _encode_pieces(batches, *, model: ModelBroadcast, keep_names: list[str], fs,
                    read: InputTally, skip: Collection[tuple] = (), recorder=None, name_tag: str = "", short=(0, 0),
                    skipped_records=lambda: 0):
     """Task body: encode the task's rows into one piece per input segment (its documents in
-    input order); yield the pieces' keys and totals (and the files ``read`` skipped). Segments in
-    ``skip`` (kept by a resumed run) are passed over."""
+    input order); yield the pieces' keys and totals (and the files ``read`` skipped, and
+    ``skipped_records()``: the bad records the task's reader skipped, asked once all is read).
+    Segments in ``skip`` (kept by a resumed run) are passed over."""
     from pyspark import TaskContext
 
     context = TaskContext.get()
