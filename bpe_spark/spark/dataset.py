@@ -5,10 +5,11 @@ Two Spark jobs, no shuffle, no cache, no second pass over the text:
 
 1. the encoding job: each task encodes its rows (:mod:`bpe_spark.spark.encode_tasks`) into one
    Arrow piece per input segment (:class:`~bpe_spark.spark.output.PieceWriter`) and reports the
-   pieces' totals. Local text and Parquet files tagged by ``read_documents`` are read by the
-   tasks themselves, one split per task (:mod:`bpe_spark.spark.textsplits`,
-   :mod:`bpe_spark.spark.parquetsplits`: no JVM string per document, the text handed to the
-   encoder as Arrow over the bytes read); anything else goes through the DataFrame.
+   pieces' totals. Local text, Parquet and JSON Lines files tagged by ``read_documents`` are
+   read by the tasks themselves, one split per task (:mod:`bpe_spark.spark.textsplits`,
+   :mod:`bpe_spark.spark.parquetsplits`, :mod:`bpe_spark.spark.jsonl`: no JVM string per
+   document, the text handed to the encoder as Arrow over the bytes read, JSON parsed in the
+   same task); anything else goes through the DataFrame.
 2. the driver sorts the pieces by segment key, which numbers the documents (``doc_id``: input
    order, as :func:`bpe_spark.spark.encode` numbers them, without its counting pass), plans the
    shards (:func:`~bpe_spark.spark.output.plan_shards`), and an I/O-only job writes each shard
@@ -48,7 +49,7 @@ from bpe_spark.shards import (
     MANIFEST_VERSION,
     token_dtype,
 )
-from bpe_spark.spark import encode_resume, parquetsplits, textsplits
+from bpe_spark.spark import encode_resume, jsonl, parquetsplits, textsplits
 from bpe_spark.spark.encode_tasks import (
     TEXT,
     ModelBroadcast,
@@ -187,14 +188,16 @@ def encode_dataset(
         with spark_phase(df.sparkSession, progress, "encoding", reads=df):
             model = ModelBroadcast(df.sparkSession, tok, options)
             short = (min_tokens, (options["bos_id"] is not None) + (options["eos_id"] is not None))
-            pieces, skipped_files = _encode_to_pieces(df, model, text_col=text_col, id_cols=id_cols, fs=fs,
-                                                      pieces_dir=pieces_dir, short=short, resumed=resumed)
+            pieces, reading = _encode_to_pieces(df, model, text_col=text_col, id_cols=id_cols, fs=fs,
+                                                pieces_dir=pieces_dir, short=short, resumed=resumed)
         _check_pieces_seen(fs, pieces_dir, pieces, output.uri)
-        read_stats = with_reader_stats(df, {
+        read_stats = with_reader_stats(None if "skipped_records" in reading else df, {
             "replaced_sequences": sum(piece["replaced"] for piece in pieces),
             "affected_documents": sum(piece["affected"] for piece in pieces),
-            "skipped_files": skipped_files,
+            "skipped_files": reading["skipped_files"],
         })
+        if "skipped_records" in reading:  # JSON Lines read by the tasks: they counted their bad records
+            read_stats["skipped_records"] = reading["skipped_records"]
 
         def describe(pieces, plan, written):
             return _manifest(
@@ -340,16 +343,24 @@ def _manifest(pieces, plan, written, tok, fingerprint: str, options, *, output_f
 def _encode_to_pieces(df, model: ModelBroadcast, *, text_col, id_cols, fs, pieces_dir, short=(0, 0),
                       resumed=None) -> tuple[list[dict], int | None]:
     """Run the encoding job (then unpersist ``model``): one Arrow piece per input segment; the
-    pieces in document order, and the corrupt files skipped (None when Spark's reader read the
-    files: it skips without telling)."""
+    pieces in document order, and what reading counted: ``skipped_files``, the corrupt files
+    skipped (None when Spark's reader read the files: it skips without telling), and, when the
+    tasks parsed JSON Lines themselves, ``skipped_records``."""
     spark = df.sparkSession
-    source, parquet = textsplits.source_of(df), parquetsplits.source_of(df)
+    source, parquet, records = textsplits.source_of(df), parquetsplits.source_of(df), jsonl.source_of(df)
     splits = tables = None
+    if records is not None and resumed is not None:
+        records = None  # resumed: Spark's reader, whose count of bad records covers the kept pieces too
     if not id_cols and df.columns == [text_col]:
         if source is not None:
             splits = textsplits.plan_splits(source, spark.sparkContext.defaultParallelism)
         elif parquet is not None:
             tables = parquetsplits.plan_splits(parquet, spark.sparkContext.defaultParallelism)
+        elif records is not None:
+            splits = textsplits.plan_splits(records.text, spark.sparkContext.defaultParallelism)
+            source = records.text
+    else:
+        records = None
     skip = resumed.skip_keys() if resumed else set()
     by_tasks = splits is not None or bool(tables)
     if skip and splits is not None:  # resumed: the finished splits are not read at all
@@ -371,13 +382,17 @@ def _encode_to_pieces(df, model: ModelBroadcast, *, text_col, id_cols, fs, piece
 
     def run(batches):
         read = InputTally()
-        if splits is not None:
+        reader = None
+        if records is not None:
+            reader = jsonl.SplitRecords(records, read)
+            batches = _record_batches(batches, splits, reader)
+        elif splits is not None:
             batches = _split_batches(batches, splits, read, on_bad_input)
         elif by_tasks:
             batches = _table_batches(batches, tables)
-        return _encode_pieces(batches, model=model, keep_names=list(id_cols), fs=fs, pieces_dir=pieces_dir,
-                              attempt_tag=tag, read=read, skip=skip, recorder=recorder, name_tag=name_tag,
-                              short=short)
+        yield from _encode_pieces(batches, model=model, keep_names=list(id_cols), fs=fs, pieces_dir=pieces_dir,
+                                  attempt_tag=tag, read=read, skip=skip, recorder=recorder, name_tag=name_tag,
+                                  short=short, skipped_records=lambda: reader.skipped if reader else 0)
 
     try:
         rows = [row.asDict() for row in frame.mapInArrow(run, PIECE_SCHEMA).collect()]
@@ -388,14 +403,19 @@ def _encode_to_pieces(df, model: ModelBroadcast, *, text_col, id_cols, fs, piece
     skipped = sum(row["skipped_files"] for row in rows) if splits is not None else None
     if resumed:
         resumed.record_all(pieces)
-    return pieces, skipped
+    reading = {"skipped_files": skipped}
+    if records is not None:  # the tasks parsed the records: Spark's reader, and its count, never ran
+        reading["skipped_records"] = sum(row["skipped_records"] for row in rows)
+    return pieces, reading
 
 
 def _encode_pieces(batches, *, model: ModelBroadcast, keep_names: list[str], fs, pieces_dir, attempt_tag,
-                   read: InputTally, skip: Collection[tuple] = (), recorder=None, name_tag: str = "", short=(0, 0)):
+                   read: InputTally, skip: Collection[tuple] = (), recorder=None, name_tag: str = "", short=(0, 0),
+                   skipped_records=lambda: 0):
     """Task body: encode the task's rows into one piece per input segment (its documents in
-    input order); yield the pieces' keys and totals (and the files ``read`` skipped). Segments in
-    ``skip`` (kept by a resumed run) are passed over."""
+    input order); yield the pieces' keys and totals (and the files ``read`` skipped, and
+    ``skipped_records()``: the bad records the task's reader skipped, asked once all is read).
+    Segments in ``skip`` (kept by a resumed run) are passed over."""
     from pyspark import TaskContext
 
     context = TaskContext.get()
@@ -444,7 +464,7 @@ def _encode_pieces(batches, *, model: ModelBroadcast, keep_names: list[str], fs,
                              text_bytes=int(byte_lengths.sum()), nulls=input_ids.null_count,
                              replaced=read.replaced, affected=read.affected, dropped=dropped)
                 read.replaced = read.affected = 0  # counted in this piece
-    yield from pieces.report(read.skipped_files)
+    yield from pieces.report(read.skipped_files, skipped_records())
 
 
 def _split_batches(batches, splits: list[textsplits.Split], read: InputTally, on_bad_input: str):
@@ -459,6 +479,16 @@ def _split_batches(batches, splits: list[textsplits.Split], read: InputTally, on
                     yield _LongRow(block, split.uri, split.start)
                 else:
                     yield _SplitRows(textsplits.lines_array(block), split.uri, split.start)
+
+
+def _record_batches(batches, splits: list[textsplits.Split], reader: jsonl.SplitRecords):
+    """The texts of the JSON Lines records of the splits named by the task's rows, parsed here
+    (:class:`~bpe_spark.spark.jsonl.SplitRecords`), as :class:`_SplitRows`."""
+    for batch in batches:
+        for index in batch.column(0).to_pylist():
+            split = splits[index]
+            for texts in reader.texts(split):
+                yield _SplitRows(texts, split.uri, split.start)
 
 
 def _table_batches(batches, splits: list[parquetsplits.Split]):

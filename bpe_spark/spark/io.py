@@ -171,6 +171,8 @@ def read_documents(
                        for c in keep_columns]
     lines = _load(lambda p: reader.text(p, lineSep="\n"), paths)
     docs, observation = jsonl.read_jsonl(lines, text_col, keep_fields, on_bad_input)
+    if not keep_columns and (shared_input or _local_master(spark)):  # encoding tasks may read the files
+        docs = jsonl.tag(docs, lines.inputFiles(), text_col, on_bad_input)
     return _tag_reader(docs, observation)
 
 

@@ -1,6 +1,8 @@
 """JSON Lines documents, parsed by the Python tasks from the raw lines of Spark's text reader, so
 that one text rule (:mod:`bpe_spark.text`) and one bad-record rule hold, each record named by
-file and line.
+file and line; or, for encoding local files with nothing kept beside the text, by the encoding
+tasks themselves from the bytes they read (:func:`tag`, :class:`SplitRecords`: the file splits
+of :mod:`bpe_spark.spark.textsplits`, parsed and encoded in one task, no JVM string per line).
 
 A record is one line holding a JSON object. Its text field:
 
@@ -21,11 +23,17 @@ them.
 Line numbers: Spark cuts a file into blocks and a task knows only its block's start; the line
 number of a record in a local file is found by counting the newlines before the block (only
 when a record is bad), else the message names the block and the line within it.
+
+Parsing: a line that is exactly one JSON object is scanned in place by the scanner ``json.loads``
+runs (:func:`parse_spans`), without a ``str`` per line or ``json.loads``' checks around it; any
+other line takes :func:`parse_record`, so both give ``json.loads``' answer.
 """
 
 from __future__ import annotations
 
 import json
+from collections.abc import Iterator
+from dataclasses import dataclass
 from urllib.parse import unquote, urlparse
 
 import numpy as np
@@ -35,8 +43,10 @@ from pyspark.sql import functions as F
 from pyspark.sql.types import LongType, StringType, StructField, StructType
 
 from bpe_spark.errors import BadInputError, option
+from bpe_spark.long_documents import LongDocument
 from bpe_spark.spark.encode_tasks import BLOCK, FILE, carry_segments, segment_runs
-from bpe_spark.text import clean_counted, decode_counted
+from bpe_spark.spark.textsplits import Split, TextSource, iter_blocks, local_source
+from bpe_spark.text import InputTally, clean_counted, decode_counted
 
 _KEPT = "__bpe_kept"
 _BAD = "__bpe_bad"
@@ -105,24 +115,71 @@ class ParsedBatch:
 
 
 def parse_batch(raw: pa.Array, text_col: str, keep_columns: tuple[str, ...]) -> ParsedBatch:
-    """Parse a batch of raw lines. Fast path: Arrow checks the whole batch is UTF-8 at once, and
-    a line holding an object with a string text takes no other step; anything else goes
-    through :func:`parse_record`."""
-    parsed = ParsedBatch(len(raw))
+    """Parse a batch of raw lines (binary, without their ``\\n``). Fast path: Arrow checks the
+    whole batch is UTF-8 at once and the lines are parsed in place (:func:`parse_spans`); a batch
+    that is not UTF-8 is decoded line by line by the text rule (counted)."""
+    n = len(raw)
+    offsets = np.frombuffer(raw.buffers()[1], dtype=np.int32)[raw.offset:raw.offset + n + 1].astype(np.int64)
+    replaced = np.zeros(n, dtype=np.int64)
     try:
-        lines = raw.cast(pa.string()).to_pylist()
+        raw.cast(pa.string()).validate(full=True)
+        data = raw.buffers()[2]
+        data = b"" if data is None else data.slice(int(offsets[0]), int(offsets[-1] - offsets[0])).to_pybytes()
+        text, starts = data.decode("utf-8"), char_offsets(data, offsets - offsets[0])
     except pa.ArrowInvalid:
         lines = []
-        for i, data in enumerate(raw.to_pylist()):
-            line, parsed.replaced[i] = decode_counted(data)
+        for i, line in enumerate(raw.to_pylist()):
+            line, replaced[i] = decode_counted(line)
             lines.append(line)
-    loads, texts, kept, replaced = json.loads, parsed.texts, parsed.kept, parsed.replaced
-    for i, line in enumerate(lines):
-        try:
-            record = loads(line)
-        except ValueError:
-            record = None
-        value = record.get(text_col) if type(record) is dict else None
+        text = "".join(lines)
+        starts = np.zeros(n + 1, dtype=np.int64)
+        np.cumsum([len(line) for line in lines], out=starts[1:])
+    return parse_spans(text, starts[:-1], starts[1:], text_col, keep_columns, replaced)
+
+
+def char_offsets(data: bytes, offsets: np.ndarray) -> np.ndarray:
+    """The positions in ``data.decode("utf-8")`` of the byte ``offsets`` (non-decreasing, each
+    at a character boundary): each offset less the continuation bytes before it, counted
+    between consecutive offsets (no array the size of ``data`` but the bytes' flags).
+
+    >>> char_offsets("aé€b".encode(), np.array([0, 1, 3, 3, 6, 7])).tolist()
+    [0, 1, 2, 2, 3, 4]
+    """
+    if data.isascii() or not len(offsets):
+        return offsets
+    continuation = np.zeros(len(data) + 1, dtype=bool)  # one more: an offset may be len(data)
+    continuation[:-1] = (np.frombuffer(data, dtype=np.uint8) & 0xC0) == 0x80
+    between = np.add.reduceat(continuation, offsets, dtype=np.int64)[:-1]  # in [offsets[k], offsets[k + 1])
+    between[offsets[:-1] == offsets[1:]] = 0  # subtle: reduceat gives the element itself for an empty range
+    before = np.empty(len(offsets), dtype=np.int64)
+    before[0] = np.count_nonzero(continuation[:offsets[0]])
+    np.cumsum(between, out=before[1:])
+    before[1:] += before[0]
+    return offsets - before
+
+
+_SCAN = json.JSONDecoder().scan_once  # what json.loads runs, without its checks around it
+
+
+def parse_spans(text: str, starts: np.ndarray, ends: np.ndarray, text_col: str, keep_columns: tuple[str, ...],
+                replaced: np.ndarray | None = None) -> ParsedBatch:
+    """Parse the lines ``text[starts[i]:ends[i]]``. Fast path: a line that is exactly one JSON
+    object (no space around it) holding a string text is scanned in place, as ``json.loads``
+    scans it (the object ends at its closing brace, whatever follows); every other line goes
+    through :func:`parse_record`. ``replaced``: what decoding each line replaced."""
+    parsed = ParsedBatch(len(starts))
+    if replaced is not None:
+        parsed.replaced += replaced
+    scan, texts, kept, replaced = _SCAN, parsed.texts, parsed.kept, parsed.replaced
+    for i, (lo, hi) in enumerate(zip(starts.tolist(), ends.tolist())):
+        record = value = None
+        if lo < hi and text[lo] == "{":
+            try:
+                record, end = scan(text, lo)
+            except (ValueError, StopIteration):
+                end = -1
+            if end == hi:
+                value = record.get(text_col)
         if type(value) is str:
             if not value.isascii():
                 value, surrogates = clean_counted(value)
@@ -131,7 +188,7 @@ def parse_batch(raw: pa.Array, text_col: str, keep_columns: tuple[str, ...]) -> 
             if keep_columns:
                 kept.append(_kept(record, keep_columns))
             continue
-        value, kept_json, problem, surrogates = parse_record(line, text_col, keep_columns)
+        value, kept_json, problem, surrogates = parse_record(text[lo:hi], text_col, keep_columns)
         if problem == "":
             parsed.blank.append(i)
             continue
@@ -212,14 +269,119 @@ def _where(file: str, block: int, index: int) -> str:
     parsed = urlparse(file)
     if parsed.scheme in ("", "file"):
         try:
-            newlines = 0
-            with open(unquote(parsed.path), "rb") as fh:
-                remaining = block
-                while remaining > 0 and (chunk := fh.read(min(remaining, 8 << 20))):
-                    newlines += chunk.count(b"\n")
-                    remaining -= len(chunk)
             # the block's first line starts after the first newline at or past its start
-            return f"file {file}, line {newlines + 2 + index}"
+            return f"file {file}, line {_newlines_before(unquote(parsed.path), block) + 2 + index}"
         except OSError:
             pass
     return f"file {file}, line {index + 1} of the block at byte {block}"
+
+
+def _newlines_before(path: str, offset: int) -> int:
+    """The newlines in the first ``offset`` bytes of the local file at ``path``."""
+    newlines = 0
+    with open(path, "rb") as fh:
+        remaining = offset
+        while remaining > 0 and (chunk := fh.read(min(remaining, 8 << 20))):
+            newlines += chunk.count(b"\n")
+            remaining -= len(chunk)
+    return newlines
+
+
+# --- local files read by the encoding tasks -------------------------------------------------------
+@dataclass(frozen=True)
+class JsonlSource:
+    """Local JSON Lines files (read as text splits, :mod:`bpe_spark.spark.textsplits`) whose
+    records' ``text_col`` holds the documents, nothing kept beside it; ``fix``: the bad-record
+    advice, in the words of the driver's interface."""
+
+    text: TextSource
+    text_col: str
+    fix: str
+
+
+_ATTRIBUTE = "_bpe_spark_jsonl_source"
+
+
+def tag(df: DataFrame, files, text_col: str, on_bad_input: str) -> DataFrame:
+    """Mark ``df`` (read by ``read_documents``, no kept columns) as holding the records of
+    ``files``, if they are all local files the tasks can read; any transformation drops the mark."""
+    text = local_source(files, on_bad_input)
+    if text is not None:
+        setattr(df, _ATTRIBUTE, JsonlSource(text, text_col, _fix()))
+    return df
+
+
+def source_of(df) -> JsonlSource | None:
+    return getattr(df, _ATTRIBUTE, None)
+
+
+def _fix() -> str:
+    return (f"fix the input, choose the text field with {option('text_col')}, or pass "
+            f"{option('on_bad_input', 'skip')} to skip such records")
+
+
+class SplitRecords:
+    """A task's reading of JSON Lines splits: the texts of each split's good records, the bad
+    records skipped (``skipped``), the text rule's work counted in ``tally``."""
+
+    def __init__(self, source: JsonlSource, tally: InputTally):
+        self.source = source
+        self.tally = tally
+        self.skipped = 0
+
+    def texts(self, split: Split) -> Iterator[pa.Array]:
+        """The texts (string, null for a JSON null) of the split's records, in line order, one
+        array per block read; a bad record raises :class:`~bpe_spark.errors.BadInputError`
+        naming its file and line, unless the source skips them."""
+        lines = 0  # the split's lines in earlier blocks
+        for block in iter_blocks(split, tally=self.tally, on_bad_input=self.source.text.on_bad_input):
+            parsed = self._parse(block)
+            if parsed.problem is not None and self.source.text.on_bad_input != "skip":
+                row, problem = parsed.problem
+                raise BadInputError(f"{_split_line(split, lines + row)} is a bad JSON Lines record: {problem}; "
+                                    f"{self.source.fix}")
+            lines += len(parsed.bad)
+            keep = parsed.keep()
+            good = parsed.bad[keep] == 0
+            replaced = parsed.replaced[keep][good]  # a bad record's are not counted
+            self.tally.count(int(replaced.sum()), int(np.count_nonzero(replaced)))
+            self.skipped += len(good) - int(good.sum())
+            texts = parsed.texts if good.all() else [text for text, ok in zip(parsed.texts, good.tolist()) if ok]
+            if texts:
+                yield pa.array(texts, pa.string())
+
+    def _parse(self, block) -> ParsedBatch:
+        text_col = self.source.text_col
+        if isinstance(block, LongDocument):  # one line, read whole: JSON is parsed from one str
+            tally = block.tally = InputTally()  # its replacements count only if it is a good record
+            line = block.text()
+            return parse_spans(line, np.zeros(1, np.int64), np.array([len(line) - 1]), text_col, (),
+                               np.array([tally.replaced]))
+        ends = np.flatnonzero(np.frombuffer(block, dtype=np.uint8) == 10)
+        starts = np.zeros(len(ends), dtype=np.int64)
+        starts[1:] = ends[:-1] + 1
+        try:
+            text = block.decode("utf-8")
+        except UnicodeDecodeError:
+            lines, replaced = [], np.zeros(len(ends), dtype=np.int64)
+            for i, (lo, hi) in enumerate(zip(starts.tolist(), ends.tolist())):
+                line, replaced[i] = decode_counted(block[lo:hi])
+                lines.append(line)
+            text = "\n".join(lines)  # a "\n" between lines, as read: no line reads into the next
+            lengths = np.fromiter(map(len, lines), dtype=np.int64, count=len(lines))
+            starts = np.zeros(len(lines), dtype=np.int64)
+            np.cumsum(lengths[:-1] + 1, out=starts[1:])
+            return parse_spans(text, starts, starts + lengths, text_col, (), replaced)
+        bounds = np.empty(2 * len(ends), dtype=np.int64)  # start, end, start, end...: non-decreasing
+        bounds[0::2], bounds[1::2] = starts, ends
+        positions = char_offsets(block, bounds)
+        return parse_spans(text, positions[0::2], positions[1::2], text_col, ())
+
+
+def _split_line(split: Split, index: int) -> str:
+    """The place of the split's line ``index`` (counted from 0): the split owns the lines that
+    start at or after its start (:mod:`bpe_spark.spark.textsplits`)."""
+    if split.start <= 0:
+        return f"file {split.uri or split.path}, line {index + 1}"
+    # its first line starts after the first newline at or past the byte before its start
+    return f"file {split.uri or split.path}, line {_newlines_before(split.path, split.start - 1) + 2 + index}"

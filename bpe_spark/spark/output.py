@@ -108,8 +108,9 @@ class Output:
 
 # --- pieces -------------------------------------------------------------------------------------
 PIECE_FIELDS = ("file", "block", "part", "seq", "piece", "documents", "tokens", "text_bytes", "nulls",
-                "replaced", "affected", "skipped_files", "dropped_short")  # the last three: what reading did (bpe_spark.text)
-_PIECE_TYPES = [pa.string(), pa.int64(), pa.int64(), pa.int64(), pa.string()] + [pa.int64()] * 8
+                "replaced", "affected", "skipped_files", "dropped_short",  # from replaced: what reading did (bpe_spark.text)
+                "skipped_records")  # bad JSON Lines records skipped by the tasks that read them
+_PIECE_TYPES = [pa.string(), pa.int64(), pa.int64(), pa.int64(), pa.string()] + [pa.int64()] * 9
 PIECE_SCHEMA = T.StructType([
     T.StructField(name, T.StringType() if name in ("file", "piece") else T.LongType()) for name in PIECE_FIELDS
 ])
@@ -171,17 +172,17 @@ class PieceWriter:
         self.fs.move(piece["tmp"], piece["final"])
         self.stats.append((*self.key, piece["seq"], piece["name"], piece["documents"], piece["tokens"],
                            piece["text_bytes"], piece["nulls"], piece["replaced"], piece["affected"], 0,
-                           piece["dropped"]))
+                           piece["dropped"], 0))
         self._piece = {}
         if self.on_piece is not None:
             self.on_piece(piece["final"], dict(zip(PIECE_FIELDS, self.stats[-1])))
 
-    def report(self, skipped_files: int = 0) -> Iterator[pa.RecordBatch]:
-        """The pieces' keys and totals; ``skipped_files`` adds a row of task totals (no piece: its
-        name is ``""``)."""
+    def report(self, skipped_files: int = 0, skipped_records: int = 0) -> Iterator[pa.RecordBatch]:
+        """The pieces' keys and totals; ``skipped_files`` or ``skipped_records`` add a row of task
+        totals (no piece: its name is ``""``)."""
         self._finish()
-        if skipped_files:
-            self.stats.append(("", -1, self.partition, -1, "", 0, 0, 0, 0, 0, 0, skipped_files, 0))
+        if skipped_files or skipped_records:
+            self.stats.append(("", -1, self.partition, -1, "", 0, 0, 0, 0, 0, 0, skipped_files, 0, skipped_records))
         if self.stats:
             columns = list(zip(*self.stats))
             yield pa.RecordBatch.from_arrays([pa.array(c, type=t) for c, t in zip(columns, _PIECE_TYPES)],

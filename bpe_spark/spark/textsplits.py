@@ -69,10 +69,18 @@ _ATTRIBUTE = "_bpe_spark_text_source"
 def tag(df, files: Sequence[str], on_bad_input: str = "error"):
     """Mark ``df`` (read by ``read_documents``) as holding the lines of ``files``, if they are all
     local files this module can read; any transformation of ``df`` drops the mark."""
-    local = local_files(files, refused_suffixes=_PLAIN_SUFFIXES_REFUSED)
-    if local:
-        setattr(df, _ATTRIBUTE, TextSource(tuple(p for p, _ in local), tuple(u for _, u in local), on_bad_input))
+    source = local_source(files, on_bad_input)
+    if source is not None:
+        setattr(df, _ATTRIBUTE, source)
     return df
+
+
+def local_source(files: Sequence[str], on_bad_input: str = "error") -> TextSource | None:
+    """``files`` as a :class:`TextSource`, if they are all local files this module can read."""
+    local = local_files(files, refused_suffixes=_PLAIN_SUFFIXES_REFUSED)
+    if not local:
+        return None
+    return TextSource(tuple(p for p, _ in local), tuple(u for _, u in local), on_bad_input)
 
 
 def local_files(files: Sequence[str], refused_suffixes: tuple[str, ...] = ()) -> list[tuple[str, str]]:

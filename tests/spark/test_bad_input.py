@@ -16,7 +16,8 @@ import pytest
 from bpe_spark import TrainerConfig
 from bpe_spark.cli import main
 from bpe_spark.errors import BadInputError, ColumnError
-from bpe_spark.spark import encode_dataset, read_documents, train
+from bpe_spark.spark import encode_dataset, jsonl, read_documents, textsplits, train
+from bpe_spark.text import InputTally
 
 pytestmark = pytest.mark.spark
 
@@ -107,6 +108,42 @@ def test_a_bad_jsonl_record_is_named_by_file_and_line(spark, jsonl_path, split_b
     assert f"rows.jsonl, line {offset + 4} is a bad JSON Lines record" in message
     assert 'its "text" field is a number, not a string' in message and "\n" not in message
     assert message.endswith("choose the text field with text_col=, or pass on_bad_input='skip' to skip such records")
+
+
+@pytest.mark.parametrize("by_tasks", [True, False])  # the encoding tasks parse the lines / Spark's reader reads
+def test_encoding_names_a_bad_jsonl_record_by_file_and_line(spark, jsonl_path, tmp_path, by_tasks):
+    path, offset = jsonl_path
+    docs = read_documents(spark, str(path), input_format="jsonl")
+    assert jsonl.source_of(docs) is not None
+    if not by_tasks:
+        vars(docs).pop(jsonl._ATTRIBUTE)
+    tok = train(read_documents(spark, str(path), input_format="jsonl", on_bad_input="skip"), CFG)
+    with pytest.raises(BadInputError) as raised:
+        encode_dataset(docs, tok, str(tmp_path / "enc"))
+    message = str(raised.value)
+    assert f"rows.jsonl, line {offset + 4} is a bad JSON Lines record" in message and "\n" not in message
+    assert message.endswith("choose the text field with text_col=, or pass on_bad_input='skip' to skip such records")
+
+
+def test_a_split_read_by_a_task_names_its_lines_from_the_file_start(tmp_path):
+    """A split that starts inside a file (textsplits: it owns the lines starting at or after its
+    start) counts its lines from the file's start, whichever byte it starts at."""
+    lines = [json.dumps({"text": f"line {i}"}) for i in range(40)]
+    lines[25] = '{"text": false}'
+    path = tmp_path / "split.jsonl"
+    path.write_text("\n".join(lines) + "\n", encoding="utf-8")
+    data = path.read_bytes()
+    line_start = sum(len(line) + 1 for line in lines[:20])
+    source = textsplits.local_source([str(path)])
+    records = jsonl.JsonlSource(source, "text", "fix it")
+    for start in (line_start - 1, line_start, line_start + 1):  # 20 or 21 lines before its first
+        split = textsplits.Split(str(path), start, len(data), str(path))
+        with pytest.raises(BadInputError, match=r"split.jsonl, line 26 is a bad JSON Lines record: its \"text\" "
+                                                r"field is a boolean, not a string; fix it$"):
+            list(jsonl.SplitRecords(records, InputTally()).texts(split))
+    good = textsplits.Split(str(path), line_start, line_start + len(lines[20]), str(path))
+    reader = jsonl.SplitRecords(records, InputTally())
+    assert [array.to_pylist() for array in reader.texts(good)] == [["line 20"]]
 
 
 def test_skipped_records_and_null_documents_are_counted_never_trained_on(spark, jsonl_path, tmp_path):

@@ -17,6 +17,7 @@ from conftest import corpus_lines, encode_output_bytes
 from bpe_spark import TrainerConfig
 from bpe_spark import train as core_train
 from bpe_spark.spark import encode_dataset, read_documents, train
+from bpe_spark.spark import jsonl as jsonl_reader
 
 pytestmark = pytest.mark.spark
 PARTITIONS = (1, 2, 7, 64)
@@ -80,6 +81,13 @@ def test_readers_engines_and_file_order_give_the_same_merges(spark, files, expec
         assert tok.merges == expected.merges and tok.vocab == expected.vocab, name
 
 
+def spark_reader(docs):
+    """``docs`` without the mark that lets the encoding tasks read its JSON Lines files
+    themselves (:func:`bpe_spark.spark.jsonl.tag`): Spark's reader reads them."""
+    vars(docs).pop(jsonl_reader._ATTRIBUTE)
+    return docs
+
+
 def test_encoded_bytes_are_the_same_whatever_the_partitions_reader_and_file_order(spark, files, expected,
                                                                                   tmp_path):
     outputs = {}
@@ -92,6 +100,7 @@ def test_encoded_bytes_are_the_same_whatever_the_partitions_reader_and_file_orde
     encoded("text read by the tasks", read_documents(spark, files["text"]))
     encoded("text in reverse order", read_documents(spark, files["text"][::-1]))
     encoded("text through Spark's reader", read_documents(spark, files["text"]).select("text"))
+    encoded("jsonl read by the tasks", read_documents(spark, files["jsonl"][::-1], input_format="jsonl"))
     # JSON Lines through Spark's reader, in 1 (coalesced) to 64 partitions (small file splits)
     total = sum(Path(p).stat().st_size for p in files["jsonl"])
     seen = []
@@ -100,7 +109,7 @@ def test_encoded_bytes_are_the_same_whatever_the_partitions_reader_and_file_orde
             spark.conf.set("spark.sql.files.maxPartitionBytes", str(max(256, total // partitions + 1)))
             spark.conf.set("spark.sql.files.openCostInBytes", "0")
         try:
-            docs = read_documents(spark, files["jsonl"][::-1], input_format="jsonl")
+            docs = spark_reader(read_documents(spark, files["jsonl"][::-1], input_format="jsonl"))
             docs = docs.coalesce(1) if partitions == 1 else docs
             seen.append(docs.rdd.getNumPartitions())
             encoded(f"jsonl in {partitions} partitions", docs)
