@@ -304,7 +304,7 @@ def start_spark(
     args: argparse.Namespace,
     command: str,
     *,
-    light_input: tuple[Sequence[str], str, str] | None = None,
+    light_input: tuple | None = None,
     properties: Mapping[str, str] | None = None,
     shared_input: bool = False,
 ):
@@ -314,8 +314,9 @@ def start_spark(
     JVM or Spark warnings on stderr (``build_session(quiet=True)``; the failure itself is one line
     of :mod:`bpe_spark.cli.failures`).
 
-    ``light_input``: the ``(paths, input_format, document)`` of documents that the command's
-    Python tasks read and work on themselves; when they are local text files the JVM only
+    ``light_input``: the ``(paths, input_format, document[, tasks_read_jsonl])`` of documents that
+    the command's Python tasks read and work on themselves (``io.reads_local_text``); when they are
+    local text files (or JSON Lines the tasks read) the JVM only
     coordinates and starts light (``build_session(light_jvm=True)``); with ``shared_input``
     (``--shared-input``) a cluster's executors read them too and start light as well.
     """

@@ -129,8 +129,9 @@ def run(args: argparse.Namespace) -> int:
         raise ConfigError("--dtype applies to --output-format bin or datatrove (Parquet stores int32)")
     # whole files are big documents: fewer per Arrow batch keeps the Python workers' memory small
     properties = {"spark.sql.execution.arrow.maxRecordsPerBatch": "64"} if args.document == "file" else {}
-    # local text (which has no id columns) is read by the Python tasks: the JVM only coordinates
-    light_input = None if args.id_column else (args.input, args.input_format, args.document)
+    # local text, and local JSON Lines without id columns (a resume reads them through Spark), are
+    # read by the Python tasks: the JVM only coordinates
+    light_input = None if args.id_column else (args.input, args.input_format, args.document, not args.resume)
     spark = start_spark(args, NAME, light_input=light_input, properties=properties,
                         shared_input=bool(args.shared_input))
     from bpe_spark.spark import encode_dataset, read_documents

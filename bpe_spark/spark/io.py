@@ -77,15 +77,19 @@ def _load(what, paths: list[str]) -> DataFrame:
         raise
 
 
-def reads_local_text(paths: str | Sequence[str], input_format: str = "text", document: str = "line") -> bool:
+def reads_local_text(paths: str | Sequence[str], input_format: str = "text", document: str = "line",
+                     tasks_read_jsonl: bool = False) -> bool:
     """True when ``read_documents`` with these arguments reads local text files line by line,
     which the Python tasks then read themselves (``textsplits``) on a local master (or with
-    ``shared_input``): the JVM only coordinates.
+    ``shared_input``): the JVM only coordinates. ``tasks_read_jsonl``: the caller's tasks read
+    local JSON Lines themselves too (encoding with no kept columns: ``jsonl.tag``).
 
     >>> reads_local_text(["corpus/*.txt"]), reads_local_text("s3a://b/x.txt"), reads_local_text("x", "jsonl")
     (True, False, False)
+    >>> reads_local_text("x.jsonl", "jsonl", "line", True), reads_local_text("s3a://b/x.jsonl", "jsonl", "line", True)
+    (True, False)
     """
-    if input_format != "text" or document != "line":
+    if document != "line" or input_format not in (("text", "jsonl") if tasks_read_jsonl else ("text",)):
         return False
     return all(urlparse(str(p)).scheme in ("", "file") for p in _as_list(paths))
 

@@ -91,3 +91,7 @@ def test_reads_local_text():
     assert not reads_local_text(["a.txt", "hdfs://nn/b.txt"])
     assert not reads_local_text("a.jsonl", "jsonl")
     assert not reads_local_text("a.txt", "text", "file")
+    # JSON Lines that the encoding tasks read themselves (no id columns, no resume)
+    assert reads_local_text(["a.jsonl"], "jsonl", "line", True)
+    assert not reads_local_text(["hdfs://nn/a.jsonl"], "jsonl", "line", True)
+    assert not reads_local_text(["a.parquet"], "parquet", "line", True)
