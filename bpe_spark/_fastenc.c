@@ -22,14 +22,9 @@
 #include "_bpe_common.h"
 #include "_pretokenizer.h"
 #include "_bpe_merge.h"
+#include "_pretoken_cache.h"
 
 /* --- the encoder ---------------------------------------------------------------------------- */
-
-/* A cached pretoken: its ids are id_arena[ids_offset:ids_offset + ids_length]. */
-typedef struct {
-    BytesKey key;
-    uint32_t ids_offset, ids_length;
-} CacheEntry;
 
 /* A token of the vocabulary (its bytes) and its id, for the whole-pretoken lookup. */
 typedef struct {
@@ -50,13 +45,18 @@ typedef struct {
     /* vocab: the tokens' bytes -> id; with it a pretoken that is a token is that id (tiktoken's
      * rule, and ignore_merges); empty when not given */
     BytesTable vocab;
-    /* pretoken cache: CacheEntry entries, at most cache_limit of them */
-    BytesTable cache;
+    /* the pretoken cache (_pretoken_cache.h), at most cache_limit entries */
+    PretokenCache cache;
     size_t cache_limit;
     /* while encode_piece runs with a cache_cap: no new entry once the cache holds this many */
     size_t insert_limit;
-    int32_t *id_arena;
-    size_t id_used, id_cap;
+    /* the int objects of ids 0..n_id_objects - 1, made on first use (NULL until then): a list
+     * of ids holds references to them instead of a new int per id */
+    PyObject **id_objects;
+    size_t n_id_objects;
+    /* the output of encode() between calls (its memory kept) */
+    int32_t *line_ids;
+    size_t line_cap;
 } Encoder;
 
 static int check_initialized(const Encoder *e) {
@@ -67,10 +67,6 @@ static int check_initialized(const Encoder *e) {
 
 /* --- the pretoken cache ----------------------------------------------------------------------- */
 
-static void cache_clear(Encoder *e) {
-    bytes_clear(&e->cache);
-    e->id_used = 0;
-}
 
 /* The ids of one pretoken (its UTF-8 bytes), from the cache or by BPE; NULL with an error set.
  * A failure leaves the cache as it was. */
@@ -95,17 +91,16 @@ static const int32_t *pretoken_ids(Encoder *e, const uint8_t *p, size_t len, siz
         }
         return m->work;
     }
-    uint64_t h = hash_bytes(p, len);
-    const CacheEntry *hit = (const CacheEntry *)bytes_find(&e->cache, p, len, h);
-    if (hit != NULL) {
-        *count = hit->ids_length;
-        return e->id_arena + hit->ids_offset;
-    }
+    CacheKey key;
+    cache_key(&key, p, len);
+    const int32_t *hit = cache_find(&e->cache, &key, p, len, count);
+    if (hit != NULL) return hit;
     /* a miss: the token it is (whole), or BPE; then remember it (starting over when the cache
      * is full) */
     MergeEngine *m = &e->bpe;
     size_t n = 0;
-    const VocabEntry *token = e->whole ? (const VocabEntry *)bytes_find(&e->vocab, p, len, h) : NULL;
+    const VocabEntry *token = NULL;
+    if (e->whole) token = (const VocabEntry *)bytes_find(&e->vocab, p, len, len <= SHORT_KEY ? hash_bytes(p, len) : key.hash);
     if (reserve_work(m, token != NULL ? 1 : len) < 0) return NULL;
     if (token != NULL) {
         m->work[0] = token->id;
@@ -129,19 +124,10 @@ static const int32_t *pretoken_ids(Encoder *e, const uint8_t *p, size_t len, siz
         n = bpe_in_place(m, len);
     }
     *count = n;
-    if (n > UINT32_MAX) return m->work; /* too long to cache */
+    if (n > UINT32_MAX || len > UINT32_MAX) return m->work; /* too long to cache */
     if (e->cache.n_entries >= e->insert_limit) return m->work; /* capped: a memo, not remembered */
-    if (e->cache.n_entries >= e->cache_limit || e->id_used + (size_t)n > UINT32_MAX) cache_clear(e);
-    int32_t *ids = grow_array(e->id_arena, &e->id_cap, e->id_used, (size_t)n, sizeof(int32_t), (size_t)1 << 16);
-    if (ids == NULL) return NULL;
-    e->id_arena = ids;
-    CacheEntry *entry = (CacheEntry *)bytes_add(&e->cache, p, len, h);
-    if (entry == NULL) return NULL;
-    entry->ids_offset = (uint32_t)e->id_used;
-    entry->ids_length = (uint32_t)n;
-    memcpy(e->id_arena + e->id_used, m->work, n * sizeof(int32_t));
-    e->id_used += (size_t)n;
-    return e->id_arena + entry->ids_offset;
+    if (e->cache.n_entries >= e->cache_limit || !cache_room(&e->cache, len, n)) cache_clear(&e->cache);
+    return cache_add(&e->cache, &key, p, len, m->work, n);
 }
 
 /* --- growable int32 output ------------------------------------------------------------------- */
@@ -206,11 +192,25 @@ static int encode_text(Encoder *e, PyObject *text, IdBuffer *out) {
     return status;
 }
 
-static PyObject *ids_to_list(const int32_t *ids, size_t n) {
+/* The int object of an id (a new reference): from the encoder's table for the ids it can make
+ * (made once, then shared), a new one for any other (ids given to bpe(), ids past the table). */
+static inline PyObject *id_object(Encoder *e, int32_t id) {
+    if ((uint32_t)id >= e->n_id_objects) return PyLong_FromLong(id);
+    PyObject *object = e->id_objects[id];
+    if (object == NULL) {
+        object = PyLong_FromLong(id);
+        if (object == NULL) return NULL;
+        e->id_objects[id] = object;
+    }
+    Py_INCREF(object);
+    return object;
+}
+
+static PyObject *ids_to_list(Encoder *e, const int32_t *ids, size_t n) {
     PyObject *list = PyList_New((Py_ssize_t)n);
     if (list == NULL) return NULL;
     for (size_t j = 0; j < n; j++) {
-        PyObject *id = PyLong_FromLong(ids[j]);
+        PyObject *id = id_object(e, ids[j]);
         if (id == NULL) {
             Py_DECREF(list);
             return NULL;
@@ -218,6 +218,26 @@ static PyObject *ids_to_list(const int32_t *ids, size_t n) {
         PyList_SET_ITEM(list, (Py_ssize_t)j, id);
     }
     return list;
+}
+
+/* The table of id objects for ids 0..max_id (at most ID_OBJECTS ids: past them each id gets a
+ * new int); -1 with MemoryError set. */
+#define ID_OBJECTS ((size_t)1 << 22)
+
+static int new_id_objects(Encoder *e, int64_t max_id) {
+    size_t n = max_id < 0 ? 0 : (size_t)max_id + 1;
+    if (n > ID_OBJECTS) n = ID_OBJECTS;
+    e->id_objects = n ? bpe_calloc_array(n, sizeof(PyObject *)) : NULL;
+    if (n && e->id_objects == NULL) return -1;
+    e->n_id_objects = n;
+    return 0;
+}
+
+static void free_id_objects(Encoder *e) {
+    for (size_t x = 0; x < e->n_id_objects; x++) Py_XDECREF(e->id_objects[x]);
+    PyMem_Free(e->id_objects);
+    e->id_objects = NULL;
+    e->n_id_objects = 0;
 }
 
 static int check_pattern(Encoder *e) {
@@ -238,8 +258,9 @@ static int check_pattern(Encoder *e) {
 static void Encoder_dealloc(Encoder *e) {
     engine_free(&e->bpe);
     bytes_free(&e->vocab);
-    bytes_free(&e->cache);
-    PyMem_Free(e->id_arena);
+    cache_free(&e->cache);
+    free_id_objects(e);
+    PyMem_Free(e->line_ids);
     Py_TYPE(e)->tp_free((PyObject *)e);
 }
 
@@ -346,6 +367,20 @@ static int pair_merges(Encoder *e, PyObject *merges_obj) {
     return 0;
 }
 
+/* The largest id the encoder can give: a byte's, a token's, a merge's new id (-1 if none). */
+static int64_t largest_id(const Encoder *e) {
+    int64_t top = -1;
+    for (int b = 0; e->has_bytes && b < 256; b++) top = e->byte_ids[b] > top ? e->byte_ids[b] : top;
+    for (size_t x = 0; x < e->vocab.n_entries; x++) {
+        int32_t id = ((const VocabEntry *)bytes_entry(&e->vocab, x))->id;
+        top = id > top ? id : top;
+    }
+    for (size_t i = 0; i < e->bpe.slots; i++) {
+        if (e->bpe.table[i].key != EMPTY_KEY && e->bpe.table[i].new_id > top) top = e->bpe.table[i].new_id;
+    }
+    return top;
+}
+
 /* Encoder(merges, byte_ids=None, pattern=None, cache_limit=1000000, vocab=None, ranks=False,
  *         whole=False, chars=False)
  * merges: (left, right, new_id) in rank order. vocab: (token bytes, id) pairs. whole: a pretoken
@@ -367,9 +402,9 @@ static int Encoder_init(Encoder *e, PyObject *args, PyObject *kwds) {
         return -1;
     engine_free(&e->bpe);
     bytes_free(&e->vocab);
+    free_id_objects(e);
     e->cache_limit = cache_limit < 1 ? 1 : (cache_limit > INT32_MAX - 2 ? INT32_MAX - 2 : (size_t)cache_limit);
     e->insert_limit = SIZE_MAX;
-    e->cache.entry_size = sizeof(CacheEntry);
     e->cache.min_slots = 4096;
     e->vocab.entry_size = sizeof(VocabEntry);
     e->vocab.min_slots = 4096;
@@ -404,6 +439,7 @@ static int Encoder_init(Encoder *e, PyObject *args, PyObject *kwds) {
     } else if (pair_merges(e, merges_obj) < 0) {
         return -1;
     }
+    if (new_id_objects(e, largest_id(e)) < 0) return -1;
     e->initialized = 1;
     return 0;
 }
@@ -431,7 +467,7 @@ static PyObject *Encoder_bpe(Encoder *e, PyObject *arg) {
         e->bpe.work[i] = (int32_t)id;
     }
     Py_DECREF(seq);
-    return ids_to_list(e->bpe.work, bpe_in_place(&e->bpe, (size_t)n));
+    return ids_to_list(e, e->bpe.work, bpe_in_place(&e->bpe, (size_t)n));
 }
 
 static PyObject *Encoder_split(Encoder *e, PyObject *text) {
@@ -453,17 +489,35 @@ static PyObject *Encoder_split(Encoder *e, PyObject *text) {
     return out;
 }
 
-/* The ids of out as a list (status 0), or NULL (status -1, an error set); frees out. */
-static PyObject *finish_list(int status, IdBuffer *out) {
-    PyObject *list = status < 0 ? NULL : ids_to_list(out->data, out->n);
-    PyMem_Free(out->data);
+/* encode() and encode_pretokens() write into the encoder's kept buffer (no allocation per call),
+ * taken out of the encoder while in use: a call made meanwhile (a finalizer run by the garbage
+ * collector while the list is built) gets a buffer of its own. A buffer grown past LINE_KEEP ids
+ * is not kept. */
+#define LINE_KEEP ((size_t)1 << 16)
+
+static IdBuffer take_line_buffer(Encoder *e) {
+    IdBuffer out = {e->line_ids, 0, e->line_cap};
+    e->line_ids = NULL;
+    e->line_cap = 0;
+    return out;
+}
+
+/* The ids of out as a list (status 0), or NULL (status -1, an error set); gives the buffer back. */
+static PyObject *finish_list(Encoder *e, int status, IdBuffer *out) {
+    PyObject *list = status < 0 ? NULL : ids_to_list(e, out->data, out->n);
+    if (e->line_ids == NULL && out->cap <= LINE_KEEP) {
+        e->line_ids = out->data;
+        e->line_cap = out->cap;
+    } else {
+        PyMem_Free(out->data);
+    }
     return list;
 }
 
 static PyObject *Encoder_encode(Encoder *e, PyObject *text) {
     if (check_pattern(e) < 0) return NULL;
-    IdBuffer out = {NULL, 0, 0};
-    return finish_list(encode_text(e, text, &out), &out);
+    IdBuffer out = take_line_buffer(e);
+    return finish_list(e, encode_text(e, text, &out), &out);
 }
 
 /* The ids of every text one after the other and each text's count: (ids: bytes of int32,
@@ -549,8 +603,8 @@ static int check_bytes(const Encoder *e) {
 /* encode_pretokens(pretokens) -> ids: the ids of pretokens split in Python (cached). */
 static PyObject *Encoder_encode_pretokens(Encoder *e, PyObject *pretokens) {
     if (check_bytes(e) < 0) return NULL;
-    IdBuffer out = {NULL, 0, 0};
-    return finish_list(encode_pretoken_list(e, pretokens, &out), &out);
+    IdBuffer out = take_line_buffer(e);
+    return finish_list(e, encode_pretoken_list(e, pretokens, &out), &out);
 }
 
 /* encode_split(texts) -> (ids: bytes of int32, lengths: bytes of int64): each text given as its
@@ -604,7 +658,7 @@ static PyObject *Encoder_cache_size(Encoder *e, PyObject *Py_UNUSED(ignored)) {
 }
 
 static PyObject *Encoder_clear_cache(Encoder *e, PyObject *Py_UNUSED(ignored)) {
-    cache_clear(e);
+    cache_clear(&e->cache);
     Py_RETURN_NONE;
 }
 
@@ -886,7 +940,7 @@ PyMODINIT_FUNC PyInit__fastenc(void) {
     PyObject *m = PyModule_Create(&fastenc_module);
     if (m == NULL) return NULL;
     /* bpe_spark/_compiled.py checks this: a stale build (older source) is not used */
-    if (PyModule_AddIntConstant(m, "API_VERSION", 5) < 0) {
+    if (PyModule_AddIntConstant(m, "API_VERSION", 6) < 0) {
         Py_DECREF(m);
         return NULL;
     }
