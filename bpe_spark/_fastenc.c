@@ -47,6 +47,8 @@ typedef struct {
     BytesTable vocab;
     /* the pretoken cache (_pretoken_cache.h), at most cache_limit entries */
     PretokenCache cache;
+    /* with whole: every token of vocab, its bytes -> its id, in a table laid out as the cache */
+    PretokenCache tokens;
     size_t cache_limit;
     /* while encode_piece runs with a cache_cap: no new entry once the cache holds this many */
     size_t insert_limit;
@@ -68,12 +70,17 @@ static int check_initialized(const Encoder *e) {
 /* --- the pretoken cache ----------------------------------------------------------------------- */
 
 
-/* The ids of one pretoken (its UTF-8 bytes), from the cache or by BPE; NULL with an error set.
- * A failure leaves the cache as it was. */
-static const int32_t *pretoken_ids(Encoder *e, const uint8_t *p, size_t len, size_t *count) {
-    /* one byte is its id, two bytes at most one merge: cheaper than the cache (but with
-     * ignore_merges two bytes may be a token that no merge makes) */
-    if (len == 1 && e->has_bytes) {
+/* Whether the ids of a pretoken of len bytes come from the cache: one byte is its id, two bytes
+ * at most one merge, cheaper than the cache (but with ignore_merges two bytes may be a token
+ * that no merge makes). */
+static inline int uses_cache(const Encoder *e, size_t len) {
+    if (len == 0) return 0;
+    return !e->has_bytes || len > 2 || (len == 2 && e->whole && !e->ranks);
+}
+
+/* The ids of a pretoken that uses no cache (uses_cache is false). */
+static const int32_t *short_pretoken_ids(Encoder *e, const uint8_t *p, size_t len, size_t *count) {
+    if (len == 1) {
         *count = 1;
         return e->byte_ids + p[0];
     }
@@ -91,21 +98,25 @@ static const int32_t *pretoken_ids(Encoder *e, const uint8_t *p, size_t len, siz
         }
         return m->work;
     }
-    CacheKey key;
-    cache_key(&key, p, len);
-    const int32_t *hit = cache_find(&e->cache, &key, p, len, count);
-    if (hit != NULL) return hit;
-    /* a miss: the token it is (whole), or BPE; then remember it (starting over when the cache
-     * is full) */
+    *count = 0; /* no pretoken has 0 bytes */
+    return e->byte_ids;
+}
+
+/* The ids of one pretoken (its UTF-8 bytes, its key), from the cache or by BPE; NULL with an
+ * error set. A failure leaves the cache as it was. */
+static const int32_t *cached_pretoken_ids(Encoder *e, const uint8_t *p, size_t len, const CacheKey *keyp,
+                                          size_t *count) {
+    const CacheKey key = *keyp;
+    const int32_t *hit;
+    /* a pretoken that is a token is that id (whole): the tokens are a cache that never starts
+     * over, looked up first (most pretokens of a text are tokens) */
+    if (e->whole && (hit = cache_find(&e->tokens, &key, p, len, count)) != NULL) return hit;
+    if ((hit = cache_find(&e->cache, &key, p, len, count)) != NULL) return hit;
+    /* a miss: BPE, then remember it (starting over when the cache is full) */
     MergeEngine *m = &e->bpe;
     size_t n = 0;
-    const VocabEntry *token = NULL;
-    if (e->whole) token = (const VocabEntry *)bytes_find(&e->vocab, p, len, len <= SHORT_KEY ? hash_bytes(p, len) : key.hash);
-    if (reserve_work(m, token != NULL ? 1 : len) < 0) return NULL;
-    if (token != NULL) {
-        m->work[0] = token->id;
-        n = 1;
-    } else if (e->chars) {
+    if (reserve_work(m, len) < 0) return NULL;
+    if (e->chars) {
         for (size_t j = 0; j < len;) {
             size_t width = p[j] < 0x80 ? 1 : p[j] < 0xe0 ? 2 : p[j] < 0xf0 ? 3 : 4;
             if (width > len - j) width = len - j;
@@ -130,18 +141,45 @@ static const int32_t *pretoken_ids(Encoder *e, const uint8_t *p, size_t len, siz
     return cache_add(&e->cache, &key, p, len, m->work, n);
 }
 
+static const int32_t *pretoken_ids(Encoder *e, const uint8_t *p, size_t len, size_t *count) {
+    if (!uses_cache(e, len)) return short_pretoken_ids(e, p, len, count);
+    CacheKey key;
+    cache_key(&key, p, len);
+    return cached_pretoken_ids(e, p, len, &key, count);
+}
+
 /* --- growable int32 output ------------------------------------------------------------------- */
 
+/* The ids in data[0:n), room for cap; data is the memory of the bytes object `bytes` when that
+ * is not NULL (encode_many's result, written in place and cut to size at the end: no copy),
+ * else a PyMem block. */
 typedef struct {
     int32_t *data;
     size_t n, cap;
+    PyObject *bytes;
 } IdBuffer;
 
-static int ids_append(IdBuffer *b, const int32_t *ids, size_t count) {
-    int32_t *d = grow_array(b->data, &b->cap, b->n, count, sizeof(int32_t), 1024);
-    if (d == NULL) return -1;
-    b->data = d;
-    memcpy(b->data + b->n, ids, count * sizeof(int32_t));
+static int ids_grow(IdBuffer *b, size_t count) {
+    if (b->bytes == NULL) {
+        int32_t *d = grow_array(b->data, &b->cap, b->n, count, sizeof(int32_t), 1024);
+        if (d == NULL) return -1;
+        b->data = d;
+        return 0;
+    }
+    size_t need, cap;
+    if (size_add_overflow(b->n, count, &need) || (cap = grown_capacity(b->cap, need, 1024)) == 0 ||
+        cap > (size_t)PY_SSIZE_T_MAX / sizeof(int32_t))
+        return PyErr_NoMemory(), -1;
+    if (_PyBytes_Resize(&b->bytes, (Py_ssize_t)(cap * sizeof(int32_t))) < 0) return -1; /* b->bytes is NULL */
+    b->data = (int32_t *)PyBytes_AS_STRING(b->bytes);
+    b->cap = cap;
+    return 0;
+}
+
+static inline int ids_append(IdBuffer *b, const int32_t *ids, size_t count) {
+    if ((b->cap - b->n < count || b->data == NULL) && ids_grow(b, count) < 0) return -1;
+    if (count == 1) b->data[b->n] = ids[0];
+    else memcpy(b->data + b->n, ids, count * sizeof(int32_t));
     b->n += count;
     return 0;
 }
@@ -259,6 +297,7 @@ static void Encoder_dealloc(Encoder *e) {
     engine_free(&e->bpe);
     bytes_free(&e->vocab);
     cache_free(&e->cache);
+    cache_free(&e->tokens);
     free_id_objects(e);
     PyMem_Free(e->line_ids);
     Py_TYPE(e)->tp_free((PyObject *)e);
@@ -367,6 +406,22 @@ static int pair_merges(Encoder *e, PyObject *merges_obj) {
     return 0;
 }
 
+/* Every token of vocab into e->tokens (the whole-pretoken lookup); -1 with an error set. */
+static int fill_tokens(Encoder *e) {
+    for (size_t x = 0; x < e->vocab.n_entries; x++) {
+        const VocabEntry *token = (const VocabEntry *)bytes_entry(&e->vocab, x);
+        const uint8_t *p = e->vocab.arena + token->key.key_offset;
+        size_t len = token->key.key_length, count;
+        if (len == 0 || len > UINT32_MAX) continue; /* no pretoken is empty */
+        if (!cache_room(&e->tokens, len, 1)) return PyErr_NoMemory(), -1;
+        CacheKey key;
+        cache_key(&key, p, len);
+        if (cache_find(&e->tokens, &key, p, len, &count) == NULL && cache_add(&e->tokens, &key, p, len, &token->id, 1) == NULL)
+            return -1;
+    }
+    return 0;
+}
+
 /* The largest id the encoder can give: a byte's, a token's, a merge's new id (-1 if none). */
 static int64_t largest_id(const Encoder *e) {
     int64_t top = -1;
@@ -402,10 +457,12 @@ static int Encoder_init(Encoder *e, PyObject *args, PyObject *kwds) {
         return -1;
     engine_free(&e->bpe);
     bytes_free(&e->vocab);
+    cache_free(&e->tokens);
     free_id_objects(e);
     e->cache_limit = cache_limit < 1 ? 1 : (cache_limit > INT32_MAX - 2 ? INT32_MAX - 2 : (size_t)cache_limit);
     e->insert_limit = SIZE_MAX;
     e->cache.min_slots = 4096;
+    e->tokens.min_slots = 4096;
     e->vocab.entry_size = sizeof(VocabEntry);
     e->vocab.min_slots = 4096;
     if (pattern == Py_None) {
@@ -439,6 +496,7 @@ static int Encoder_init(Encoder *e, PyObject *args, PyObject *kwds) {
     } else if (pair_merges(e, merges_obj) < 0) {
         return -1;
     }
+    if (e->whole && fill_tokens(e) < 0) return -1;
     if (new_id_objects(e, largest_id(e)) < 0) return -1;
     e->initialized = 1;
     return 0;
@@ -496,7 +554,7 @@ static PyObject *Encoder_split(Encoder *e, PyObject *text) {
 #define LINE_KEEP ((size_t)1 << 16)
 
 static IdBuffer take_line_buffer(Encoder *e) {
-    IdBuffer out = {e->line_ids, 0, e->line_cap};
+    IdBuffer out = {e->line_ids, 0, e->line_cap, NULL};
     e->line_ids = NULL;
     e->line_cap = 0;
     return out;
@@ -530,8 +588,20 @@ static PyObject *encode_each(Encoder *e, PyObject *texts_obj, int presplit) {
     if (texts == NULL) return NULL;
     Py_ssize_t m = PySequence_Fast_GET_SIZE(texts);
     PyObject *lengths = PyBytes_FromStringAndSize(NULL, m * (Py_ssize_t)sizeof(int64_t));
-    IdBuffer out = {NULL, 0, 0};
+    IdBuffer out = {NULL, 0, 0, NULL};
     if (lengths == NULL) goto fail;
+    /* room for about as many ids as a text of that many code points gives (more are made room
+     * for as they come), in the bytes object returned */
+    size_t guess = 1024;
+    for (Py_ssize_t t = 0; t < m && !presplit; t++) {
+        PyObject *text = PySequence_Fast_GET_ITEM(texts, t);
+        if (PyUnicode_Check(text)) guess += (size_t)PyUnicode_GET_LENGTH(text) / 3;
+    }
+    if (guess > (size_t)PY_SSIZE_T_MAX / sizeof(int32_t)) guess = 1024;
+    out.bytes = PyBytes_FromStringAndSize(NULL, (Py_ssize_t)(guess * sizeof(int32_t)));
+    if (out.bytes == NULL) goto fail;
+    out.data = (int32_t *)PyBytes_AS_STRING(out.bytes);
+    out.cap = guess;
     int64_t *length_of = (int64_t *)PyBytes_AS_STRING(lengths);
     for (Py_ssize_t t = 0; t < m; t++) {
         PyObject *text = PySequence_Fast_GET_ITEM(texts, t);
@@ -549,16 +619,19 @@ static PyObject *encode_each(Encoder *e, PyObject *texts_obj, int presplit) {
         length_of[t] = (int64_t)(out.n - before);
     }
     Py_DECREF(texts);
-    PyObject *ids = PyBytes_FromStringAndSize((const char *)out.data, (Py_ssize_t)(out.n * sizeof(int32_t)));
-    PyMem_Free(out.data);
-    PyObject *result = ids ? PyTuple_Pack(2, ids, lengths) : NULL;
-    Py_XDECREF(ids);
+    PyObject *ids = out.bytes;
+    if (_PyBytes_Resize(&ids, (Py_ssize_t)(out.n * sizeof(int32_t))) < 0) {
+        Py_DECREF(lengths);
+        return NULL;
+    }
+    PyObject *result = PyTuple_Pack(2, ids, lengths);
+    Py_DECREF(ids);
     Py_DECREF(lengths);
     return result;
 fail:
     Py_DECREF(texts);
     Py_XDECREF(lengths);
-    PyMem_Free(out.data);
+    Py_XDECREF(out.bytes);
     return NULL;
 }
 
