@@ -42,8 +42,8 @@ typedef struct {
     int chars; /* the first symbols are the pretoken's characters, looked up in vocab */
     int32_t byte_ids[256];
     MergeEngine bpe;
-    /* vocab: the tokens' bytes -> id; with it a pretoken that is a token is that id (tiktoken's
-     * rule, and ignore_merges); empty when not given */
+    /* vocab: the tokens' bytes -> id, while the encoder is made (the merge table of the rank
+     * rule, the tokens), and kept for chars (a pretoken's characters are looked up in it) */
     BytesTable vocab;
     /* the pretoken cache (_pretoken_cache.h), at most cache_limit entries */
     PretokenCache cache;
@@ -498,6 +498,7 @@ static int Encoder_init(Encoder *e, PyObject *args, PyObject *kwds) {
     }
     if (e->whole && fill_tokens(e) < 0) return -1;
     if (new_id_objects(e, largest_id(e)) < 0) return -1;
+    if (!e->chars) bytes_free(&e->vocab); /* built into the merge table and the tokens: no longer read */
     e->initialized = 1;
     return 0;
 }

@@ -1,7 +1,8 @@
 """The compiled encoder's pretoken cache (bpe_spark/_pretoken_cache.h) and its int objects
 (_fastenc.c): keys held in their slot (up to 16 bytes) or in the arena, ids in the slot (up to
 two) or in the arena, a cache that starts over when full, ids past the table of shared int
-objects, an encoder with no byte ids, and a call made while a list of ids is being built. Each
+objects, an encoder with no byte ids, a call made while a list of ids is being built, and a rank
+model's tokens table with special tokens. Each
 case is checked against an encoder that caches nothing (cache_limit=1) and the pure-Python
 ``bpe_merge``."""
 
@@ -119,3 +120,31 @@ def test_a_call_made_while_the_list_is_built_gets_its_own_buffer():
         gc.callbacks.remove(callback)
     assert inner and all(ids == expected for ids in inner)
     assert all(ids == expected for ids in outer)
+
+
+def test_special_tokens_and_whole_tokens_of_a_rank_model(monkeypatch):
+    # tiktoken's rule: a pretoken that is a token comes from the tokens table, looked up before
+    # the cache; special tokens are cut out first and keep their ids, their text ordinary otherwise
+    from test_encoder_equivalence import _python_twin
+
+    from bpe_spark import Tokenizer
+
+    vocab = {b: bytes([b]) for b in range(256)}
+    for token in (b"ab", b"abc", b" ab", b" abc", b"cd", b"abcd", b"<|", b"|>", b"abcdabcdabcdabcdab"):
+        vocab[len(vocab)] = token
+    tok = Tokenizer(scheme="byte", vocab=vocab, pattern="gpt2", merge_rule="ranks",
+                    special_tokens={"<|end|>": 400, "abc": 401})
+    python = _python_twin(tok, monkeypatch)
+    texts = ["abc abcd<|end|> abc", "<|end|><|end|>abcdabcdabcdabcdab abcdabcdabcdabcdabc", " abc\u00e9abc ", ""]
+    for text in texts:
+        for allowed in ("all", {"<|end|>"}, set()):
+            expected = python.encode(text, allowed_special=allowed, disallowed_special=())
+            assert tok.encode(text, allowed_special=allowed, disallowed_special=()) == expected, (text, allowed)
+        assert tok.encode_ordinary(text) == python.encode_ordinary(text)
+    assert tok.encode("abc<|end|>", allowed_special="all") == [401, 400]
+    assert tok.encode_ordinary("abc abc") == [vocab_id(vocab, b"abc"), vocab_id(vocab, b" abc")]
+    assert tok.encode_ordinary("abcdabcdabcdabcdab") == [vocab_id(vocab, b"abcdabcdabcdabcdab")]  # a long key
+
+
+def vocab_id(vocab: dict[int, bytes], token: bytes) -> int:
+    return next(i for i, value in vocab.items() if value == token)
