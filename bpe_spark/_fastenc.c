@@ -205,6 +205,7 @@ static const uint8_t *text_bytes(PyObject *text, size_t *n, PyObject **holder) {
 
 /* Encode one text (already normalized) into out. */
 #define TEXT_NEW_ENTRIES ((size_t)1 << 14)
+#define GROUP 16
 
 static int encode_text(Encoder *e, PyObject *text, IdBuffer *out) {
     Py_ssize_t length;
@@ -216,15 +217,33 @@ static int encode_text(Encoder *e, PyObject *text, IdBuffer *out) {
      * does not grow the cache out of the processor's caches (a miss costs what BPE costs) */
     if (e->cache.n_entries + TEXT_NEW_ENTRIES < saved) e->insert_limit = e->cache.n_entries + TEXT_NEW_ENTRIES;
     int status = 0;
-    while (i < n) {
-        size_t end = next_pretoken(e->pattern, s, n, i);
-        size_t count;
-        const int32_t *ids = pretoken_ids(e, s + i, end - i, &count);
-        if (ids == NULL || ids_append(out, ids, count) < 0) {
-            status = -1;
-            break;
+    /* in groups: split GROUP pretokens and ask for their table slots, then look them up, so
+     * that the slots not in the processor's caches are fetched together, not one by one */
+    size_t starts[GROUP + 1];
+    CacheKey keys[GROUP];
+    while (i < n && status == 0) {
+        size_t k = 0;
+        for (; k < GROUP && i < n; k++) {
+            size_t end = next_pretoken(e->pattern, s, n, i);
+            starts[k] = i;
+            if (uses_cache(e, end - i)) {
+                cache_key(keys + k, s + i, end - i);
+                if (e->whole) prefetch_slot(&e->tokens, keys[k].hash);
+                prefetch_slot(&e->cache, keys[k].hash);
+            }
+            i = end;
         }
-        i = end;
+        starts[k] = i;
+        for (size_t j = 0; j < k; j++) {
+            size_t len = starts[j + 1] - starts[j], count;
+            const uint8_t *p = s + starts[j];
+            const int32_t *ids = uses_cache(e, len) ? cached_pretoken_ids(e, p, len, keys + j, &count)
+                                                    : short_pretoken_ids(e, p, len, &count);
+            if (ids == NULL || ids_append(out, ids, count) < 0) {
+                status = -1;
+                break;
+            }
+        }
     }
     e->insert_limit = saved;
     return status;

@@ -107,6 +107,11 @@ static inline const int32_t *cache_find(const PretokenCache *c, const CacheKey *
     }
 }
 
+/* Ask for the slot a lookup of this hash starts from (a hint: the table may change before). */
+static inline void prefetch_slot(const PretokenCache *c, uint64_t hash) {
+    if (c->n_slots) __builtin_prefetch(c->slots + ((size_t)hash & (c->n_slots - 1)));
+}
+
 static inline CacheSlot *cache_empty_slot(CacheSlot *slots, size_t n_slots, uint64_t hash) {
     size_t mask = n_slots - 1, i = (size_t)hash & mask;
     while (slots[i].length != 0) i = (i + 1) & mask;
