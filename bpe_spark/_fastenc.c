@@ -9,9 +9,12 @@
  *   pretoken that is a token is that id, then the pair whose concatenation ranks lowest).
  * - Pretokens come from the compiled presets, or as str from Python (a custom pattern split by
  *   `regex`: encode_pretokens / encode_split).
- * - A cache maps each distinct pretoken (its UTF-8 bytes) to its ids; it starts over when full,
- *   one text adds at most TEXT_NEW_ENTRIES to it, and encode_piece can stop its growth for one
- *   long document (cache_cap). Pretokens of one or two bytes skip it (computing is cheaper).
+ * - A cache (_pretoken_cache.h) maps each distinct pretoken (its UTF-8 bytes) to its ids; it
+ *   starts over when full, one text adds at most TEXT_NEW_ENTRIES to it, and encode_piece can
+ *   stop its growth for one long document (cache_cap). Pretokens of one or two bytes skip it
+ *   (computing is cheaper). With the whole-pretoken rule the tokens are a second such table,
+ *   looked up first. A text's pretokens are looked up in groups (GROUP), their slots asked for
+ *   first. Lists of ids share one int object per id (id_objects).
  * - PretokenCounter counts the pretokens of texts with the same pretokenizer.
  *
  * Text comes in as str, so its UTF-8 is well formed; the decoder still never reads past the end
