@@ -15,8 +15,9 @@
  * the bucket's next wins, so the order is exact either way. A bucket whose positions came out
  * of order is radix sorted when taken. From SORTED_FIRST symbols the first pairs are counting
  * sorted by rank instead of listed (read in order, their nodes prefetched: a list of one rank
- * chased through a pretoken of a million symbols missed the processor's caches at every step). For a well-formed model the time is linear in the length
- * (plus one pass over a bitmap of the ranks; the heap's pairs add their log), with no allocation
+ * chased through a pretoken of a million symbols missed the processor's caches at every step).
+ * For a well-formed model the time is linear in the length (plus one pass over a bitmap of the
+ * ranks, two for the sorted first pairs; the heap's pairs add their log), with no allocation
  * once a pretoken starts. tests/test_compiled_ranks.py proves it equal to bpe_merge.
  */
 #ifndef BPE_SPARK_MERGE_H
