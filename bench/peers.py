@@ -15,8 +15,9 @@ the peers in alternating order (the list, then the list reversed, ...), medians 
   fails its row (the note names the first line that differs).
 - W1: CPU time of pathological pretokens (one character repeated, spaces, digits, random
   non-space text) from 10k to 1M characters, for every model (GPT-2, cl100k, o200k, one we
-  trained), ours in process through the public API; the growth exponent is the slope of
-  log(time) over log(length) (least squares); target <= 1.15. Peers beside, for reference.
+  trained), ours in process through the public API; at each length the best of at least three
+  timed runs after an untimed one; the growth exponent is the slope of log(time) over log(length)
+  (least squares); target <= 1.15. Peers beside, for reference.
 
 A peer that is not installed, cannot load a model or crashes is a row that says so.
 """

@@ -13,8 +13,11 @@
  * rank than its own, which go to their bucket; a pair of a rank not above the current one (a
  * model that is not well formed) goes to a binary heap, and the smaller of the heap's top and
  * the bucket's next wins, so the order is exact either way. A bucket whose positions came out
- * of order is radix sorted when taken. For a well-formed model the time is linear in the length
- * (plus one pass over a bitmap of the ranks; the heap's pairs add their log), with no allocation
+ * of order is radix sorted when taken. From SORTED_FIRST symbols the first pairs are counting
+ * sorted by rank instead of listed (read in order, their nodes prefetched: a list of one rank
+ * chased through a pretoken of a million symbols missed the processor's caches at every step).
+ * For a well-formed model the time is linear in the length (plus one pass over a bitmap of the
+ * ranks, two for the sorted first pairs; the heap's pairs add their log), with no allocation
  * once a pretoken starts. tests/test_compiled_ranks.py proves it equal to bpe_merge.
  */
 #ifndef BPE_SPARK_MERGE_H
@@ -26,6 +29,8 @@
 #define NO_RANK INT32_MAX
 #define SHORT_PRETOKEN 64
 #define MAX_BUCKETS ((size_t)1 << 24) /* ranks above this: the heap alone */
+#define SORTED_FIRST 2048 /* from this many symbols, the first pairs are counting sorted by rank */
+#define PREFETCH_AHEAD 8
 
 typedef struct {
     int32_t rank, position;
@@ -62,15 +67,17 @@ typedef struct {
     size_t n_buckets;
     Entry *entries;
     int32_t *batch, *sort_tmp;
+    /* a very long pretoken's first pairs, counting sorted by rank (their positions in increasing
+     * order within a rank), and per rank the end of its run there (0 when not in use) */
+    int32_t *first, *first_end;
     Node *nodes;
     HeapItem *heap;
     size_t entry_cap, node_cap;
 } MergeEngine;
 
 static void engine_free(MergeEngine *m) {
-    void *arrays[] = {m->table,    m->work,     m->rank_of,
-                      m->head,     m->tail,      m->nonempty,   m->unsorted, m->entries,
-                      m->sort_tmp, m->batch,    m->nodes,    m->heap};
+    void *arrays[] = {m->table,    m->work,     m->rank_of,  m->head,  m->tail,  m->nonempty, m->unsorted,
+                      m->entries,  m->sort_tmp, m->batch,    m->first, m->first_end, m->nodes,  m->heap};
     for (size_t k = 0; k < sizeof(arrays) / sizeof(arrays[0]); k++) PyMem_Free(arrays[k]);
     memset(m, 0, sizeof(*m));
 }
@@ -153,6 +160,9 @@ static int reserve_work(MergeEngine *m, size_t n) {
         Node *nodes = cap ? bpe_realloc_array(m->nodes, cap, sizeof(Node)) : NULL;
         if (nodes == NULL) return cap ? -1 : (PyErr_NoMemory(), -1);
         m->nodes = nodes;
+        int32_t *first = bpe_realloc_array(m->first, cap, sizeof(int32_t));
+        if (first == NULL) return -1;
+        m->first = first;
         m->node_cap = cap;
     }
     if (m->head == NULL && m->max_rank >= 0 && (size_t)m->max_rank < MAX_BUCKETS) {
@@ -161,12 +171,14 @@ static int reserve_work(MergeEngine *m, size_t n) {
         m->tail = m->head ? bpe_alloc_array(n_buckets, sizeof(int32_t)) : NULL;
         m->nonempty = m->tail ? bpe_calloc_array(words, sizeof(uint64_t)) : NULL;
         m->unsorted = m->nonempty ? bpe_calloc_array(words, sizeof(uint64_t)) : NULL;
-        if (m->unsorted == NULL) {
+        m->first_end = m->unsorted ? bpe_calloc_array(n_buckets, sizeof(int32_t)) : NULL;
+        if (m->first_end == NULL) {
             PyMem_Free(m->head);
             PyMem_Free(m->tail);
             PyMem_Free(m->nonempty);
+            PyMem_Free(m->unsorted);
             m->head = m->tail = NULL;
-            m->nonempty = NULL;
+            m->nonempty = m->unsorted = NULL;
             return -1;
         }
         memset(m->head, 0xff, n_buckets * sizeof(int32_t));
@@ -208,10 +220,12 @@ static HeapItem heap_pop(HeapItem *heap, size_t *n) {
 
 /* The queue of one long pretoken's pairs: the current rank's positions in increasing order
  * (its bucket's list from entry `walk`, or when that list came out of order, sorted into
- * batch[at..batch_n)), the buckets of higher ranks, and the heap of the rest. */
+ * batch[at..batch_n); and for a very long pretoken its first pairs of that rank,
+ * first[first_at..first_stop)), the buckets of higher ranks, and the heap of the rest. */
 typedef struct {
     int32_t cursor, walk;
     size_t n_entries, batch_n, at, heap_n;
+    size_t first_at, first_stop;
 } Queue;
 
 static inline void queue_push(MergeEngine *m, Queue *q, int32_t rank, int32_t position) {
@@ -275,6 +289,13 @@ static int queue_next_bucket(MergeEngine *m, Queue *q) {
     uint64_t bit = (uint64_t)1 << (rank & 63);
     q->walk = m->head[rank];
     q->batch_n = q->at = 0;
+    if (m->first_end[rank] != 0) { /* the rank's first pairs: runs in rank order, so from the last one's end */
+        q->first_at = q->first_stop;
+        q->first_stop = (size_t)m->first_end[rank];
+        m->first_end[rank] = 0;
+    } else {
+        q->first_at = q->first_stop;
+    }
     if (m->unsorted[w] & bit) {
         size_t n = 0;
         for (int32_t x = q->walk; x >= 0; x = m->entries[x].next) m->batch[n++] = m->entries[x].position;
@@ -292,20 +313,61 @@ static int queue_next_bucket(MergeEngine *m, Queue *q) {
 /* The next pair to try, lowest (rank, position) first; 0 when the queue is empty. */
 static inline int queue_pop(MergeEngine *m, Queue *q, HeapItem *item) {
     for (;;) {
-        int32_t position = -1;
+        int32_t position = -1, first = -1;
         if (q->walk >= 0) position = m->entries[q->walk].position;
         else if (q->at < q->batch_n) position = m->batch[q->at];
+        if (q->first_at < q->first_stop) {
+            first = m->first[q->first_at];
+            /* the symbols a few pairs on: their nodes are read soon, and lie far apart */
+            if (q->first_at + PREFETCH_AHEAD < q->first_stop)
+                __builtin_prefetch(m->nodes + m->first[q->first_at + PREFETCH_AHEAD], 1);
+        }
+        int from_first = first >= 0 && (position < 0 || first <= position);
+        if (from_first) position = first;
         if (q->heap_n > 0 && (position < 0 || item_less(m->heap[0], (HeapItem){q->cursor, position}))) {
             *item = heap_pop(m->heap, &q->heap_n);
             return 1;
         }
         if (position >= 0) {
-            if (q->walk >= 0) q->walk = m->entries[q->walk].next;
+            if (from_first) q->first_at++;
+            else if (q->walk >= 0) q->walk = m->entries[q->walk].next;
             else q->at++;
             *item = (HeapItem){q->cursor, position};
             return 1;
         }
         if (!queue_next_bucket(m, q)) return 0;
+    }
+}
+
+/* The first pairs of a very long pretoken (their ranks in rank_of[0..n-1)) counting sorted by
+ * rank into first[], each rank's run in increasing position, its end in first_end[rank] and its
+ * bucket marked non-empty: read in order later (prefetched), not chased through a list. Pairs
+ * of no rank, or past the buckets, are not there (the latter go to the heap). */
+static void sort_first_pairs(MergeEngine *m, Queue *q, size_t n) {
+    const int32_t *rank = m->rank_of;
+    int32_t *end = m->first_end;
+    for (size_t i = 0; i + 1 < n; i++) {
+        int32_t r = rank[i];
+        if (r == NO_RANK) continue;
+        if ((size_t)r < m->n_buckets) {
+            if (end[r]++ == 0) m->nonempty[r >> 6] |= (uint64_t)1 << (r & 63);
+        } else {
+            heap_push(m->heap, &q->heap_n, (HeapItem){r, (int32_t)i});
+        }
+    }
+    /* each rank's run starts where the previous rank's ends: first_end holds its start for now */
+    size_t at = 0, words = (m->n_buckets + 63) / 64;
+    for (size_t w = 0; w < words; w++) {
+        for (uint64_t bits = m->nonempty[w]; bits != 0; bits &= bits - 1) {
+            size_t r = w * 64 + (size_t)__builtin_ctzll(bits);
+            int32_t count = end[r];
+            end[r] = (int32_t)at;
+            at += (size_t)count;
+        }
+    }
+    for (size_t i = 0; i + 1 < n; i++) {
+        int32_t r = rank[i];
+        if (r != NO_RANK && (size_t)r < m->n_buckets) m->first[end[r]++] = (int32_t)i;
     }
 }
 
@@ -342,11 +404,16 @@ static size_t bpe_in_place(MergeEngine *m, size_t n) {
     /* long (a run of CJK text, of spaces, of one letter): the queue over a linked list */
     Node *node = m->nodes;
     int32_t end = (int32_t)n, unused;
-    Queue q = {-1, -1, 0, 0, 0, 0};
+    Queue q = {-1, -1, 0, 0, 0, 0, 0, 0};
     for (size_t i = 0; i < n; i++) node[i] = (Node){v[i], (int32_t)i + 1, (int32_t)i - 1};
-    for (size_t i = 0; i + 1 < n; i++) {
-        int32_t r = lookup_merge(m, v[i], v[i + 1], &unused);
-        if (r != NO_RANK) queue_push(m, &q, r, (int32_t)i);
+    if (n >= SORTED_FIRST && m->n_buckets > 0) {
+        for (size_t i = 0; i + 1 < n; i++) m->rank_of[i] = lookup_merge(m, v[i], v[i + 1], &unused);
+        sort_first_pairs(m, &q, n);
+    } else {
+        for (size_t i = 0; i + 1 < n; i++) {
+            int32_t r = lookup_merge(m, v[i], v[i + 1], &unused);
+            if (r != NO_RANK) queue_push(m, &q, r, (int32_t)i);
+        }
     }
     HeapItem top;
     while (queue_pop(m, &q, &top)) {

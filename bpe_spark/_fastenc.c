@@ -9,9 +9,12 @@
  *   pretoken that is a token is that id, then the pair whose concatenation ranks lowest).
  * - Pretokens come from the compiled presets, or as str from Python (a custom pattern split by
  *   `regex`: encode_pretokens / encode_split).
- * - A cache maps each distinct pretoken (its UTF-8 bytes) to its ids; it starts over when full,
- *   one text adds at most TEXT_NEW_ENTRIES to it, and encode_piece can stop its growth for one
- *   long document (cache_cap). Pretokens of one or two bytes skip it (computing is cheaper).
+ * - A cache (_pretoken_cache.h) maps each distinct pretoken (its UTF-8 bytes) to its ids; it
+ *   starts over when full, one text adds at most TEXT_NEW_ENTRIES to it, and encode_piece can
+ *   stop its growth for one long document (cache_cap). Pretokens of one or two bytes skip it
+ *   (computing is cheaper). With the whole-pretoken rule the tokens are a second such table,
+ *   looked up first. A text's pretokens are looked up in groups (GROUP), their slots asked for
+ *   first. Lists of ids share one int object per id (id_objects).
  * - PretokenCounter counts the pretokens of texts with the same pretokenizer.
  *
  * Text comes in as str, so its UTF-8 is well formed; the decoder still never reads past the end
@@ -22,14 +25,9 @@
 #include "_bpe_common.h"
 #include "_pretokenizer.h"
 #include "_bpe_merge.h"
+#include "_pretoken_cache.h"
 
 /* --- the encoder ---------------------------------------------------------------------------- */
-
-/* A cached pretoken: its ids are id_arena[ids_offset:ids_offset + ids_length]. */
-typedef struct {
-    BytesKey key;
-    uint32_t ids_offset, ids_length;
-} CacheEntry;
 
 /* A token of the vocabulary (its bytes) and its id, for the whole-pretoken lookup. */
 typedef struct {
@@ -47,16 +45,23 @@ typedef struct {
     int chars; /* the first symbols are the pretoken's characters, looked up in vocab */
     int32_t byte_ids[256];
     MergeEngine bpe;
-    /* vocab: the tokens' bytes -> id; with it a pretoken that is a token is that id (tiktoken's
-     * rule, and ignore_merges); empty when not given */
+    /* vocab: the tokens' bytes -> id, while the encoder is made (the merge table of the rank
+     * rule, the tokens), and kept for chars (a pretoken's characters are looked up in it) */
     BytesTable vocab;
-    /* pretoken cache: CacheEntry entries, at most cache_limit of them */
-    BytesTable cache;
+    /* the pretoken cache (_pretoken_cache.h), at most cache_limit entries */
+    PretokenCache cache;
+    /* with whole: every token of vocab, its bytes -> its id, in a table laid out as the cache */
+    PretokenCache tokens;
     size_t cache_limit;
     /* while encode_piece runs with a cache_cap: no new entry once the cache holds this many */
     size_t insert_limit;
-    int32_t *id_arena;
-    size_t id_used, id_cap;
+    /* the int objects of ids 0..n_id_objects - 1, made on first use (NULL until then): a list
+     * of ids holds references to them instead of a new int per id */
+    PyObject **id_objects;
+    size_t n_id_objects;
+    /* the output of encode() between calls (its memory kept) */
+    int32_t *line_ids;
+    size_t line_cap;
 } Encoder;
 
 static int check_initialized(const Encoder *e) {
@@ -67,17 +72,18 @@ static int check_initialized(const Encoder *e) {
 
 /* --- the pretoken cache ----------------------------------------------------------------------- */
 
-static void cache_clear(Encoder *e) {
-    bytes_clear(&e->cache);
-    e->id_used = 0;
+
+/* Whether the ids of a pretoken of len bytes come from the cache: one byte is its id, two bytes
+ * at most one merge, cheaper than the cache (but with ignore_merges two bytes may be a token
+ * that no merge makes). */
+static inline int uses_cache(const Encoder *e, size_t len) {
+    if (len == 0) return 0;
+    return !e->has_bytes || len > 2 || (len == 2 && e->whole && !e->ranks);
 }
 
-/* The ids of one pretoken (its UTF-8 bytes), from the cache or by BPE; NULL with an error set.
- * A failure leaves the cache as it was. */
-static const int32_t *pretoken_ids(Encoder *e, const uint8_t *p, size_t len, size_t *count) {
-    /* one byte is its id, two bytes at most one merge: cheaper than the cache (but with
-     * ignore_merges two bytes may be a token that no merge makes) */
-    if (len == 1 && e->has_bytes) {
+/* The ids of a pretoken that uses no cache (uses_cache is false). */
+static const int32_t *short_pretoken_ids(Encoder *e, const uint8_t *p, size_t len, size_t *count) {
+    if (len == 1) {
         *count = 1;
         return e->byte_ids + p[0];
     }
@@ -95,22 +101,25 @@ static const int32_t *pretoken_ids(Encoder *e, const uint8_t *p, size_t len, siz
         }
         return m->work;
     }
-    uint64_t h = hash_bytes(p, len);
-    const CacheEntry *hit = (const CacheEntry *)bytes_find(&e->cache, p, len, h);
-    if (hit != NULL) {
-        *count = hit->ids_length;
-        return e->id_arena + hit->ids_offset;
-    }
-    /* a miss: the token it is (whole), or BPE; then remember it (starting over when the cache
-     * is full) */
+    *count = 0; /* no pretoken has 0 bytes */
+    return e->byte_ids;
+}
+
+/* The ids of one pretoken (its UTF-8 bytes, its key), from the cache or by BPE; NULL with an
+ * error set. A failure leaves the cache as it was. */
+static const int32_t *cached_pretoken_ids(Encoder *e, const uint8_t *p, size_t len, const CacheKey *keyp,
+                                          size_t *count) {
+    const CacheKey key = *keyp;
+    const int32_t *hit;
+    /* a pretoken that is a token is that id (whole): the tokens are a cache that never starts
+     * over, looked up first (most pretokens of a text are tokens) */
+    if (e->whole && (hit = cache_find(&e->tokens, &key, p, len, count)) != NULL) return hit;
+    if ((hit = cache_find(&e->cache, &key, p, len, count)) != NULL) return hit;
+    /* a miss: BPE, then remember it (starting over when the cache is full) */
     MergeEngine *m = &e->bpe;
     size_t n = 0;
-    const VocabEntry *token = e->whole ? (const VocabEntry *)bytes_find(&e->vocab, p, len, h) : NULL;
-    if (reserve_work(m, token != NULL ? 1 : len) < 0) return NULL;
-    if (token != NULL) {
-        m->work[0] = token->id;
-        n = 1;
-    } else if (e->chars) {
+    if (reserve_work(m, len) < 0) return NULL;
+    if (e->chars) {
         for (size_t j = 0; j < len;) {
             size_t width = p[j] < 0x80 ? 1 : p[j] < 0xe0 ? 2 : p[j] < 0xf0 ? 3 : 4;
             if (width > len - j) width = len - j;
@@ -129,33 +138,51 @@ static const int32_t *pretoken_ids(Encoder *e, const uint8_t *p, size_t len, siz
         n = bpe_in_place(m, len);
     }
     *count = n;
-    if (n > UINT32_MAX) return m->work; /* too long to cache */
+    if (n > UINT32_MAX || len > UINT32_MAX) return m->work; /* too long to cache */
     if (e->cache.n_entries >= e->insert_limit) return m->work; /* capped: a memo, not remembered */
-    if (e->cache.n_entries >= e->cache_limit || e->id_used + (size_t)n > UINT32_MAX) cache_clear(e);
-    int32_t *ids = grow_array(e->id_arena, &e->id_cap, e->id_used, (size_t)n, sizeof(int32_t), (size_t)1 << 16);
-    if (ids == NULL) return NULL;
-    e->id_arena = ids;
-    CacheEntry *entry = (CacheEntry *)bytes_add(&e->cache, p, len, h);
-    if (entry == NULL) return NULL;
-    entry->ids_offset = (uint32_t)e->id_used;
-    entry->ids_length = (uint32_t)n;
-    memcpy(e->id_arena + e->id_used, m->work, n * sizeof(int32_t));
-    e->id_used += (size_t)n;
-    return e->id_arena + entry->ids_offset;
+    if (e->cache.n_entries >= e->cache_limit || !cache_room(&e->cache, len, n)) cache_clear(&e->cache);
+    return cache_add(&e->cache, &key, p, len, m->work, n);
+}
+
+static const int32_t *pretoken_ids(Encoder *e, const uint8_t *p, size_t len, size_t *count) {
+    if (!uses_cache(e, len)) return short_pretoken_ids(e, p, len, count);
+    CacheKey key;
+    cache_key(&key, p, len);
+    return cached_pretoken_ids(e, p, len, &key, count);
 }
 
 /* --- growable int32 output ------------------------------------------------------------------- */
 
+/* The ids in data[0:n), room for cap; data is the memory of the bytes object `bytes` when that
+ * is not NULL (encode_many's result, written in place and cut to size at the end: no copy),
+ * else a PyMem block. */
 typedef struct {
     int32_t *data;
     size_t n, cap;
+    PyObject *bytes;
 } IdBuffer;
 
-static int ids_append(IdBuffer *b, const int32_t *ids, size_t count) {
-    int32_t *d = grow_array(b->data, &b->cap, b->n, count, sizeof(int32_t), 1024);
-    if (d == NULL) return -1;
-    b->data = d;
-    memcpy(b->data + b->n, ids, count * sizeof(int32_t));
+static int ids_grow(IdBuffer *b, size_t count) {
+    if (b->bytes == NULL) {
+        int32_t *d = grow_array(b->data, &b->cap, b->n, count, sizeof(int32_t), 1024);
+        if (d == NULL) return -1;
+        b->data = d;
+        return 0;
+    }
+    size_t need, cap;
+    if (size_add_overflow(b->n, count, &need) || (cap = grown_capacity(b->cap, need, 1024)) == 0 ||
+        cap > (size_t)PY_SSIZE_T_MAX / sizeof(int32_t))
+        return PyErr_NoMemory(), -1;
+    if (_PyBytes_Resize(&b->bytes, (Py_ssize_t)(cap * sizeof(int32_t))) < 0) return -1; /* b->bytes is NULL */
+    b->data = (int32_t *)PyBytes_AS_STRING(b->bytes);
+    b->cap = cap;
+    return 0;
+}
+
+static inline int ids_append(IdBuffer *b, const int32_t *ids, size_t count) {
+    if ((b->cap - b->n < count || b->data == NULL) && ids_grow(b, count) < 0) return -1;
+    if (count == 1) b->data[b->n] = ids[0];
+    else memcpy(b->data + b->n, ids, count * sizeof(int32_t));
     b->n += count;
     return 0;
 }
@@ -181,6 +208,7 @@ static const uint8_t *text_bytes(PyObject *text, size_t *n, PyObject **holder) {
 
 /* Encode one text (already normalized) into out. */
 #define TEXT_NEW_ENTRIES ((size_t)1 << 14)
+#define GROUP 16
 
 static int encode_text(Encoder *e, PyObject *text, IdBuffer *out) {
     Py_ssize_t length;
@@ -192,25 +220,57 @@ static int encode_text(Encoder *e, PyObject *text, IdBuffer *out) {
      * does not grow the cache out of the processor's caches (a miss costs what BPE costs) */
     if (e->cache.n_entries + TEXT_NEW_ENTRIES < saved) e->insert_limit = e->cache.n_entries + TEXT_NEW_ENTRIES;
     int status = 0;
-    while (i < n) {
-        size_t end = next_pretoken(e->pattern, s, n, i);
-        size_t count;
-        const int32_t *ids = pretoken_ids(e, s + i, end - i, &count);
-        if (ids == NULL || ids_append(out, ids, count) < 0) {
-            status = -1;
-            break;
+    /* in groups: split GROUP pretokens and ask for their table slots, then look them up, so
+     * that the slots not in the processor's caches are fetched together, not one by one */
+    size_t starts[GROUP + 1];
+    CacheKey keys[GROUP];
+    while (i < n && status == 0) {
+        size_t k = 0;
+        for (; k < GROUP && i < n; k++) {
+            size_t end = next_pretoken(e->pattern, s, n, i);
+            starts[k] = i;
+            if (uses_cache(e, end - i)) {
+                cache_key(keys + k, s + i, end - i);
+                if (e->whole) prefetch_slot(&e->tokens, keys[k].hash);
+                prefetch_slot(&e->cache, keys[k].hash);
+            }
+            i = end;
         }
-        i = end;
+        starts[k] = i;
+        for (size_t j = 0; j < k; j++) {
+            size_t len = starts[j + 1] - starts[j], count;
+            const uint8_t *p = s + starts[j];
+            const int32_t *ids = uses_cache(e, len) ? cached_pretoken_ids(e, p, len, keys + j, &count)
+                                                    : short_pretoken_ids(e, p, len, &count);
+            if (ids == NULL || ids_append(out, ids, count) < 0) {
+                status = -1;
+                break;
+            }
+        }
     }
     e->insert_limit = saved;
     return status;
 }
 
-static PyObject *ids_to_list(const int32_t *ids, size_t n) {
+/* The int object of an id (a new reference): from the encoder's table for the ids it can make
+ * (made once, then shared), a new one for any other (ids given to bpe(), ids past the table). */
+static inline PyObject *id_object(Encoder *e, int32_t id) {
+    if ((uint32_t)id >= e->n_id_objects) return PyLong_FromLong(id);
+    PyObject *object = e->id_objects[id];
+    if (object == NULL) {
+        object = PyLong_FromLong(id);
+        if (object == NULL) return NULL;
+        e->id_objects[id] = object;
+    }
+    Py_INCREF(object);
+    return object;
+}
+
+static PyObject *ids_to_list(Encoder *e, const int32_t *ids, size_t n) {
     PyObject *list = PyList_New((Py_ssize_t)n);
     if (list == NULL) return NULL;
     for (size_t j = 0; j < n; j++) {
-        PyObject *id = PyLong_FromLong(ids[j]);
+        PyObject *id = id_object(e, ids[j]);
         if (id == NULL) {
             Py_DECREF(list);
             return NULL;
@@ -218,6 +278,26 @@ static PyObject *ids_to_list(const int32_t *ids, size_t n) {
         PyList_SET_ITEM(list, (Py_ssize_t)j, id);
     }
     return list;
+}
+
+/* The table of id objects for ids 0..max_id (at most ID_OBJECTS ids: past them each id gets a
+ * new int); -1 with MemoryError set. */
+#define ID_OBJECTS ((size_t)1 << 22)
+
+static int new_id_objects(Encoder *e, int64_t max_id) {
+    size_t n = max_id < 0 ? 0 : (size_t)max_id + 1;
+    if (n > ID_OBJECTS) n = ID_OBJECTS;
+    e->id_objects = n ? bpe_calloc_array(n, sizeof(PyObject *)) : NULL;
+    if (n && e->id_objects == NULL) return -1;
+    e->n_id_objects = n;
+    return 0;
+}
+
+static void free_id_objects(Encoder *e) {
+    for (size_t x = 0; x < e->n_id_objects; x++) Py_XDECREF(e->id_objects[x]);
+    PyMem_Free(e->id_objects);
+    e->id_objects = NULL;
+    e->n_id_objects = 0;
 }
 
 static int check_pattern(Encoder *e) {
@@ -238,8 +318,10 @@ static int check_pattern(Encoder *e) {
 static void Encoder_dealloc(Encoder *e) {
     engine_free(&e->bpe);
     bytes_free(&e->vocab);
-    bytes_free(&e->cache);
-    PyMem_Free(e->id_arena);
+    cache_free(&e->cache);
+    cache_free(&e->tokens);
+    free_id_objects(e);
+    PyMem_Free(e->line_ids);
     Py_TYPE(e)->tp_free((PyObject *)e);
 }
 
@@ -346,6 +428,36 @@ static int pair_merges(Encoder *e, PyObject *merges_obj) {
     return 0;
 }
 
+/* Every token of vocab into e->tokens (the whole-pretoken lookup); -1 with an error set. */
+static int fill_tokens(Encoder *e) {
+    for (size_t x = 0; x < e->vocab.n_entries; x++) {
+        const VocabEntry *token = (const VocabEntry *)bytes_entry(&e->vocab, x);
+        const uint8_t *p = e->vocab.arena + token->key.key_offset;
+        size_t len = token->key.key_length, count;
+        if (len == 0 || len > UINT32_MAX) continue; /* no pretoken is empty */
+        if (!cache_room(&e->tokens, len, 1)) return PyErr_NoMemory(), -1;
+        CacheKey key;
+        cache_key(&key, p, len);
+        if (cache_find(&e->tokens, &key, p, len, &count) == NULL && cache_add(&e->tokens, &key, p, len, &token->id, 1) == NULL)
+            return -1;
+    }
+    return 0;
+}
+
+/* The largest id the encoder can give: a byte's, a token's, a merge's new id (-1 if none). */
+static int64_t largest_id(const Encoder *e) {
+    int64_t top = -1;
+    for (int b = 0; e->has_bytes && b < 256; b++) top = e->byte_ids[b] > top ? e->byte_ids[b] : top;
+    for (size_t x = 0; x < e->vocab.n_entries; x++) {
+        int32_t id = ((const VocabEntry *)bytes_entry(&e->vocab, x))->id;
+        top = id > top ? id : top;
+    }
+    for (size_t i = 0; i < e->bpe.slots; i++) {
+        if (e->bpe.table[i].key != EMPTY_KEY && e->bpe.table[i].new_id > top) top = e->bpe.table[i].new_id;
+    }
+    return top;
+}
+
 /* Encoder(merges, byte_ids=None, pattern=None, cache_limit=1000000, vocab=None, ranks=False,
  *         whole=False, chars=False)
  * merges: (left, right, new_id) in rank order. vocab: (token bytes, id) pairs. whole: a pretoken
@@ -367,10 +479,12 @@ static int Encoder_init(Encoder *e, PyObject *args, PyObject *kwds) {
         return -1;
     engine_free(&e->bpe);
     bytes_free(&e->vocab);
+    cache_free(&e->tokens);
+    free_id_objects(e);
     e->cache_limit = cache_limit < 1 ? 1 : (cache_limit > INT32_MAX - 2 ? INT32_MAX - 2 : (size_t)cache_limit);
     e->insert_limit = SIZE_MAX;
-    e->cache.entry_size = sizeof(CacheEntry);
     e->cache.min_slots = 4096;
+    e->tokens.min_slots = 4096;
     e->vocab.entry_size = sizeof(VocabEntry);
     e->vocab.min_slots = 4096;
     if (pattern == Py_None) {
@@ -404,6 +518,9 @@ static int Encoder_init(Encoder *e, PyObject *args, PyObject *kwds) {
     } else if (pair_merges(e, merges_obj) < 0) {
         return -1;
     }
+    if (e->whole && fill_tokens(e) < 0) return -1;
+    if (new_id_objects(e, largest_id(e)) < 0) return -1;
+    if (!e->chars) bytes_free(&e->vocab); /* built into the merge table and the tokens: no longer read */
     e->initialized = 1;
     return 0;
 }
@@ -431,7 +548,7 @@ static PyObject *Encoder_bpe(Encoder *e, PyObject *arg) {
         e->bpe.work[i] = (int32_t)id;
     }
     Py_DECREF(seq);
-    return ids_to_list(e->bpe.work, bpe_in_place(&e->bpe, (size_t)n));
+    return ids_to_list(e, e->bpe.work, bpe_in_place(&e->bpe, (size_t)n));
 }
 
 static PyObject *Encoder_split(Encoder *e, PyObject *text) {
@@ -453,17 +570,35 @@ static PyObject *Encoder_split(Encoder *e, PyObject *text) {
     return out;
 }
 
-/* The ids of out as a list (status 0), or NULL (status -1, an error set); frees out. */
-static PyObject *finish_list(int status, IdBuffer *out) {
-    PyObject *list = status < 0 ? NULL : ids_to_list(out->data, out->n);
-    PyMem_Free(out->data);
+/* encode() and encode_pretokens() write into the encoder's kept buffer (no allocation per call),
+ * taken out of the encoder while in use: a call made meanwhile (a finalizer run by the garbage
+ * collector while the list is built) gets a buffer of its own. A buffer grown past LINE_KEEP ids
+ * is not kept. */
+#define LINE_KEEP ((size_t)1 << 16)
+
+static IdBuffer take_line_buffer(Encoder *e) {
+    IdBuffer out = {e->line_ids, 0, e->line_cap, NULL};
+    e->line_ids = NULL;
+    e->line_cap = 0;
+    return out;
+}
+
+/* The ids of out as a list (status 0), or NULL (status -1, an error set); gives the buffer back. */
+static PyObject *finish_list(Encoder *e, int status, IdBuffer *out) {
+    PyObject *list = status < 0 ? NULL : ids_to_list(e, out->data, out->n);
+    if (e->line_ids == NULL && out->cap <= LINE_KEEP) {
+        e->line_ids = out->data;
+        e->line_cap = out->cap;
+    } else {
+        PyMem_Free(out->data);
+    }
     return list;
 }
 
 static PyObject *Encoder_encode(Encoder *e, PyObject *text) {
     if (check_pattern(e) < 0) return NULL;
-    IdBuffer out = {NULL, 0, 0};
-    return finish_list(encode_text(e, text, &out), &out);
+    IdBuffer out = take_line_buffer(e);
+    return finish_list(e, encode_text(e, text, &out), &out);
 }
 
 /* The ids of every text one after the other and each text's count: (ids: bytes of int32,
@@ -476,8 +611,20 @@ static PyObject *encode_each(Encoder *e, PyObject *texts_obj, int presplit) {
     if (texts == NULL) return NULL;
     Py_ssize_t m = PySequence_Fast_GET_SIZE(texts);
     PyObject *lengths = PyBytes_FromStringAndSize(NULL, m * (Py_ssize_t)sizeof(int64_t));
-    IdBuffer out = {NULL, 0, 0};
+    IdBuffer out = {NULL, 0, 0, NULL};
     if (lengths == NULL) goto fail;
+    /* room for about as many ids as a text of that many code points gives (more are made room
+     * for as they come), in the bytes object returned */
+    size_t guess = 1024;
+    for (Py_ssize_t t = 0; t < m && !presplit; t++) {
+        PyObject *text = PySequence_Fast_GET_ITEM(texts, t);
+        if (PyUnicode_Check(text)) guess += (size_t)PyUnicode_GET_LENGTH(text) / 3;
+    }
+    if (guess > (size_t)PY_SSIZE_T_MAX / sizeof(int32_t)) guess = 1024;
+    out.bytes = PyBytes_FromStringAndSize(NULL, (Py_ssize_t)(guess * sizeof(int32_t)));
+    if (out.bytes == NULL) goto fail;
+    out.data = (int32_t *)PyBytes_AS_STRING(out.bytes);
+    out.cap = guess;
     int64_t *length_of = (int64_t *)PyBytes_AS_STRING(lengths);
     for (Py_ssize_t t = 0; t < m; t++) {
         PyObject *text = PySequence_Fast_GET_ITEM(texts, t);
@@ -495,16 +642,19 @@ static PyObject *encode_each(Encoder *e, PyObject *texts_obj, int presplit) {
         length_of[t] = (int64_t)(out.n - before);
     }
     Py_DECREF(texts);
-    PyObject *ids = PyBytes_FromStringAndSize((const char *)out.data, (Py_ssize_t)(out.n * sizeof(int32_t)));
-    PyMem_Free(out.data);
-    PyObject *result = ids ? PyTuple_Pack(2, ids, lengths) : NULL;
-    Py_XDECREF(ids);
+    PyObject *ids = out.bytes;
+    if (_PyBytes_Resize(&ids, (Py_ssize_t)(out.n * sizeof(int32_t))) < 0) {
+        Py_DECREF(lengths);
+        return NULL;
+    }
+    PyObject *result = PyTuple_Pack(2, ids, lengths);
+    Py_DECREF(ids);
     Py_DECREF(lengths);
     return result;
 fail:
     Py_DECREF(texts);
     Py_XDECREF(lengths);
-    PyMem_Free(out.data);
+    Py_XDECREF(out.bytes);
     return NULL;
 }
 
@@ -549,8 +699,8 @@ static int check_bytes(const Encoder *e) {
 /* encode_pretokens(pretokens) -> ids: the ids of pretokens split in Python (cached). */
 static PyObject *Encoder_encode_pretokens(Encoder *e, PyObject *pretokens) {
     if (check_bytes(e) < 0) return NULL;
-    IdBuffer out = {NULL, 0, 0};
-    return finish_list(encode_pretoken_list(e, pretokens, &out), &out);
+    IdBuffer out = take_line_buffer(e);
+    return finish_list(e, encode_pretoken_list(e, pretokens, &out), &out);
 }
 
 /* encode_split(texts) -> (ids: bytes of int32, lengths: bytes of int64): each text given as its
@@ -604,7 +754,7 @@ static PyObject *Encoder_cache_size(Encoder *e, PyObject *Py_UNUSED(ignored)) {
 }
 
 static PyObject *Encoder_clear_cache(Encoder *e, PyObject *Py_UNUSED(ignored)) {
-    cache_clear(e);
+    cache_clear(&e->cache);
     Py_RETURN_NONE;
 }
 
@@ -886,7 +1036,7 @@ PyMODINIT_FUNC PyInit__fastenc(void) {
     PyObject *m = PyModule_Create(&fastenc_module);
     if (m == NULL) return NULL;
     /* bpe_spark/_compiled.py checks this: a stale build (older source) is not used */
-    if (PyModule_AddIntConstant(m, "API_VERSION", 5) < 0) {
+    if (PyModule_AddIntConstant(m, "API_VERSION", 6) < 0) {
         Py_DECREF(m);
         return NULL;
     }

@@ -1,7 +1,8 @@
 """The compiled encoder for every byte-scheme model gives the pure-Python encoder's ids (the
 specification): tiktoken's rank rule (whole-pretoken lookup, then the pair whose concatenation
 has the lowest rank) on random vocabularies, well formed or not (a longer token may rank below
-its parts), short pretokens and long ones (the bucket queue and its heap fallback); custom
+its parts), short pretokens and long ones (the bucket queue and its heap fallback, and the
+first pairs of a very long one counting sorted by rank); custom
 patterns (split by ``regex`` in Python, BPE and cache compiled); and cl100k / GPT-2 give
 tiktoken's ids on any text (hypothesis). Every test fails when the extension is not built."""
 
@@ -61,6 +62,33 @@ def test_rank_rule_equals_the_python_encoder(well_formed, pattern, monkeypatch):
         ids, lengths = tok.encode_ordinary_flat(texts + [None])
         assert lengths.tolist() == [len(row) for row in expected] + [0]
         assert ids.tolist() == [i for row in expected for i in row]
+
+
+@pytest.mark.parametrize("well_formed", [True, False])
+def test_very_long_pretokens_equal_bpe_merge(well_formed):
+    # from SORTED_FIRST (2048) symbols the first pairs are counting sorted by rank (_bpe_merge.h):
+    # lengths on both sides of it, runs of one symbol and random symbols, merges with reused
+    # ids and, when not well formed, ranks below their parts' (the heap beside the buckets)
+    rng = random.Random(31 + well_formed)
+    for trial in range(6):
+        n_symbols = rng.randint(2, 5)
+        merges, made, n_merges = [], list(range(n_symbols)), rng.randint(5, 80)
+        while len(merges) < n_merges:
+            left, right = rng.choice(made), rng.choice(made)
+            new_id = rng.choice(made[n_symbols:]) if len(made) > n_symbols and rng.random() < 0.1 else len(made)
+            if new_id == len(made):
+                made.append(new_id)
+            merges.append((left, right, new_id))
+        if not well_formed:
+            rng.shuffle(merges)
+        rank = {}
+        for r, (left, right, new_id) in enumerate(merges):
+            rank.setdefault((left, right), (r, new_id))
+        encoder = _compiled._fastenc.Encoder(merges, None, None)
+        for length in (2047, 2048, 2049, 5000, 30_000):
+            for ids in ([rng.randrange(n_symbols) for _ in range(length)], [0] * length,
+                        [rng.choice([0, 1]) for _ in range(length // 2)] + [1] * (length - length // 2)):
+                assert encoder.bpe(ids) == bpe_merge(ids, lambda a, b, r=rank: r.get((a, b))), (trial, length)
 
 
 def test_long_pretokens_merge_leftmost_when_pairs_are_made_right_to_left():
