@@ -41,7 +41,7 @@ from typing import Any, BinaryIO
 import numpy as np
 
 from bpe_spark.errors import ConfigError, ModelFormatError
-from bpe_spark.shards import MANIFEST_NAME, DocumentShards, read_manifest, write_token_stream
+from bpe_spark.shards import MANIFEST_NAME, DocumentShards, TokenStreamWriter, read_manifest
 
 DS_SUFFIX = ".ds"
 INDEX_SUFFIX = ".ds.index"
@@ -103,49 +103,22 @@ def metadata_text(tokenizer: str, size: int, tokens: int) -> str:
     return "\n".join([f"{tokenizer_label(tokenizer)}|{size}", str(tokens), tokens_with_prefix(tokens)])
 
 
-class DatatroveWriter:
-    """Streams documents into ``<prefix>.ds``; ``.ds.index`` and ``.ds.metadata`` on close.
+class DatatroveWriter(TokenStreamWriter):
+    """Streams documents into ``<prefix>.ds``; ``.ds.index`` (each document's end, in tokens) and
+    ``.ds.metadata`` on close; see :class:`bpe_spark.shards.TokenStreamWriter`."""
 
-    ``add_documents(values, offsets)`` takes a batch as flat ids and offsets (``offsets[i]`` ..
-    ``offsets[i+1]`` is document i), as :class:`bpe_spark.shards.ShardWriter` does; ``opener``
-    the caller's file opener (e.g. a ``pyarrow.fs`` output stream).
-    """
+    data_suffix = DS_SUFFIX
 
     def __init__(self, prefix: str, dtype, tokenizer: str, *, opener: Callable[[str], BinaryIO] | None = None):
-        self.prefix = str(prefix).removesuffix(DS_SUFFIX)
-        self.dtype = np.dtype(dtype).newbyteorder("<")
+        super().__init__(str(prefix).removesuffix(DS_SUFFIX), dtype, opener=opener)
         self.size = token_size(self.dtype)
         self.tokenizer = tokenizer
-        self._open = opener or (lambda path: open(path, "wb"))  # noqa: SIM115 - closed in close()
-        self._ds: BinaryIO | None = self._open(self.prefix + DS_SUFFIX)
-        self._ends: list[np.ndarray] = []
-        self.documents = 0
-        self.tokens = 0
 
-    def add_documents(self, values: np.ndarray, offsets: np.ndarray) -> None:
-        offsets = np.asarray(offsets, dtype=np.int64)
-        start, stop = int(offsets[0]), int(offsets[-1])
-        write_token_stream(self._ds, np.asarray(values)[start:stop], self.dtype)
-        self._ends.append(self.tokens + offsets[1:] - start)
-        self.documents += len(offsets) - 1
-        self.tokens += stop - start
-
-    def close(self) -> None:
-        if self._ds is None:
-            return
-        self._ds.close()
-        self._ds = None
-        ends = np.concatenate(self._ends) if self._ends else np.zeros(0, np.int64)
+    def _write_index(self, lengths: np.ndarray) -> None:
         with self._open(self.prefix + INDEX_SUFFIX) as fh:
-            fh.write(ends.astype("<u8").tobytes())
+            fh.write(np.cumsum(lengths, dtype=np.int64).astype("<u8").tobytes())
         with self._open(self.prefix + METADATA_SUFFIX) as fh:
             fh.write(metadata_text(self.tokenizer, self.size, self.tokens).encode("utf-8"))
-
-    def __enter__(self) -> DatatroveWriter:  # noqa: PYI034 - Python 3.10 has no typing.Self
-        return self
-
-    def __exit__(self, *exc) -> None:
-        self.close()
 
 
 class DatatroveReader:

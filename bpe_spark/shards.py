@@ -182,49 +182,64 @@ def write_token_stream(sink: BinaryIO, ids: np.ndarray, dtype: np.dtype) -> int:
     return written
 
 
-class ShardWriter:
-    """Streams documents into ``<prefix>.bin`` and writes ``<prefix>.idx`` on close.
+class TokenStreamWriter:
+    """Streams documents' ids into one flat token file and, on close, writes the index the
+    format keeps beside it (:meth:`_write_index`, given every document's length). The base of
+    :class:`ShardWriter` (``.bin``/``.idx``) and the datatrove writer (``.ds``/``.ds.index``).
 
     ``add_documents(values, offsets)`` takes a batch as flat ids and offsets (``offsets[i]`` ..
     ``offsets[i+1]`` is document i), the layout of an Arrow list column. ``opener`` lets the
     caller supply its own file opener (e.g. a ``pyarrow.fs`` output stream).
     """
 
+    data_suffix = ".bin"
+
     def __init__(self, prefix: str, dtype, *, opener: Callable[[str], BinaryIO] | None = None):
         self.prefix = str(prefix)
         self.dtype = np.dtype(dtype).newbyteorder("<")
         self._open = opener or (lambda path: open(path, "wb"))  # noqa: SIM115 - closed in close()
-        self._bin: BinaryIO = self._open(self.prefix + ".bin")
+        self._data: BinaryIO | None = self._open(self.prefix + self.data_suffix)
         self._lengths: list[np.ndarray] = []
         self.documents = 0
         self.tokens = 0
         self.bin_bytes = 0
-        self.idx_bytes = 0
 
     def add_documents(self, values: np.ndarray, offsets: np.ndarray) -> None:
         offsets = np.asarray(offsets, dtype=np.int64)
         start, stop = int(offsets[0]), int(offsets[-1])
-        self.bin_bytes += write_token_stream(self._bin, np.asarray(values)[start:stop], self.dtype)
+        self.bin_bytes += write_token_stream(self._data, np.asarray(values)[start:stop], self.dtype)
         self._lengths.append(np.diff(offsets))
         self.documents += len(offsets) - 1
         self.tokens += stop - start
 
     def close(self) -> None:
-        if self._bin is None:
+        if self._data is None:
             return
-        self._bin.close()
-        self._bin = None
-        lengths = np.concatenate(self._lengths) if self._lengths else np.zeros(0, np.int64)
-        data = index_bytes(lengths, self.dtype)
-        with self._open(self.prefix + ".idx") as fh:
-            fh.write(data)
-        self.idx_bytes = len(data)
+        self._data.close()
+        self._data = None
+        self._write_index(np.concatenate(self._lengths) if self._lengths else np.zeros(0, np.int64))
 
-    def __enter__(self) -> ShardWriter:  # noqa: PYI034 - Python 3.10 has no typing.Self
+    def _write_index(self, lengths: np.ndarray) -> None:
+        raise NotImplementedError
+
+    def __enter__(self):
         return self
 
     def __exit__(self, *exc) -> None:
         self.close()
+
+
+class ShardWriter(TokenStreamWriter):
+    """Streams documents into ``<prefix>.bin`` and writes ``<prefix>.idx`` (the MMIDIDX index) on
+    close; see :class:`TokenStreamWriter`."""
+
+    idx_bytes = 0
+
+    def _write_index(self, lengths: np.ndarray) -> None:
+        data = index_bytes(lengths, self.dtype)
+        with self._open(self.prefix + ".idx") as fh:
+            fh.write(data)
+        self.idx_bytes = len(data)
 
 
 # --- reading ------------------------------------------------------------------------------------
