@@ -86,7 +86,7 @@ class LongDocument:
         carry, replaced = b"", 0
         for block in self._blocks():
             data = carry + block
-            cut = _safe_cut(data)
+            cut = safe_cut(data)
             carry = data[cut:]
             if cut:
                 text, count = decode_counted(data[:cut])
@@ -105,7 +105,7 @@ class LongDocument:
         return "".join(self.pieces())
 
 
-def _safe_cut(data: bytes) -> int:
+def safe_cut(data: bytes) -> int:
     """The end of the longest prefix of ``data`` that no byte after ``data`` can join to a
     UTF-8 sequence, valid or not: before the last lead byte among the last four bytes (its
     sequence may go on), else all of it (an ASCII byte ends any sequence; four continuation

@@ -35,6 +35,7 @@ from pathlib import Path
 from bpe_spark import vocab_stats
 from bpe_spark._version import __version__
 from bpe_spark.errors import BpeSparkError, ConfigError
+from bpe_spark.long_documents import safe_cut
 from bpe_spark.output_guard import REPORT_MARKER
 
 REPORT_FILE = "report.html"
@@ -86,7 +87,7 @@ def read_sample(path, *, limit: int = SAMPLE_LIMIT, input_format: str = "text",
             for text in batch.column(0).to_pylist():
                 if isinstance(text, str) and size < limit:
                     data = text[: limit - size].encode("utf-8", errors="replace")[: limit - size]
-                    texts.append(_cut_decode(data))
+                    texts.append(data[: safe_cut(data)].decode("utf-8", errors="replace"))
                     size += len(data)
             if size >= limit:
                 break
@@ -115,25 +116,8 @@ def read_sample(path, *, limit: int = SAMPLE_LIMIT, input_format: str = "text",
                 if isinstance(text, str):
                     lines.append(text + "\n")
             else:
-                lines.append(raw.decode("utf-8", errors="replace") if whole else _cut_decode(raw))
+                lines.append((raw if whole else raw[: safe_cut(raw)]).decode("utf-8", errors="replace"))
     return "".join(lines)
-
-
-def _cut_decode(raw: bytes) -> str:
-    """``raw`` cut at an arbitrary byte, decoded without the U+FFFD of a character cut in two.
-
-    >>> _cut_decode("né".encode()[:-1]), _cut_decode(b"ab\\xff")
-    ('n', 'ab\ufffd')
-    """
-    end = len(raw)
-    for back in range(1, min(4, end) + 1):  # the last character's lead byte, if it is cut
-        byte = raw[end - back]
-        if byte & 0xC0 != 0x80:
-            need = 2 if byte & 0xE0 == 0xC0 else 3 if byte & 0xF0 == 0xE0 else 4 if byte & 0xF8 == 0xF0 else 1
-            if need > back:
-                end -= back
-            break
-    return raw[:end].decode("utf-8", errors="replace")
 
 
 def merge_steps(total: int, points: int = CURVE_POINTS) -> list[int]:
