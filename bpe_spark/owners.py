@@ -1,5 +1,6 @@
 """Who owns a run's files: the process (host, pid, start time) that made a staging sibling or
-holds a checkpoint lock, and whether that owner is gone.
+holds a checkpoint lock, and whether that owner is gone; and the lock files' shared rules (the
+owner's record, a lock held by a gone process of this host, a local file created exclusively).
 
 A process of this host is gone when its pid no longer runs or now belongs to a later process
 (Linux's /proc start time tells them apart); another host's owner is taken as gone once its files
@@ -77,3 +78,33 @@ def owner_is_dead(owner: Owner, modified: float, *, now: float | None = None) ->
     except PermissionError:
         return False
     return False
+
+
+# --- lock files (the checkpoint's and a resumed encode's) ----------------------------------------
+def lock_record(**extra) -> dict:
+    """The JSON a lock file holds: this process as :func:`current_owner` records it, and ``extra``."""
+    owner = current_owner()
+    return {"host": owner.host, "pid": owner.pid, "start": owner.start, **extra}
+
+
+def held_by_gone_process(held: dict) -> bool | None:
+    """Whether the lock record ``held`` belongs to a process of this host that no longer runs;
+    False for another host's (never judged from here); None when it names no owner."""
+    if held.get("host") != host():
+        return False
+    try:
+        owner = Owner(str(held["host"]), int(held["pid"]), int(held["start"]))
+    except (KeyError, TypeError, ValueError):
+        return None
+    return owner_is_dead(owner, modified=0.0)
+
+
+def create_exclusive(path: str, data: bytes) -> bool:
+    """Create the local file ``path`` holding ``data`` (``O_EXCL``); False when it exists."""
+    try:
+        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644)
+    except FileExistsError:
+        return False
+    with os.fdopen(fd, "wb") as fh:
+        fh.write(data)
+    return True

@@ -13,13 +13,12 @@ from __future__ import annotations
 
 import json
 import logging
-import os
 import time
 import uuid
 from urllib.parse import unquote, urlparse
 
 from bpe_spark.errors import CheckpointLockedError
-from bpe_spark.owners import Owner, current_owner, owner_is_dead
+from bpe_spark.owners import create_exclusive, held_by_gone_process, lock_record
 from bpe_spark.spark.guard import HadoopFiles
 
 LOCK_FILE = "_LOCK"  # "_": Spark's readers skip it
@@ -42,9 +41,7 @@ class CheckpointLock:
 
     def acquire(self) -> None:
         """Take the lock (creating the directory), or raise :class:`CheckpointLockedError`."""
-        owner = current_owner()
-        record = {"host": owner.host, "pid": owner.pid, "start": owner.start,
-                  "started": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())}
+        record = lock_record(started=time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()))
         self._fs.mkdirs(self._Path(self.directory))
         if not self._create(record):
             held = self._read(self.path)
@@ -67,13 +64,7 @@ class CheckpointLock:
         """Create the lock file holding ``record``; False when it exists."""
         data = json.dumps(record, sort_keys=True).encode("utf-8")
         if self._local is not None:
-            try:
-                fd = os.open(self._local, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644)
-            except FileExistsError:
-                return False
-            with os.fdopen(fd, "wb") as fh:
-                fh.write(data)
-            return True
+            return create_exclusive(self._local, data)
         try:
             stream = self._fs.create(self._Path(self.path), False)
         except Exception:  # py4j's Java error: FileAlreadyExistsException
@@ -122,10 +113,4 @@ class CheckpointLock:
 
 def _stale(held: dict | None) -> bool:
     """True when ``held`` is the lock of a process of this host that no longer runs."""
-    if not held or held.get("host") != current_owner().host:
-        return False
-    try:
-        owner = Owner(str(held["host"]), int(held["pid"]), int(held["start"]))
-    except (KeyError, TypeError, ValueError):
-        return False
-    return owner_is_dead(owner, modified=0.0)
+    return bool(held) and bool(held_by_gone_process(held))

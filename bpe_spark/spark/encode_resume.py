@@ -29,15 +29,13 @@ import contextlib
 import hashlib
 import json
 import logging
-import os
-import time
 import uuid
 from typing import Any
 
 import pyarrow.fs as pafs
 
 from bpe_spark.errors import ConfigError
-from bpe_spark.owners import Owner, current_owner, owner_is_dead
+from bpe_spark.owners import create_exclusive, held_by_gone_process, lock_record
 from bpe_spark.shards import model_fingerprint
 
 PROGRESS_FILE = "_progress.json"
@@ -125,8 +123,7 @@ class Resume:
 
     # --- lock -------------------------------------------------------------------------------
     def acquire(self) -> None:
-        owner = current_owner()
-        record = {"host": owner.host, "pid": owner.pid, "start": owner.start}
+        record = lock_record()
         self.fs.create_dir(self.directory, recursive=True)
         path = f"{self.directory}/{LOCK_FILE}"
         if not self._create(path, record):
@@ -145,13 +142,7 @@ class Resume:
     def _create(self, path: str, record: dict) -> bool:
         data = json.dumps(record, sort_keys=True).encode("utf-8")
         if self._local:
-            try:
-                fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644)
-            except FileExistsError:
-                return False
-            with os.fdopen(fd, "wb") as fh:
-                fh.write(data)
-            return True
+            return create_exclusive(path, data)
         if self.fs.get_file_info(path).type != pafs.FileType.NotFound:
             return False
         with self.fs.open_output_stream(path) as fh:
@@ -274,14 +265,12 @@ def remove_unused(output) -> None:
 
 
 def _dead(held: dict | None) -> bool:
+    """True when the lock record ``held`` is missing or unreadable, or its owner is a gone process
+    of this host (a resume lock names no one else's work: an unreadable one is taken over)."""
     if not held:
         return True
-    if held.get("host") != current_owner().host:
-        return False
-    try:
-        return owner_is_dead(Owner(str(held["host"]), int(held["pid"]), int(held["start"])), modified=time.time())
-    except (KeyError, TypeError, ValueError):
-        return True
+    gone = held_by_gone_process(held)
+    return True if gone is None else gone
 
 
 def resume_summary(manifest: dict) -> str:
