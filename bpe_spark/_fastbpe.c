@@ -129,6 +129,11 @@ typedef struct {
     size_t indexed_space;  /* holder_space right after the last index */
     int64_t list_floor;  /* pairs counted below it at the last index have no holder list */
     size_t n_indexes, n_scans;
+    /* the journal (journal()): while on, every change of a pair count by a merge, as int64
+     * triples (left, right, delta), for the caller to take (take_journal()) */
+    int journal_on;
+    int64_t *journal;
+    size_t n_journal, cap_journal;
     char broken[160]; /* why the engine can no longer be used (see break_engine()), or "" */
 } Engine;
 
@@ -626,6 +631,7 @@ static void Engine_dealloc(Engine *e) {
     PyMem_Free(e->heap);
     PyMem_Free(e->grown);
     PyMem_Free(e->pair_state);
+    PyMem_Free(e->journal);
     if (e->value != NULL) {
         for (size_t i = 0; i < e->n_ids; i++) PyMem_Free(e->value[i]);
     }
@@ -934,6 +940,14 @@ static inline int change(Engine *e, int32_t left, int32_t right, int64_t delta, 
     Pair *pair = &e->pairs[p];
     pair->count += delta;
     if (pair->count < 0) return internal_error("a pair count fell below zero", left, right);
+    if (e->journal_on) {
+        int64_t *j = grow_array(e->journal, &e->cap_journal, e->n_journal, 3, sizeof(int64_t), 4);
+        if (j == NULL) return -1;
+        e->journal = j;
+        j[e->n_journal++] = left;
+        j[e->n_journal++] = right;
+        j[e->n_journal++] = delta;
+    }
     if (pair->count == 0 && holder_count(e, p) > 0) {
         /* no word holds the pair any more: every holder entry is stale */
         drop_holders(e, p);
@@ -1118,6 +1132,83 @@ static PyObject *Engine_pair_count(Engine *e, PyObject *args) {
     return PyLong_FromLongLong(p < 0 ? 0 : (long long)e->pairs[p].count);
 }
 
+/* adjust(left, right, delta): add delta to the pair's count without a word holding it (a count
+ * kept for words the engine does not hold). The count must stay >= 0; a pair first made here is
+ * listed (empty), so words that gain it later are added to its list. */
+static PyObject *Engine_adjust(Engine *e, PyObject *args) {
+    int left, right;
+    long long delta;
+    if (!PyArg_ParseTuple(args, "iiL", &left, &right, &delta)) return NULL;
+    if (ensure_indexed(e) < 0) return NULL;
+    if (check_id(e, left) < 0 || check_id(e, right) < 0) return NULL;
+    int32_t p = find_pair(e, left, right);
+    int64_t current = p < 0 ? 0 : e->pairs[p].count;
+    if (current + delta < 0) {
+        PyErr_Format(PyExc_ValueError, "adjust: the count of pair (%d, %d) would fall below zero", left, right);
+        return NULL;
+    }
+    if (delta == 0) Py_RETURN_NONE;
+    if (p < 0) {
+        p = get_pair(e, left, right);
+        if (p < 0) goto fail;
+        set_holder_mode(e, p, 0); /* listed, empty */
+    }
+    e->pairs[p].count += delta;
+    if (delta > 0 && e->pairs[p].count >= e->heap_floor && heap_push(e, e->pairs[p].count, p) < 0) goto fail;
+    Py_RETURN_NONE;
+fail:
+    break_engine(e, "adjusting a pair count");
+    return NULL;
+}
+
+/* index_all(): list the holders of every pair, for an engine that only replays merges (apply()
+ * without best()): otherwise each merge of a pair not listed yet scans every word. */
+static PyObject *Engine_index_all(Engine *e, PyObject *Py_UNUSED(ignored)) {
+    if (ensure_indexed(e) < 0) return NULL;
+    if (index_holders(e, 0) < 0) {
+        break_engine(e, "listing the holders");
+        return NULL;
+    }
+    Py_RETURN_NONE;
+}
+
+/* journal(on): start (True) or stop (False) recording the changes of pair counts by merges. */
+static PyObject *Engine_journal(Engine *e, PyObject *arg) {
+    int on = PyObject_IsTrue(arg);
+    if (on < 0) return NULL;
+    e->journal_on = on;
+    Py_RETURN_NONE;
+}
+
+/* take_journal(): the changes recorded since the last call, as bytes of int64 triples
+ * (left, right, delta); the journal is emptied. */
+static PyObject *Engine_take_journal(Engine *e, PyObject *Py_UNUSED(ignored)) {
+    PyObject *out = PyBytes_FromStringAndSize((const char *)e->journal, (Py_ssize_t)(e->n_journal * sizeof(int64_t)));
+    if (out != NULL) e->n_journal = 0;
+    return out;
+}
+
+/* packed(): every word's current symbols as (int32 ids bytes, int64 offsets bytes). */
+static PyObject *Engine_packed(Engine *e, PyObject *Py_UNUSED(ignored)) {
+    if (check_usable(e) < 0) return NULL;
+    PyObject *data = PyBytes_FromStringAndSize(NULL, (Py_ssize_t)(e->live_symbols * sizeof(int32_t)));
+    PyObject *offsets = PyBytes_FromStringAndSize(NULL, (Py_ssize_t)((size_t)(e->n_words + 1) * sizeof(int64_t)));
+    if (data == NULL || offsets == NULL) {
+        Py_XDECREF(data);
+        Py_XDECREF(offsets);
+        return NULL;
+    }
+    int32_t *ids = (int32_t *)PyBytes_AS_STRING(data);
+    int64_t *at = (int64_t *)PyBytes_AS_STRING(offsets);
+    size_t n = 0;
+    for (Py_ssize_t w = 0; w < e->n_words; w++) {
+        at[w] = (int64_t)n;
+        for (int32_t j = 0; j < e->word_len[w]; j++) ids[n++] = symbol_at(e, (size_t)e->word_start[w] + (size_t)j);
+    }
+    at[e->n_words] = (int64_t)n;
+    return Py_BuildValue("(NN)", data, offsets);
+}
+
 /* stats(): sizes of the engine's structures (for profiling memory). */
 static PyObject *Engine_stats(Engine *e, PyObject *Py_UNUSED(ignored)) {
     if (check_usable(e) < 0) return NULL;
@@ -1145,6 +1236,13 @@ static PyMethodDef Engine_methods[] = {
      "extend(keys): add the tie-break keys of the next ids; returns the number of ids known."},
     {"words", (PyCFunction)Engine_words, METH_NOARGS, "Every word's current symbol ids."},
     {"pair_count", (PyCFunction)Engine_pair_count, METH_VARARGS, "The current count of a pair."},
+    {"adjust", (PyCFunction)Engine_adjust, METH_VARARGS,
+     "adjust(left, right, delta): add delta to a pair's count, held by no word."},
+    {"index_all", (PyCFunction)Engine_index_all, METH_NOARGS, "List every pair's holders (for replaying merges)."},
+    {"journal", (PyCFunction)Engine_journal, METH_O, "journal(on): record the pair-count changes of merges."},
+    {"take_journal", (PyCFunction)Engine_take_journal, METH_NOARGS,
+     "The recorded changes as int64 (left, right, delta) triples in bytes; empties the journal."},
+    {"packed", (PyCFunction)Engine_packed, METH_NOARGS, "Every word's symbols as (int32 ids, int64 offsets) bytes."},
     {NULL, NULL, 0, NULL},
 };
 
@@ -1174,7 +1272,7 @@ PyMODINIT_FUNC PyInit__fastbpe(void) {
     PyObject *m = PyModule_Create(&fastbpe_module);
     if (m == NULL) return NULL;
     /* bpe_spark/_compiled.py checks this: a stale build (older source) is not used */
-    if (PyModule_AddIntConstant(m, "API_VERSION", 6) < 0) {
+    if (PyModule_AddIntConstant(m, "API_VERSION", 7) < 0) {
         Py_DECREF(m);
         return NULL;
     }

@@ -20,6 +20,8 @@ from collections.abc import Callable, Iterable, Mapping
 from itertools import pairwise
 from typing import NamedTuple
 
+import numpy as np
+
 from bpe_spark._compiled import _fastbpe  # the optional compiled core (None when not built)
 from bpe_spark.config import TrainerConfig
 from bpe_spark.errors import ConfigError, EmptyCorpusError
@@ -125,6 +127,7 @@ class _PythonCore:
                     holders.append(index)
         self.pair_counts = pair_counts
         self.holders_of = holders_of
+        self.journal: list[tuple[int, int, int]] | None = None  # (left, right, delta) while on
         keys, first = table.keys, table.first_id
         self.heap = [
             (-count, keys[pair[0] - first], keys[pair[1] - first], pair)
@@ -151,6 +154,7 @@ class _PythonCore:
         words, counts = self.words, self.counts
         pair_counts, holders_of = self.pair_counts, self.holders_of
         get = pair_counts.get
+        journal = self.journal
         grown: dict[tuple[int, int], None] = {}
         for index in holders_of.pop((left, right), ()):
             word = words[index]
@@ -177,6 +181,8 @@ class _PythonCore:
                         pair = (prev, new_id)
                         pair_counts[pair] = get(pair, 0) + count
                         formed.append(pair)
+                        if journal is not None:
+                            journal += ((prev, left, -count), (prev, new_id, count))
                     start = i + 2
                     if start <= last:
                         nxt = word[start]
@@ -184,6 +190,8 @@ class _PythonCore:
                         pair = (new_id, nxt)
                         pair_counts[pair] = get(pair, 0) + count
                         formed.append(pair)
+                        if journal is not None:
+                            journal += ((right, nxt, -count), (new_id, nxt, count))
                     merged.append(new_id)
                     if left == right:
                         remaining -= 1  # the hit's right half was an occurrence of left too
@@ -212,6 +220,37 @@ class _PythonCore:
 
     def pair_count(self, left: int, right: int) -> int:
         return self.pair_counts.get((left, right), 0)
+
+    def adjust(self, left: int, right: int, delta: int) -> None:
+        pair = (left, right)
+        count = self.pair_counts.get(pair, 0) + delta
+        if count < 0:
+            raise ValueError(f"adjust: the count of pair {pair} would fall below zero")
+        if delta == 0:
+            return
+        self.pair_counts[pair] = count
+        self.holders_of.setdefault(pair, [])
+        if delta > 0:
+            keys, first = self.table.keys, self.table.first_id
+            heapq.heappush(self.heap, (-count, keys[left - first], keys[right - first], pair))
+
+    def set_journal(self, on: bool) -> None:
+        self.journal = [] if on else None
+
+    def index_all(self) -> None:
+        """Every pair's holders are listed already."""
+
+    def take_journal(self) -> np.ndarray:
+        taken = np.array(self.journal or [], dtype=np.int64).reshape(-1, 3)
+        if self.journal is not None:
+            self.journal = []
+        return taken
+
+    def packed(self) -> tuple[np.ndarray, np.ndarray]:
+        lengths = np.array([len(word) for word in self.words], dtype=np.int64)
+        offsets = np.concatenate(([0], np.cumsum(lengths))).astype(np.int64)
+        data = np.fromiter((s for word in self.words for s in word), dtype=np.int32, count=int(offsets[-1]))
+        return data, offsets
 
 
 class _CompiledCore:
@@ -252,6 +291,22 @@ class _CompiledCore:
 
     def pair_count(self, left: int, right: int) -> int:
         return self.engine.pair_count(left, right)
+
+    def adjust(self, left: int, right: int, delta: int) -> None:
+        self.engine.adjust(left, right, delta)
+
+    def set_journal(self, on: bool) -> None:
+        self.engine.journal(on)
+
+    def index_all(self) -> None:
+        self.engine.index_all()
+
+    def take_journal(self) -> np.ndarray:
+        return np.frombuffer(self.engine.take_journal(), dtype=np.int64).reshape(-1, 3)
+
+    def packed(self) -> tuple[np.ndarray, np.ndarray]:
+        data, offsets = self.engine.packed()
+        return np.frombuffer(data, dtype=np.int32), np.frombuffer(offsets, dtype=np.int64)
 
 
 class MergeEngine:
@@ -309,6 +364,34 @@ class MergeEngine:
     def pair_count(self, left: int, right: int) -> int:
         """The current count of the pair ``(left, right)`` in the engine's words (0 when absent)."""
         return self._core.pair_count(left, right)
+
+    def apply(self, left: int, right: int, new_id: int) -> None:
+        """Replay a merge chosen elsewhere: ``new_id`` must be in the table already."""
+        self._core.apply(left, right, new_id)
+
+    def adjust(self, left: int, right: int, delta: int) -> None:
+        """Add ``delta`` to the pair's count without a word holding it: a count kept for words
+        the engine does not hold (the rounds' pretokens on the executors). It must stay >= 0."""
+        self._core.adjust(left, right, delta)
+
+    def journal(self, on: bool) -> None:
+        """Record (``on``) or stop recording every change a merge makes to a pair count."""
+        self._core.set_journal(on)
+
+    def index_all(self) -> None:
+        """List every pair's holders: an engine that only replays merges (:meth:`apply`, never
+        :meth:`best`) would otherwise scan every word for each pair it has not listed yet."""
+        self._core.index_all()
+
+    def take_journal(self) -> np.ndarray:
+        """The changes recorded since the last call, ``(left, right, delta)`` rows (int64); the
+        journal is emptied. Its rows for the merged pair (a run of one symbol, ``(a, a)``) are beside
+        the point: a merge takes all of that pair's count."""
+        return self._core.take_journal()
+
+    def packed(self) -> tuple[np.ndarray, np.ndarray]:
+        """Every word's current symbols as packed words: int32 ids and int64 offsets."""
+        return self._core.packed()
 
     def merge(self, left: int, right: int, count: int) -> tuple[Merge, bool]:
         """Merge ``(left, right)`` (counted ``count``) now; returns the merge and whether its

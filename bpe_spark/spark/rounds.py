@@ -3,46 +3,27 @@
 When the distinct pretokens do not fit the driver budget, training runs in rounds. The
 executors hold every pretoken of two or more symbols as ``(wid, count, symbols)`` (symbol ids of
 one :class:`SymbolTable` that lives on the driver across rounds; for the char scheme its alphabet
-comes from the whole corpus). A round takes exactly the merges, in the same order, that the core
-engine would take on all the pretokens at once. Why:
+comes from the whole corpus). The frequent ones (counted at least ``cut``: whole count levels, at
+most half the budget) are also collected once into the driver's engine, where they stay; the
+others are the rare ones. A round takes exactly the merges, in the same order, that the core
+engine would take on all the pretokens at once (:mod:`bpe_spark.round_replay` says why):
 
-1. *Pair counts.* The executors reduce every pair's global count and the histogram of those
-   counts. Training ends when the best count is below ``min_frequency``.
-2. *The broadcast cut* (:func:`~bpe_spark.round_plan.broadcast_cut`). Each pretoken's highest
-   pair count ``m`` is found by a join with the top pairs only: those counted >= ``cut`` (whole
-   levels, at most the budget and ``_MAX_BROADCAST_PAIRS``). ``outside`` is the best count of a
-   pair left out. A pretoken holding a kept pair has ``m`` exact (a kept pair's count is above
-   every pair left out); a pretoken holding none has every pair counted <= ``outside``.
-3. *The collect* (:func:`~bpe_spark.round_plan.choose_threshold`). The driver takes the lowest
-   threshold ``T`` whose pretokens (``m >= T``) fit its budget and collects them (the words
-   ``C``; the others are ``N``). It also keeps the broadcast pairs' global counts ``G``, and
-   gives the engine, beside ``C``, one two-symbol word per broadcast pair counted in ``N``,
-   counted ``G - C(p)`` (:func:`~bpe_spark.round_plan.outside_counts`; at most the budget of
-   them, as the broadcast). So the engine's count ``E(p)`` of a broadcast pair is its global
-   count, of a pair made by the round's merges its count in ``C`` plus what it counts in ``N``
-   as long as ``N`` has not changed, and every other pair counts <= ``outside`` in all words.
-4. *The merges* (:func:`~bpe_spark.round_proof.prove_round`). The engine's best pair, counted
-   > ``outside``, is the global best while no merge has changed ``N`` (ties read the shared
-   table). A merge of a pair not counted in ``N`` changes nothing there; a merge of a pair
-   counted ``r`` times in ``N`` (a *shared* merge, ``(a, b) -> n``) changes there only the pairs
-   ``(x, a)`` and ``(b, y)``, which can only lose counts (``E`` stays an upper bound), and the
-   pairs holding ``n``, which gain at most ``r`` each (the occurrences of ``n`` there). After
-   shared merges the best pair ``p`` is still proven when (i) it holds neither a token they made
-   nor, as its right token, their left one, nor, as its left token, their right one: its ``E``
-   is exact; and (ii) no pair holding a token they made can reach ``E(p)``: each is bounded by
-   its ``E`` plus its tokens' gains, and by the start count ``G`` of the pair that its left
-   token's last and its right token's first symbol at the round's start formed (each of its
-   occurrences grew from one of that pair's). A merge whose id already existed (reused) could
-   grow pairs outside ``C``: when any pair was left out of the broadcast (``outside`` > 0) or
-   ``N`` has changed, it ends the round, as a best count <= ``outside`` does.
-5. The round's merges are appended to the checkpoint and broadcast; the executors apply them
-   (:func:`apply_round_batch`), and pretokens left with one symbol drop out. The words table is
-   kept from round to round where a lost executor cannot take it (:mod:`round_words`); what a
-   round caches is freed when it ends, and the rounds' tables and aggregations have partitions
-   sized for the data (:mod:`resources`), not ``spark.sql.shuffle.partitions``.
+1. *Shipping*, when the driver asks for it (at the start, and when its best count is no longer
+   above ``outside``): the executors count every pair, in all words and in the rare ones, and
+   send the untracked pairs counted in the rare ones, highest global count first (at most the
+   budget, :data:`_MAX_BROADCAST_PAIRS`, and :data:`_MAX_TOP_ROWS` over the tasks); the best
+   global count left out is the new ``outside``.
+2. The driver speculates up to ``limit`` merges; the executors apply them in order to the rare
+   words and send the exact change of each pair count at each step, summed over the partitions
+   (one Spark job, which also fills the round's words table).
+3. The driver replays them and keeps those its exact counts prove; the round's merges are
+   appended to the checkpoint and applied to the words table (:func:`apply_round_batches`), and
+   pretokens left with one symbol drop out. The words table is kept from round to round where a
+   lost executor cannot take it (:mod:`round_words`); the rounds' tables and aggregations have
+   partitions sized for the data (:mod:`resources`), not ``spark.sql.shuffle.partitions``.
 
-When even the pretokens holding the top pair do not fit, the round takes that one pair, which
-the global pair counts prove. Rounds pay a few Spark jobs each, never one per merge.
+A round costs one Spark job, two when it ships, never one per merge; ``limit`` grows with the
+merges the last round kept (:func:`next_limit`).
 """
 
 from __future__ import annotations
@@ -53,14 +34,13 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 import pyarrow as pa
-from pyspark import StorageLevel
 from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 
 from bpe_spark.config import TrainerConfig
 from bpe_spark.progress import OFF, Progress, merge_callback
-from bpe_spark.round_plan import choose_threshold, outside_counts, top_cut
-from bpe_spark.round_proof import PAIR_SHIFT, StartCounts, prove_round
+from bpe_spark.round_plan import frequent_cut
+from bpe_spark.round_replay import PAIR_SHIFT, RoundDriver, StepDeltas, spec_deltas
 from bpe_spark.spark.faults import fail_once
 from bpe_spark.spark.progress import spark_phase
 from bpe_spark.spark.resources import capped
@@ -81,17 +61,20 @@ if TYPE_CHECKING:  # pragma: no cover - typing only
 
 WordsStore = ReliableWords | LineageWords
 WORDS_SCHEMA = "wid long, count long, symbols array<int>"
-# the most pairs a round broadcasts to find each pretoken's highest pair count (a long pair and a
-# long count each, held by every executor)
+DELTAS_SCHEMA = "step long, pair long, delta long"
+# the most pairs a shipping brings to the driver (a long pair and two long counts each)
 _MAX_BROADCAST_PAIRS = 1_000_000
-# the most pretoken ids a round broadcasts to select the pretokens it collects; more are joined by
-# a shuffle: the driver's JVM builds a broadcast table whole, and one of ~9 M ids does not fit a
-# 1 GiB heap (the collect itself streams its batches)
-_MAX_BROADCAST_WIDS = 1_000_000
-# the top pairs come from one ordered limit: each task's ``most + 1`` best reach the driver's JVM,
-# which merges them, so tasks x most stays below this many rows (T8's 37 tasks x 1 M ran a 1 GiB
-# heap out of memory); fewer broadcast pairs only make a round prove fewer merges
+# tracked pairs beyond this many are left out of a shipping by a shuffled join, not a broadcast
+_MAX_BROADCAST_TRACKED = 2_000_000
+# a shipping's top pairs come from one ordered limit: each task's ``most + 1`` best reach the
+# driver's JVM, which merges them, so tasks x most stays below this many rows (T8's 37 tasks x
+# 1 M ran a 1 GiB heap out of memory); fewer shipped pairs only mean more shippings
 _MAX_TOP_ROWS = 4_000_000
+# a round's changes from at most this many partitions are summed by the driver, not a shuffle
+DRIVER_SUMS = 16
+# the merges a round speculates: the first round's, and the most of any
+FIRST_LIMIT = 16_384
+MAX_LIMIT = 16_384
 # subtle: a pair is one long, left << 32 | right; ids are < 2**31, so it is exact and positive.
 _PAIRS_SQL = (
     "transform(sequence(0, size(symbols) - 2), "
@@ -146,28 +129,6 @@ def int64_counts(column: pa.ChunkedArray) -> np.ndarray:
     return column.combine_chunks().to_numpy(zero_copy_only=False).astype(np.int64, copy=False)
 
 
-def _packed_words(arrow: pa.Table, pairs: np.ndarray, totals: np.ndarray) -> tuple[Handoff, dict[tuple[int, int], int]]:
-    """Collected ``(count, symbols)`` rows as packed words: the values and offsets buffers of the
-    ``list<int32>`` column, no Python list per word (the compiled engine reads them), followed by
-    one two-symbol word per broadcast pair (``pairs``, counted ``totals`` in all the words) that
-    also occurs outside them, counted what it counts there; and those counts. Pass the table
-    straight from ``Handoff.take()``: once this returns, only the words keep its buffers."""
-    symbols = arrow.column("symbols").combine_chunks()
-    values = symbols.values.to_numpy(zero_copy_only=False).astype(np.int32, copy=False)
-    offsets = symbols.offsets.to_numpy(zero_copy_only=False).astype(np.int64)
-    counts = int64_counts(arrow.column("count"))
-    pairs, rest = outside_counts(values, offsets, counts, pairs, totals)
-    extra = np.empty(2 * len(pairs), dtype=np.int32)
-    extra[0::2], extra[1::2] = pairs >> PAIR_SHIFT, pairs & ((1 << PAIR_SHIFT) - 1)
-    values = np.concatenate((values[offsets[0]:offsets[-1]], extra))
-    offsets = np.concatenate((offsets - offsets[0], offsets[-1] - offsets[0] + 2 * np.arange(1, len(pairs) + 1)))
-    words = PackedWords(values, offsets)
-    shared = {divmod(int(pair), 1 << PAIR_SHIFT): int(n) for pair, n in zip(pairs, rest)}
-    handoff = Handoff.words(words, np.concatenate((counts, rest)))
-    handoff.rows = len(counts)  # pretokens held
-    return handoff, shared
-
-
 def _words_batch(wids, counts, words) -> pa.RecordBatch:
     return pa.RecordBatch.from_arrays(
         [pa.array(wids, pa.int64()), pa.array(counts, pa.int64()), pa.array(words, pa.list_(pa.int32()))],
@@ -200,50 +161,127 @@ def initial_words(counts: DataFrame, cfg: TrainerConfig, table: SymbolTable, pri
     return words.withColumn("wid", F.monotonically_increasing_id())
 
 
-def apply_round(words: DataFrame, merges: list[tuple[int, int, int]]) -> DataFrame:
-    """The executors apply one round's merges; words left with one symbol drop out."""
+def apply_round(words: DataFrame, merges: list[tuple[int, int, int]], table: SymbolTable | None = None) -> DataFrame:
+    """The executors apply one round's merges (in one engine per partition when ``table``, the
+    table holding their tokens, is given); words left with one symbol drop out."""
 
     def apply(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
         fail_once("round")  # the test hook (faults.py): off unless a test asks
-        ranks = pair_rank_index(merges)
-        keys = np.unique(np.array([(left << PAIR_SHIFT) | right for left, right, _ in merges], dtype=np.int64))
-        for batch in batches:
-            yield from apply_round_batch(batch, merges, ranks, keys)
+        yield from apply_round_batches(batches, merges, table)
 
     return words.mapInArrow(apply, WORDS_SCHEMA)
 
 
-def apply_round_batch(batch: pa.RecordBatch, merges, ranks, keys: np.ndarray) -> Iterator[pa.RecordBatch]:
-    """A batch of ``(wid, count, symbols)`` after a round's merges. Most words hold none of the
-    round's pairs (only the collected ones can): they are found with array operations on the
-    batch's buffers and pass through untouched; only the others become Python lists."""
+def _changed_rows(batch: pa.RecordBatch, keys: np.ndarray) -> np.ndarray:
+    """Which words of a ``(wid, count, symbols)`` batch hold one of the pairs ``keys``, found
+    with array operations on the batch's buffers."""
     symbols = batch.column(2)
     offsets = symbols.offsets.to_numpy(zero_copy_only=False).astype(np.int64)
     values = symbols.values.to_numpy(zero_copy_only=False).astype(np.int64)
     if len(values) < 2:
-        yield batch
-        return
+        return np.zeros(batch.num_rows, dtype=bool)
     hit = np.isin((values[:-1] << PAIR_SHIFT) | values[1:], keys)  # pair at i: (i, i + 1)
     seen = np.concatenate(([0], np.cumsum(hit)))
     starts = offsets[:-1]
     ends = np.maximum(offsets[1:] - 1, starts)  # a word's pairs start at [start, end - 1]
-    changed = seen[ends] - seen[starts] > 0
-    if not changed.any():
-        yield batch
+    return seen[ends] - seen[starts] > 0
+
+
+def apply_round_batches(batches, merges, table: SymbolTable | None = None) -> Iterator[pa.RecordBatch]:
+    """A partition's ``(wid, count, symbols)`` batches after a round's merges. Most words hold
+    none of the round's pairs: they pass through untouched. The others, gathered over the
+    partition, are merged in one engine (``table`` given: it holds the merges' tokens) or word
+    by word with :func:`~bpe_spark.words.apply_merges` (the specification; the same words)."""
+    keys = np.unique(np.array([(left << PAIR_SHIFT) | right for left, right, _ in merges], dtype=np.int64))
+    changed: list[pa.RecordBatch] = []
+    schema = None
+    for batch in batches:
+        schema = batch.schema
+        hit = _changed_rows(batch, keys)
+        if not hit.any():
+            yield batch
+            continue
+        if not hit.all():
+            yield batch.filter(pa.array(~hit))
+        changed.append(batch.take(pa.array(np.flatnonzero(hit))))
+    if not changed:
         return
-    yield batch.filter(pa.array(~changed))
-    rows = batch.take(pa.array(np.flatnonzero(changed)))
-    out: tuple[list, list, list] = ([], [], [])
-    for wid, count, word in zip(*(rows.column(i).to_pylist() for i in range(3))):
-        word = apply_merges(word, merges, ranks)
-        if len(word) > 1:
-            out[0].append(wid)
-            out[1].append(count)
-            out[2].append(word)
+    rows = pa.Table.from_batches(changed).combine_chunks()
+    wids, counts = rows.column(0).to_numpy(), rows.column(1).to_numpy()
+    if table is not None:
+        symbols = rows.column(2).chunk(0)
+        starts = symbols.offsets.to_numpy(zero_copy_only=False).astype(np.int64)
+        values = symbols.flatten().to_numpy(zero_copy_only=False).astype(np.int32, copy=False)
+        engine = MergeEngine(table, PackedWords(values, starts - starts[0]), counts)
+        engine.index_all()
+        for left, right, new_id in merges:
+            engine.apply(left, right, new_id)
+        values, offsets = engine.packed()
+        lengths = np.diff(offsets)
+        kept = lengths > 1
+        words = pa.ListArray.from_arrays(pa.array(np.concatenate(([0], np.cumsum(lengths[kept]))), pa.int32()),
+                                         pa.array(values[np.repeat(kept, lengths)], pa.int32()))
+    else:
+        ranks = pair_rank_index(merges)
+        merged = [apply_merges(word, merges, ranks) for word in rows.column(2).to_pylist()]
+        kept = np.array([len(word) > 1 for word in merged], dtype=bool)
+        words = pa.array([word for word, keep in zip(merged, kept) if keep], pa.list_(pa.int32()))
     # the input's own schema (Spark names the list's item field its own way)
     yield pa.RecordBatch.from_arrays(
-        [pa.array(column, type=field.type) for column, field in zip(out, batch.schema)], schema=batch.schema
+        [pa.array(wids[kept], pa.int64()), pa.array(counts[kept], pa.int64()), words.cast(schema.field(2).type)],
+        schema=schema,
     )
+
+
+def _packed_batches(batches: Iterator[pa.RecordBatch]) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """A partition's ``(count, symbols)`` batches as one set of packed words: int32 ids, int64
+    offsets and int64 counts."""
+    values, offsets, counts, base = [], [np.zeros(1, dtype=np.int64)], [], 0
+    for batch in batches:
+        if not batch.num_rows:
+            continue
+        symbols = batch.column(1)
+        starts = symbols.offsets.to_numpy(zero_copy_only=False).astype(np.int64)
+        values.append(symbols.flatten().to_numpy(zero_copy_only=False).astype(np.int32, copy=False))
+        offsets.append(starts[1:] - starts[0] + base)
+        base += int(starts[-1] - starts[0])
+        counts.append(batch.column(0).to_numpy(zero_copy_only=False).astype(np.int64, copy=False))
+    if not counts:
+        return np.zeros(0, dtype=np.int32), offsets[0], np.zeros(0, dtype=np.int64)
+    return np.concatenate(values), np.concatenate(offsets), np.concatenate(counts)
+
+
+def rare_deltas(words: DataFrame, cut: int, table: SymbolTable, spec: list[tuple[int, int, int]],
+                partitions: int | None) -> DataFrame:
+    """``(step, pair, delta)``: the exact change of each pair count in the rare words (counted
+    below ``cut``) at each step of ``spec``, summed in each partition; over the partitions too
+    (by a shuffle) unless there are at most :data:`DRIVER_SUMS` of them, whose rows the driver
+    sums (:class:`~bpe_spark.round_replay.StepDeltas`): a shuffle stage costs more than that."""
+    spec_table = table  # pickled once into the closure: it holds every token of the speculation
+
+    def deltas(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+        step, pair, delta = spec_deltas(spec_table, *_packed_batches(batches), spec)
+        yield pa.RecordBatch.from_arrays([pa.array(step), pa.array(pair), pa.array(delta)],
+                                         names=["step", "pair", "delta"])
+
+    rare = words.where(F.col("count") < cut).select("count", "symbols").mapInArrow(deltas, DELTAS_SCHEMA)
+    if partitions is not None and partitions <= DRIVER_SUMS:
+        return rare
+    summed = capped(rare.groupBy("step", "pair").agg(F.sum("delta").alias("delta")), partitions)
+    return summed.where(F.col("delta") != 0)
+
+
+def next_limit(limit: int, kept: int, status: str) -> int:
+    """The next round's speculation: four times the last when all of it held, else eight times
+    what the last round kept (at least :data:`FIRST_LIMIT`, at most :data:`MAX_LIMIT`). The
+    guesses of a round come from the last one's speculation, so it reaches well past the merges
+    kept; early rounds, whose guesses are poor, keep few merges and speculate less.
+
+    >>> next_limit(2048, 2048, "held"), next_limit(4096, 100, "diverged"), next_limit(2048, 9000, "diverged")
+    (8192, 2048, 16384)
+    """
+    grown = 4 * limit if status == "held" else 8 * kept
+    return max(FIRST_LIMIT, min(MAX_LIMIT, grown))
 
 
 # --- the driver -------------------------------------------------------------------------------
@@ -282,6 +320,7 @@ class RoundTrainer:
         self.table: SymbolTable | None = None
         self.merges: list[Merge] = []
         self.rounds: list[dict] = []
+        self.frequent = 0  # pretokens in the rounds' driver engine
 
     def clock(self, key: str, since: float) -> float:
         """Add the time since ``since`` to the timing ``key``; returns now."""
@@ -322,42 +361,25 @@ class RoundTrainer:
         record.update(round=len(self.rounds) + 1, merges=len(merges), seconds=round(time.perf_counter() - since, 3))
         self.rounds.append(record)
         if record.get("kind") != "driver":
-            threshold = record.get("threshold")
-            self.progress.note(f"round {record['round']}: {len(self.merges):,} merges so far"
-                               + (f", threshold {threshold:,}" if threshold is not None else ""))
+            self.progress.note(f"round {record['round']}: {len(self.merges):,} merges so far")
         if self.on_round is not None:
             self.on_round(dict(record))
 
-    def engine_round(self, words: Handoff, floor: int | None = None,
-                     proof: tuple[StartCounts, dict[tuple[int, int], int]] | None = None) -> tuple[list[Merge], bool]:
-        """Run the engine on the collected words (taken from ``words``); returns the merges and
-        whether training is over. On the driver (``floor`` None) the words are all of them; in a
-        round, ``floor`` is the best count of a pair not broadcast and ``proof`` the broadcast
-        pairs' start counts and their counts outside the words (:mod:`bpe_spark.round_proof`)."""
+    def engine_round(self, words: Handoff) -> tuple[list[Merge], bool]:
+        """Run the engine on all the pretokens (taken from ``words``), on the driver; returns
+        the merges and whether training is over."""
         phase = time.perf_counter()
         engine = words.engine(self.table)
         new_tokens, max_merges = self._remaining()
-        name = "merging" if floor is None else f"round {len(self.rounds) + 1}: merging"
         before = len(self.merges)
         lowest = max(self.cfg.min_frequency, 1)
-        with self.progress.phase(name, total=self.merge_target, unit="merges", start=before) as shown:
+        with self.progress.phase("merging", total=self.merge_target, unit="merges", start=before) as shown:
             callback = merge_callback(shown, already=before) if self.progress.enabled else None
-            if proof is None:
-                merges = engine.run(max_new_tokens=new_tokens, max_merges=max_merges,
-                                    min_frequency=self.cfg.min_frequency, progress=callback)
-                settled = True
-            else:
-                merges, settled = prove_round(engine, start=proof[0], outside_counts=proof[1], outside=floor or 0,
-                                              max_new_tokens=new_tokens, max_merges=max_merges,
-                                              min_frequency=self.cfg.min_frequency, progress=callback)
+            merges = engine.run(max_new_tokens=new_tokens, max_merges=max_merges,
+                                min_frequency=self.cfg.min_frequency, progress=callback)
             shown.update(before + len(merges))
-        done = not self.budget_left()
-        if not done and settled:
-            top = engine.best()
-            if floor is None:
-                done = top is None or top[1] < lowest or not merges
-            elif top is not None and floor < top[1] < lowest:
-                done = True  # the exact global best is below min_frequency
+        top = engine.best()
+        done = not self.budget_left() or top is None or top[1] < lowest or not merges
         self.clock("merge_seconds", phase)
         return merges, done
 
@@ -380,25 +402,29 @@ class RoundTrainer:
         return initial_table(self.cfg, [c + anchor for c in alphabet] + sorted(final_chars))
 
     def run_rounds(self, resume: bool, store: WordsStore) -> None:
-        """Train in exact rounds (the module docstring says why each is exact), the words kept
-        in ``store`` (:mod:`round_words`) from one round to the next."""
+        """Train in exact rounds (the module docstring says how), the words kept in ``store``
+        (:mod:`round_words`) from one round to the next."""
         phase = time.perf_counter()
         self.start(self._alphabet_table(), resume=resume)
         try:
             words = store.first(self._initial_words())
-            self.clock("rounds_spark_seconds", phase)
+            driver, cut = self._frequent(words)
+            phase = self.clock("rounds_spark_seconds", phase)
+            limit = FIRST_LIMIT
             while self.budget_left():
                 since = time.perf_counter()
-                taken = self._round(words, store.filled)
+                taken = self._round(words, driver, cut, limit, store.filled)
                 if taken is None:
                     break
-                merges, record, done = taken
+                merges, record, status = taken
                 self.finish_round(merges, record, since)
-                if done or not merges:
+                if status == "done":
                     break
-                phase = time.perf_counter()
-                words = store.next(apply_round(words, _triples(merges)), rebuild=self._initial_words)
-                self.clock("rounds_spark_seconds", phase)
+                limit = next_limit(limit, len(merges), status)
+                if merges:
+                    phase = time.perf_counter()
+                    words = store.next(apply_round(words, _triples(merges), self.table), rebuild=self._initial_words)
+                    self.clock("rounds_spark_seconds", phase)
         finally:
             store.close()
 
@@ -406,70 +432,82 @@ class RoundTrainer:
         """The words from the counts, after the merges so far (the first table, and a rebuild)."""
         return initial_words(sized_counts(self.counts, self.partitions), self.cfg, self.table, self.prior_merges())
 
-    def _round(self, words: DataFrame, store_filled: Callable[[], None] = lambda: None
-               ) -> tuple[list[Merge], dict, bool] | None:
-        """One round on ``words``: its merges, its record and whether training is over; None when
-        no pair reaches ``min_frequency``. What it caches is freed when it returns, however.
-        ``store_filled`` is called once its first job has read every word."""
-        cached: list[DataFrame] = []
+    def _frequent(self, words: DataFrame) -> tuple[RoundDriver, int]:
+        """The driver's engine over the frequent words, counted at least ``cut``: the lowest count
+        whose words (whole levels) fit half the budget; the rest of it holds the tracked pairs."""
+        spark = words.sparkSession
+        with spark_phase(spark, self.progress, "rounds: collecting the frequent pretokens"):
+            levels = _levels(capped(words.groupBy("count").agg(F.count(F.lit(1)).alias("n")), 1).toArrow(), "count")
+            cut = frequent_cut(levels, max(1, self.budget // 2))
+            frequent = words.where(F.col("count") >= cut).select("count", "symbols").toArrow()
+        values, offsets, counts = _packed_batches(frequent.to_batches())
+        del frequent
+        new_tokens, max_merges = self._remaining()
+        driver = RoundDriver(self.table, PackedWords(values, offsets), counts, max_new_tokens=new_tokens,
+                             max_merges=max_merges, min_frequency=self.cfg.min_frequency)
+        self.frequent = len(counts)
+        return driver, cut
 
-        def keep(frame: DataFrame) -> DataFrame:
-            cached.append(frame.persist(StorageLevel.MEMORY_AND_DISK))
-            return cached[-1]
+    def _ship(self, words: DataFrame, driver: RoundDriver, cut: int) -> int:
+        """One shipping (module docstring, step 1); returns the pairs it brought."""
+        spark = words.sparkSession
+        tasks = self.partitions or int(spark.conf.get("spark.sql.shuffle.partitions", "200"))
+        most = max(1, min(self.budget, _MAX_BROADCAST_PAIRS, _MAX_TOP_ROWS // max(1, tasks)))
+        occurrences = words.select("count", F.explode(F.expr(_PAIRS_SQL)).alias("pair"))
+        rare = F.when(F.col("count") < cut, F.col("count")).otherwise(F.lit(0))
+        pairs = capped(occurrences.groupBy("pair").agg(F.sum("count").alias("total"), F.sum(rare).alias("rare")),
+                       self.partitions).where(F.col("rare") > 0)
+        tracked = driver.tracked_keys()
+        if len(tracked):
+            known = spark.createDataFrame(pa.table({"pair": tracked}))
+            if len(tracked) <= _MAX_BROADCAST_TRACKED:
+                known = F.broadcast(known)
+            pairs = pairs.join(known, "pair", "left_anti")
+        top = pairs.orderBy(F.desc("total"), "pair").limit(most + 1).toArrow()
+        shipped = top.slice(0, most)
+        outside = top.column("total")[most].as_py() if top.num_rows > most else 0
+        driver.ship(int64_counts(shipped.column("pair")), int64_counts(shipped.column("total")),
+                    int64_counts(shipped.column("rare")), outside)
+        return shipped.num_rows
 
-        def histogram(frame: DataFrame, value: str) -> list[tuple[int, int]]:
-            return _levels(capped(frame.groupBy(value).agg(F.count(F.lit(1)).alias("n")), 1).toArrow(), value)
-
-        try:
-            with spark_phase(words.sparkSession, self.progress, f"round {len(self.rounds) + 1}: counting pairs"):
-                phase = time.perf_counter()
-                occurrences = words.select("wid", "count", F.explode(F.expr(_PAIRS_SQL)).alias("pair"))
-                pair_counts = keep(capped(occurrences.groupBy("pair").agg(F.sum("count").alias("pc")), self.partitions))
-                tasks = self.partitions or int(words.sparkSession.conf.get("spark.sql.shuffle.partitions", "200"))
-                most = max(1, min(self.budget, _MAX_BROADCAST_PAIRS, _MAX_TOP_ROWS // max(1, tasks)))
-                top = pair_counts.orderBy(F.desc("pc")).limit(most + 1).toArrow()  # one job: the top pairs
-                store_filled()  # this job read every word: the previous table can go
-                top_counts = top.column("pc").to_pylist()
-                if not top_counts or top_counts[0] < max(self.cfg.min_frequency, 1):
-                    return None
-                cut, outside, kept_pairs = top_cut(top_counts, most)
-                levels, highest, shipped = [], None, top.slice(0, kept_pairs)  # the driver keeps them
-                if cut is not None:
-                    kept = F.broadcast(words.sparkSession.createDataFrame(shipped))
-                    highest = keep(capped(
-                        occurrences.select("wid", "pair").join(kept, "pair").groupBy("wid").agg(F.max("pc").alias("m")),
-                        self.partitions,
-                    ))
-                    levels = histogram(highest, "m")
-                chosen = choose_threshold(levels, self.budget, outside)
-                if chosen is None:
-                    merges = self._top_pair_merge(pair_counts, top_counts[0])
-                    self.clock("rounds_spark_seconds", phase)
-                    return merges, {"kind": "top-pair", "threshold": top_counts[0], "floor": None, "collected": 0}, False
-                wids = highest.where(F.col("m") >= chosen.value).select("wid")
-                if chosen.pretokens <= _MAX_BROADCAST_WIDS:
-                    wids = F.broadcast(wids)
-                arrow = Handoff.table(words.join(wids, "wid").select("count", "symbols").toArrow())
-                phase = self.clock("rounds_spark_seconds", phase)
-                pairs, totals = int64_counts(shipped.column("pair")), int64_counts(shipped.column("pc"))
-                collected, shared = _packed_words(arrow.take(), pairs, totals)
-                self.clock("collect_seconds", phase)
-            record = {"kind": "engine", "threshold": chosen.value, "floor": outside, "collected": collected.rows,
-                      "outside_pairs": len(shared)}
-            merges, done = self.engine_round(collected, floor=outside, proof=(StartCounts(pairs, totals), shared))
-            if not merges and not done:
-                raise AssertionError(f"round at threshold {chosen.value} made no progress")
-            return merges, record, done
-        finally:
-            for frame in cached:
-                frame.unpersist()
-
-    def _top_pair_merge(self, pair_counts: DataFrame, top_count: int) -> list[Merge]:
-        """The one merge a round can prove when the pretokens holding the top pair overflow the
-        budget: the best pair of the global counts (ties broken by the table's keys)."""
-        rows = pair_counts.where(F.col("pc") == top_count).select("pair").collect()
-        keys, first = self.table.keys, self.table.first_id
-        candidates = [divmod(row.pair, 1 << PAIR_SHIFT) for row in rows]
-        left, right = min(candidates, key=lambda p: (keys[p[0] - first], keys[p[1] - first]))
-        new_id, _ = self.table.add(self.table.value(left) + self.table.value(right))
-        return [Merge(left, right, new_id, top_count)]
+    def _round(self, words: DataFrame, driver: RoundDriver, cut: int, limit: int,
+               store_filled: Callable[[], None] = lambda: None) -> tuple[list[Merge], dict, str] | None:
+        """One round: its merges, its record and how its replay ended; None when no pair
+        reaches ``min_frequency``. ``store_filled`` is called once a job has read every word."""
+        spark = words.sparkSession
+        name = f"round {len(self.rounds) + 1}"
+        record: dict = {"kind": "speculative", "frequent": self.frequent, "shipped": 0}
+        phase = time.perf_counter()
+        with spark_phase(spark, self.progress, f"{name}: counting pairs"):
+            while True:  # each shipping tracks new pairs or leaves none out (outside 0): it ends
+                if driver.needs_ship:
+                    record["shipped"] += self._ship(words, driver, cut)
+                    store_filled()
+                started = time.perf_counter()
+                spec, table, stop = driver.speculate(limit)
+                record["speculate_seconds"] = round(time.perf_counter() - started, 3)
+                if spec or stop != "ship":
+                    break
+                driver.needs_ship = True
+            record.update(outside=driver.outside, tracked=len(driver.tracked), speculated=len(spec))
+            if not spec:
+                self.clock("rounds_spark_seconds", phase)
+                return None  # no pair reaches min_frequency, or the budgets are spent
+            started = time.perf_counter()
+            arrow = rare_deltas(words, cut, table, spec, self.partitions).toArrow()
+            record["deltas_seconds"] = round(time.perf_counter() - started, 3)
+            store_filled()
+            phase = self.clock("rounds_spark_seconds", phase)
+        deltas = StepDeltas(int64_counts(arrow.column("step")), int64_counts(arrow.column("pair")),
+                            int64_counts(arrow.column("delta")))
+        del arrow
+        record["deltas"] = len(deltas)
+        before = len(self.merges)
+        with self.progress.phase(f"{name}: merging", total=self.merge_target, unit="merges", start=before) as shown:
+            callback = merge_callback(shown, already=before) if self.progress.enabled else None
+            replay = driver.replay(spec, deltas, progress=callback)
+            shown.update(before + len(replay.merges))
+        driver.learn(spec, table, deltas)
+        self.clock("merge_seconds", phase)
+        record["stop"] = replay.status
+        return replay.merges, record, replay.status

@@ -304,7 +304,7 @@ def _run_on_driver(trainer: RoundTrainer, collected: Handoff | None, resume: boo
     trainer.clock("merge_seconds", phase)
     if not trainer.budget_left():
         return
-    merges, _ = trainer.engine_round(words, floor=None)
+    merges, _ = trainer.engine_round(words)
     trainer.finish_round(merges, {"kind": "driver", "collected": words.rows}, since)
 
 

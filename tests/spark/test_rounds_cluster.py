@@ -17,6 +17,7 @@ from bpe_spark import TrainerConfig, driver_budget
 from bpe_spark import train as core_train
 from bpe_spark import train_from_counts as core_train_from_counts
 from bpe_spark.spark import count_pretokens, resources, round_words, train, train_from_counts
+from bpe_spark.spark import rounds as spark_rounds
 from bpe_spark.spark.count import write_pretoken_counts
 from bpe_spark.spark.round_words import sized_counts
 from bpe_spark.spark.rounds import initial_words
@@ -66,12 +67,19 @@ def spark_checkpoint_dir(spark, path):
     assert sc.getCheckpointDir() is None
 
 
+def short_speculations(monkeypatch) -> None:
+    """Rounds of at most 8 merges: this corpus's 44 take six rounds or more."""
+    monkeypatch.setattr(spark_rounds, "FIRST_LIMIT", 8)
+    monkeypatch.setattr(spark_rounds, "MAX_LIMIT", 8)
+
+
 @pytest.mark.parametrize("where", ["lineage", "checkpoint-dir", "spark-checkpoint-dir"])
 def test_rounds_survive_lost_cached_blocks(spark, lines, expected, tmp_path, where, monkeypatch):
     """After rounds 1 and 3 every block training cached is dropped: the words come back from the
     files (checkpoint directories) or from their lineage (rebuilt from the counts every second
     round here), and the merges are the same."""
     monkeypatch.setattr(round_words, "LINEAGE_ROUNDS", 2)
+    short_speculations(monkeypatch)
     before = persistent_rdds(spark)
     dropped, scratch = [], []
     checkpoint = str(tmp_path / "ckpt") if where == "checkpoint-dir" else None
@@ -153,9 +161,10 @@ def jobs_run(spark):
     yield stage_tasks
 
 
-def test_rounds_run_few_tasks_under_200_shuffle_partitions(spark, lines, expected):
+def test_rounds_run_few_tasks_under_200_shuffle_partitions(spark, lines, expected, monkeypatch):
     """Spark's default of 200 shuffle partitions made a 1 MB corpus run 27,187 tasks in rounds:
     our aggregations now take their partitions from the data and the cores."""
+    short_speculations(monkeypatch)
     previous = spark.conf.get("spark.sql.shuffle.partitions")
     spark.conf.set("spark.sql.shuffle.partitions", "200")
     try:

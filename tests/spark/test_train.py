@@ -10,7 +10,7 @@ from bpe_spark import train as core_train
 from bpe_spark import train_from_counts as core_train_from_counts
 from bpe_spark.errors import ConfigError, EmptyCorpusError, OutputExistsError
 from bpe_spark.spark import ColumnError, read_documents, train, train_from_counts
-from bpe_spark.spark.rounds import _words_batch, apply_round_batch
+from bpe_spark.spark.rounds import _words_batch, apply_round_batches
 from bpe_spark.spark.training import resolve_budget
 from bpe_spark.symbols import display_to_bytes
 from bpe_spark.trainer import build_engine
@@ -84,37 +84,38 @@ def test_small_driver_budgets_give_the_single_round_merges(spark, small_corpus):
     single = train(df, cfg)
     assert_same_model(single, expected)
     distinct = single.metadata["stats"]["distinct_pretokens"]
-    rounds_taken = []
-    for budget in (0.5, 0.25, 0.1):
+    for budget in (0.5, 0.25, 0.1, 0.01):
         tok = train(df, cfg, driver_budget=budget)
         assert_same_model(tok, expected)
         rounds = tok.metadata["rounds"]
         assert tok.metadata["stats"]["mode"] == "rounds"
         assert tok.metadata["stats"]["rounds"] == len(rounds) > 1
         assert sum(r["merges"] for r in rounds) == len(tok.merges)
-        assert all(r["collected"] <= max(1, int(budget * distinct)) for r in rounds)
-        rounds_taken.append(len(rounds))
-    print("rounds per budget", rounds_taken)
-    assert rounds_taken == sorted(rounds_taken)  # smaller budgets take more rounds
+        # the driver keeps at most half the budget of pretokens, and ships at most the budget of pairs
+        assert all(r["frequent"] <= max(1, int(budget * distinct)) // 2 for r in rounds)
+        assert all(r["shipped"] <= max(1, int(budget * distinct)) for r in rounds)
+        assert rounds[0]["shipped"] > 0 and all(r["merges"] > 0 for r in rounds)
     df.unpersist()
 
 
-def test_rounds_that_broadcast_few_pairs_stay_exact(spark, small_corpus, monkeypatch):
-    """A round finds each pretoken's highest pair count through the top pairs only (broadcast);
-    with very few kept, rounds prove fewer merges each, and still the same ones. The pretokens
-    to collect are then selected by a shuffle join, not a broadcast (as for millions of them)."""
+def test_rounds_that_ship_few_pairs_stay_exact(spark, small_corpus, monkeypatch):
+    """With room for 3 pairs a shipping, rounds ship again and again (each time the best count
+    falls to what was left out), leave the tracked pairs out by a shuffle join, not a broadcast,
+    and sum their changes by a shuffle, not on the driver; the merges stay the same."""
     from bpe_spark.spark import rounds as spark_rounds
 
     cfg = TrainerConfig(vocab_size=300)
     expected = core_train(small_corpus, cfg)
     df = frame(spark, small_corpus, 2)
     monkeypatch.setattr(spark_rounds, "_MAX_BROADCAST_PAIRS", 3)
-    monkeypatch.setattr(spark_rounds, "_MAX_BROADCAST_WIDS", 0)
+    monkeypatch.setattr(spark_rounds, "_MAX_BROADCAST_TRACKED", 0)
     monkeypatch.setattr(spark_rounds, "_MAX_TOP_ROWS", 4)  # and the top-pairs query bound by its tasks
+    monkeypatch.setattr(spark_rounds, "DRIVER_SUMS", 0)
     tok = train(df, cfg, driver_budget=0.5)
     assert_same_model(tok, expected)
     rounds = tok.metadata["rounds"]
-    assert len(rounds) > 3 and all(r["floor"] is None or r["floor"] > 0 for r in rounds)
+    assert sum(r["shipped"] > 0 for r in rounds) > 3 and all(r["shipped"] <= 3 for r in rounds)
+    assert all(r["outside"] > 0 for r in rounds[:3])
 
 
 def test_char_scheme_rounds_take_the_alphabet_from_the_whole_corpus(spark):
@@ -213,10 +214,10 @@ def test_apply_merges_replays_training_exactly():
     assert [apply_merges(word, triples) for word in initial] == engine.words
 
 
-def test_a_round_batch_rewrites_only_the_words_holding_its_pairs():
-    """apply_round_batch finds the words holding a round's pairs with array operations on the
-    batch (sliced batches included) and gives what apply_merges gives word by word."""
-    np = pytest.importorskip("numpy")
+def test_a_round_rewrites_only_the_words_holding_its_pairs():
+    """apply_round_batches finds the words holding a round's pairs with array operations on the
+    batches (sliced batches included) and gives what apply_merges gives word by word, in one
+    engine over the partition's changed words as word by word."""
     lines = spread_lines("tiny_shakespeare", 20_000)
     cfg = TrainerConfig(vocab_size=400)
     counts = dict(core_train_from_counts.__globals__["count_pretokens"](lines, cfg))
@@ -225,19 +226,20 @@ def test_a_round_batch_rewrites_only_the_words_holding_its_pairs():
     words = [w for w in engine.words if len(w) > 1]
     triples = [(m.left, m.right, m.new_id) for m in engine.run(max_new_tokens=40)]
     ranks = pair_rank_index(triples)
-    keys = np.array(sorted({(left << 32) | right for left, right, _ in triples}), dtype=np.int64)
     batch = _words_batch(list(range(len(words))), [7] * len(words), words)
-    for piece in (batch, batch.slice(5, 300), batch.slice(len(words) - 3)):
-        got = [row for out in apply_round_batch(piece, triples, ranks, keys) for row in out.to_pylist()]
-        expected = []
-        for wid in piece.column(0).to_pylist():
-            word = apply_merges(words[wid], triples, ranks)
-            if len(word) > 1:
-                expected.append({"wid": wid, "count": 7, "symbols": word})
-        assert sorted(got, key=lambda row: row["wid"]) == expected
-        assert len(got) < len(expected) or any(row["symbols"] != words[row["wid"]] for row in got)
-    unchanged = _words_batch([0], [1], [[1, 2, 3]])
-    assert list(apply_round_batch(unchanged, triples, ranks, keys)) == [unchanged]
+    for table in (None, engine.table):
+        for pieces in ([batch], [batch.slice(5, 300)], [batch.slice(0, 40), batch.slice(len(words) - 3)]):
+            got = [row for out in apply_round_batches(iter(pieces), triples, table) for row in out.to_pylist()]
+            expected = []
+            for piece in pieces:
+                for wid in piece.column(0).to_pylist():
+                    word = apply_merges(words[wid], triples, ranks)
+                    if len(word) > 1:
+                        expected.append({"wid": wid, "count": 7, "symbols": word})
+            assert sorted(got, key=lambda row: row["wid"]) == sorted(expected, key=lambda row: row["wid"])
+            assert len(got) < len(expected) or any(row["symbols"] != words[row["wid"]] for row in got)
+        unchanged = _words_batch([0], [1], [[1, 2, 3]])
+        assert list(apply_round_batches(iter([unchanged]), triples, table)) == [unchanged]
 
 
 def test_resolve_budget():

@@ -1,0 +1,214 @@
+"""The driver's side of exact rounds (bpe_spark.round_replay), with the executors played in
+process: rounds over frequent and rare pretokens give the core engine's merges, whatever the
+split, the room for shipped pairs, the speculation's length, the scheme and the backend."""
+
+from __future__ import annotations
+
+import random
+from collections import Counter
+from itertools import pairwise
+
+import numpy as np
+import pytest
+from conftest import corpus_lines
+
+from bpe_spark.config import TrainerConfig
+from bpe_spark.round_replay import PAIR_SHIFT, RoundDriver, RoundMismatch, StepDeltas, spec_deltas
+from bpe_spark.trainer import (
+    MergeEngine,
+    PackedWords,
+    build_engine,
+    compiled_core_available,
+    count_pretokens,
+)
+from bpe_spark.words import apply_merges, pair_rank_index
+
+BACKENDS = ["python"] + (["compiled"] if compiled_core_available() else [])
+
+
+def _packed(words: list[list[int]]) -> tuple[np.ndarray, np.ndarray]:
+    lengths = [len(w) for w in words]
+    values = np.array([s for w in words for s in w], dtype=np.int32)
+    return values, np.concatenate(([0], np.cumsum(lengths))).astype(np.int64)
+
+
+def _pair_counts(words, counts) -> Counter:
+    out: Counter = Counter()
+    for word, count in zip(words, counts):
+        for left, right in pairwise(word):
+            out[(left << PAIR_SHIFT) | right] += count
+    return out
+
+
+def simulate(counts: dict, cfg: TrainerConfig, frequent: float, *, room: int | None = None, limit: int = 10_000,
+             backend: str = "compiled", monkeypatch=None) -> tuple[list, list[dict]]:
+    """Rounds as :mod:`bpe_spark.spark.rounds` runs them, the executors' work done here: the
+    ``frequent`` share of pretokens (by count) in the driver's engine, at most ``room`` pairs a
+    shipping. Returns the merges and a record per round."""
+    if monkeypatch is not None:
+        monkeypatch.setenv("BPE_SPARK_ENGINE", backend)
+    engine = build_engine(counts, cfg)
+    table = engine.table
+    words = [list(w) for w in engine.words]
+    weights = [int(c) for c in engine.counts]
+    order = sorted(range(len(words)), key=lambda i: -weights[i])
+    kept = set(order[:int(frequent * len(words))])
+    f_words = [words[i] for i in sorted(kept)]
+    f_counts = [weights[i] for i in sorted(kept)]
+    r_words = [words[i] for i in range(len(words)) if i not in kept]
+    r_counts = [weights[i] for i in range(len(words)) if i not in kept]
+    values, offsets = _packed(f_words) if f_words else (np.zeros(0, np.int32), np.zeros(1, np.int64))
+    budget = cfg.vocab_size - len(table)
+    driver = RoundDriver(table, PackedWords(values, offsets), f_counts, max_new_tokens=budget, max_merges=cfg.max_merges,
+                         min_frequency=cfg.min_frequency)
+    merges: list = []
+    records: list[dict] = []
+    while driver._room(driver.created, driver.taken):
+        triples = [(m.left, m.right, m.new_id) for m in merges]
+        ranks = pair_rank_index(triples)
+        rare_now = [apply_merges(list(w), triples, ranks) for w in r_words]
+        record = {"shipped": 0}
+        while True:
+            if driver.needs_ship:
+                all_now = [apply_merges(list(w), triples, ranks) for w in f_words] + rare_now
+                totals = _pair_counts(all_now, f_counts + r_counts)
+                rare = _pair_counts(rare_now, r_counts)
+                untracked = sorted((k for k in rare if rare[k] > 0 and k not in driver.tracked),
+                                   key=lambda k: (-totals[k], k))
+                most = len(untracked) if room is None else room
+                shipped = untracked[:most]
+                outside = totals[untracked[most]] if len(untracked) > most else 0
+                driver.ship(np.array(shipped, dtype=np.int64), np.array([totals[k] for k in shipped], dtype=np.int64),
+                            np.array([rare[k] for k in shipped], dtype=np.int64), outside)
+                record["shipped"] += len(shipped)
+            spec, spec_table, stop = driver.speculate(limit)
+            if spec or stop != "ship":
+                break
+            driver.needs_ship = True
+        if not spec:
+            break
+        rare_values, rare_offsets = _packed(rare_now) if rare_now else (np.zeros(0, np.int32), np.zeros(1, np.int64))
+        deltas = StepDeltas(*spec_deltas(spec_table, rare_values, rare_offsets, np.array(r_counts, dtype=np.int64), spec))
+        replay = driver.replay(spec, deltas)
+        driver.learn(spec, spec_table, deltas)
+        merges += replay.merges
+        records.append({**record, "merges": len(replay.merges), "status": replay.status})
+        if replay.status == "done":
+            break
+    return merges, records
+
+
+def _core(counts: dict, cfg: TrainerConfig) -> list[tuple[int, int]]:
+    engine = build_engine(counts, cfg)
+    return [(m.left, m.right) for m in engine.run(max_new_tokens=cfg.vocab_size - len(engine.table),
+                                                 max_merges=cfg.max_merges, min_frequency=cfg.min_frequency)]
+
+
+@pytest.fixture(scope="module")
+def shakespeare_counts():
+    return dict(count_pretokens(corpus_lines("tiny_shakespeare", 30_000), TrainerConfig(vocab_size=600)))
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+@pytest.mark.parametrize("frequent", [0.0, 0.02, 0.2, 0.6])
+def test_rounds_give_the_core_engines_merges(shakespeare_counts, frequent, backend, monkeypatch):
+    cfg = TrainerConfig(vocab_size=600)
+    merges, records = simulate(shakespeare_counts, cfg, frequent, backend=backend, monkeypatch=monkeypatch)
+    assert [(m.left, m.right) for m in merges] == _core(shakespeare_counts, cfg)
+    assert len(records) > 1 and all(r["merges"] > 0 for r in records)
+
+
+def test_short_speculations_and_little_room_ship_again_and_stay_exact(shakespeare_counts):
+    cfg = TrainerConfig(vocab_size=500)
+    merges, records = simulate(shakespeare_counts, cfg, 0.05, room=5, limit=7)
+    assert [(m.left, m.right) for m in merges] == _core(shakespeare_counts, cfg)
+    assert sum(r["shipped"] > 0 for r in records) > 3
+    assert {"held", "diverged"} <= {r["status"] for r in records}
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_char_scheme_with_an_end_of_word_marker_and_lexicographic_ties(backend, monkeypatch):
+    cfg = TrainerConfig(vocab_size=5000, max_merges=300, scheme="char", end_of_word="separate", tie_break="lexicographic",
+                        pattern="words", lowercase=True)
+    counts = dict(count_pretokens(corpus_lines("multilingual", 20_000), cfg))
+    merges, _ = simulate(counts, cfg, 0.1, backend=backend, monkeypatch=monkeypatch)
+    assert [(m.left, m.right) for m in merges] == _core(counts, cfg)
+
+
+def test_min_frequency_ends_the_rounds_where_the_core_stops(shakespeare_counts):
+    cfg = TrainerConfig(vocab_size=5000, min_frequency=40)
+    merges, _ = simulate(shakespeare_counts, cfg, 0.1)
+    assert [(m.left, m.right) for m in merges] == _core(shakespeare_counts, cfg)
+    assert 0 < len(merges) < 5000 - 256
+
+
+def test_random_small_corpora_stay_exact():
+    """Small alphabets: many ties, runs of one symbol, pairs made and lost again; tiny rooms and
+    speculations make rounds ship and diverge often."""
+    for seed in range(60):
+        rng = random.Random(seed)
+        alphabet = rng.choice(["ab", "abc", "aab ", "xyz"])
+        lines = [" ".join("".join(rng.choice(alphabet) for _ in range(rng.randint(1, 14)))
+                          for _ in range(rng.randint(1, 6))) + "\n" for _ in range(rng.randint(5, 30))]
+        cfg = TrainerConfig(vocab_size=rng.randint(270, 420))
+        counts = dict(count_pretokens(lines, cfg))
+        merges, _ = simulate(counts, cfg, rng.choice([0.0, 0.1, 0.3]), room=rng.choice([None, 2]),
+                             limit=rng.choice([3, 50]))
+        assert [(m.left, m.right) for m in merges] == _core(counts, cfg), f"seed {seed}"
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_step_changes_sum_to_the_difference_of_the_pair_counts(shakespeare_counts, backend, monkeypatch):
+    monkeypatch.setenv("BPE_SPARK_ENGINE", backend)
+    cfg = TrainerConfig(vocab_size=400)
+    engine = build_engine(shakespeare_counts, cfg)
+    words = [list(w) for w in engine.words][::3]
+    counts = [int(c) for c in engine.counts][::3]
+    spec = [(m.left, m.right, m.new_id) for m in engine.run(max_new_tokens=144)]
+    values, offsets = _packed(words)
+    steps, pairs, deltas = spec_deltas(engine.table, values, offsets, np.array(counts, dtype=np.int64), spec)
+    assert (np.diff(steps) >= 0).all() and (deltas != 0).all()
+    before = _pair_counts(words, counts)
+    merged = {(left << PAIR_SHIFT) | right for left, right, _ in spec}
+    after = _pair_counts([apply_merges(w, spec) for w in words], counts)
+    change: Counter = Counter()
+    for pair, delta in zip(pairs.tolist(), deltas.tolist()):
+        change[pair] += delta
+    for pair in set(before) | set(after) | set(change):
+        if pair not in merged:  # a merged pair takes all its count, and is not in the changes
+            assert before[pair] + change[pair] == after[pair], pair
+
+
+def test_rows_from_several_partitions_are_summed():
+    d = StepDeltas(np.array([1, 0, 1, 1]), np.array([5, 7, 5, 9]), np.array([2, -1, 3, -4]))
+    assert [list(map(list, d.at(s))) for s in range(3)] == [[[7], [-1]], [[5, 9], [5, -4]], [[], []]]
+
+
+def test_a_shipped_count_that_disagrees_with_the_drivers_is_refused():
+    engine = build_engine({"abab": 3}, TrainerConfig(vocab_size=300, pattern="whitespace"))
+    values, offsets = _packed([list(w) for w in engine.words])
+    driver = RoundDriver(engine.table, PackedWords(values, offsets), [3], max_new_tokens=10, max_merges=None,
+                         min_frequency=0)
+    pair = (ord("a") << PAIR_SHIFT) | ord("b")
+    with pytest.raises(RoundMismatch, match="the driver counts 8, the executors 9"):
+        driver.ship(np.array([pair]), np.array([9]), np.array([2]), 0)
+
+
+def test_engine_extras_agree_across_backends():
+    """adjust, the journal, packed and apply, as the rounds use them, in both cores."""
+    if not compiled_core_available():
+        pytest.skip("the compiled core is not built")
+    got = []
+    for backend in ("python", "compiled"):
+        engine = build_engine({"abcab": 2, "ab": 3, "xy": 1}, TrainerConfig(vocab_size=300, pattern="whitespace"))
+        engine = MergeEngine(engine.table, [list(w) for w in engine.words], [2, 3, 1], backend=backend)
+        engine.adjust(ord("x"), ord("y"), 100)
+        top = engine.best()
+        engine.journal(True)
+        engine.merge(ord("a"), ord("b"), 7)
+        journal = sorted(map(tuple, engine.take_journal().tolist()))
+        engine.adjust(ord("x"), ord("y"), -100)
+        got.append((top, journal, [a.tolist() for a in engine.packed()], engine.best()))
+        with pytest.raises(ValueError, match="below zero"):
+            engine.adjust(ord("x"), ord("y"), -5)
+    assert got[0] == got[1]
