@@ -19,8 +19,8 @@ from bpe_spark import train_from_counts as core_train_from_counts
 from bpe_spark.spark import count_pretokens, resources, round_words, train, train_from_counts
 from bpe_spark.spark import rounds as spark_rounds
 from bpe_spark.spark.count import write_pretoken_counts
+from bpe_spark.spark.round_tasks import initial_words
 from bpe_spark.spark.round_words import sized_counts
-from bpe_spark.spark.rounds import initial_words
 from bpe_spark.trainer import initial_table
 
 pytestmark = pytest.mark.spark

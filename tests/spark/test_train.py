@@ -10,7 +10,7 @@ from bpe_spark import train as core_train
 from bpe_spark import train_from_counts as core_train_from_counts
 from bpe_spark.errors import ConfigError, EmptyCorpusError, OutputExistsError
 from bpe_spark.spark import ColumnError, read_documents, train, train_from_counts
-from bpe_spark.spark.rounds import _words_batch, apply_round_batches
+from bpe_spark.spark.round_tasks import _words_batch, apply_round_batches
 from bpe_spark.spark.training import resolve_budget
 from bpe_spark.symbols import display_to_bytes
 from bpe_spark.trainer import build_engine
@@ -102,6 +102,7 @@ def test_rounds_that_ship_few_pairs_stay_exact(spark, small_corpus, monkeypatch)
     """With room for 3 pairs a shipping, rounds ship again and again (each time the best count
     falls to what was left out), leave the tracked pairs out by a shuffle join, not a broadcast,
     and sum their changes by a shuffle, not on the driver; the merges stay the same."""
+    from bpe_spark.spark import round_tasks
     from bpe_spark.spark import rounds as spark_rounds
 
     cfg = TrainerConfig(vocab_size=300)
@@ -110,7 +111,7 @@ def test_rounds_that_ship_few_pairs_stay_exact(spark, small_corpus, monkeypatch)
     monkeypatch.setattr(spark_rounds, "_MAX_BROADCAST_PAIRS", 3)
     monkeypatch.setattr(spark_rounds, "_MAX_BROADCAST_TRACKED", 0)
     monkeypatch.setattr(spark_rounds, "_MAX_TOP_ROWS", 4)  # and the top-pairs query bound by its tasks
-    monkeypatch.setattr(spark_rounds, "DRIVER_SUMS", 0)
+    monkeypatch.setattr(round_tasks, "DRIVER_SUMS", 0)
     tok = train(df, cfg, driver_budget=0.5)
     assert_same_model(tok, expected)
     rounds = tok.metadata["rounds"]
