@@ -130,8 +130,11 @@ typedef struct {
     int64_t list_floor;  /* pairs counted below it at the last index have no holder list */
     size_t n_indexes, n_scans;
     /* the journal (journal()): while on, every change of a pair count by a merge, as int64
-     * triples (left, right, delta), for the caller to take (take_journal()) */
+     * rows (step, left, right, delta), for the caller to take (take_journal()); step is the
+     * merge's place in apply_all()'s list, 0 for apply() */
     int journal_on;
+    int64_t journal_step;
+    int lenient; /* lenient(): a count that would fall below one stops at one (a guess's engine) */
     int64_t *journal;
     size_t n_journal, cap_journal;
     char broken[160]; /* why the engine can no longer be used (see break_engine()), or "" */
@@ -939,11 +942,15 @@ static inline int change(Engine *e, int32_t left, int32_t right, int64_t delta, 
     if (p < 0) return delta < 0 ? internal_error("a merge takes from a pair the table lacks", left, right) : -1;
     Pair *pair = &e->pairs[p];
     pair->count += delta;
-    if (pair->count < 0) return internal_error("a pair count fell below zero", left, right);
+    if (pair->count < 0) {
+        if (!e->lenient) return internal_error("a pair count fell below zero", left, right);
+        pair->count = 1; /* see lenient(): a word may still hold it */
+    }
     if (e->journal_on) {
-        int64_t *j = grow_array(e->journal, &e->cap_journal, e->n_journal, 3, sizeof(int64_t), 4);
+        int64_t *j = grow_array(e->journal, &e->cap_journal, e->n_journal, 4, sizeof(int64_t), 4);
         if (j == NULL) return -1;
         e->journal = j;
+        j[e->n_journal++] = e->journal_step;
         j[e->n_journal++] = left;
         j[e->n_journal++] = right;
         j[e->n_journal++] = delta;
@@ -1024,17 +1031,16 @@ static inline int fill_holder(Engine *e, int32_t left, int32_t right, int32_t w)
 
 /* apply(left, right, new_id): merge (left, right) -> new_id in every word holding it. new_id is
  * an id the engine knows (extend() first for a new one). */
-static PyObject *Engine_apply(Engine *e, PyObject *args) {
-    int left, right, new_id;
-    if (!PyArg_ParseTuple(args, "iii", &left, &right, &new_id)) return NULL;
-    if (ensure_indexed(e) < 0) return NULL;
-    if (check_id(e, left) < 0 || check_id(e, right) < 0 || check_id(e, new_id) < 0) return NULL;
+/* One merge (apply() and apply_all()): 0, or -1 with an error set (the engine broken when the
+ * failure came after the state began to change). */
+static int apply_one(Engine *e, int left, int right, int new_id) {
+    if (check_id(e, left) < 0 || check_id(e, right) < 0 || check_id(e, new_id) < 0) return -1;
     if (new_id == left || new_id == right) {
         PyErr_SetString(PyExc_ValueError, "a merge cannot produce one of its own parts");
-        return NULL;
+        return -1;
     }
     int32_t target = find_pair(e, left, right);
-    if (target < 0) Py_RETURN_NONE;
+    if (target < 0) return 0;
     /* From here on the state changes: a failure breaks the engine. */
     if (!e->wide && new_id > UINT16_MAX && widen(e) < 0) goto fail;
     if (!is_listed(e, target) && list_holders(e, target) < 0) goto fail;
@@ -1091,11 +1097,48 @@ static PyObject *Engine_apply(Engine *e, PyObject *args) {
         e->holder_space > 2 * e->indexed_space) {
         if (index_holders(e, e->list_floor) < 0) goto fail;
     }
-    Py_RETURN_NONE;
+    return 0;
 
 fail:
     break_engine(e, "a merge");
-    return NULL;
+    return -1;
+}
+
+static PyObject *Engine_apply(Engine *e, PyObject *args) {
+    int left, right, new_id;
+    if (!PyArg_ParseTuple(args, "iii", &left, &right, &new_id)) return NULL;
+    if (ensure_indexed(e) < 0) return NULL;
+    e->journal_step = 0;
+    if (apply_one(e, left, right, new_id) < 0) return NULL;
+    Py_RETURN_NONE;
+}
+
+/* apply_all(merges): apply() for each (left, right, new_id) row of an int32 buffer, in order;
+ * the journal names each change's row. */
+static PyObject *Engine_apply_all(Engine *e, PyObject *arg) {
+    Py_buffer view;
+    if (PyObject_GetBuffer(arg, &view, PyBUF_C_CONTIGUOUS) < 0) return NULL;
+    if (view.itemsize != 4 || view.len % 12 != 0) {
+        PyBuffer_Release(&view);
+        PyErr_SetString(PyExc_ValueError, "apply_all() takes int32 (left, right, new_id) rows");
+        return NULL;
+    }
+    if (ensure_indexed(e) < 0) {
+        PyBuffer_Release(&view);
+        return NULL;
+    }
+    const int32_t *rows = (const int32_t *)view.buf;
+    Py_ssize_t n = view.len / 12;
+    for (Py_ssize_t i = 0; i < n; i++) {
+        e->journal_step = (int64_t)i;
+        if (apply_one(e, rows[3 * i], rows[3 * i + 1], rows[3 * i + 2]) < 0) {
+            PyBuffer_Release(&view);
+            return NULL;
+        }
+    }
+    e->journal_step = 0;
+    PyBuffer_Release(&view);
+    Py_RETURN_NONE;
 }
 
 /* words(): every word's current symbols, as lists of ids. */
@@ -1132,22 +1175,18 @@ static PyObject *Engine_pair_count(Engine *e, PyObject *args) {
     return PyLong_FromLongLong(p < 0 ? 0 : (long long)e->pairs[p].count);
 }
 
-/* adjust(left, right, delta): add delta to the pair's count without a word holding it (a count
- * kept for words the engine does not hold). The count must stay >= 0; a pair first made here is
- * listed (empty), so words that gain it later are added to its list. */
-static PyObject *Engine_adjust(Engine *e, PyObject *args) {
-    int left, right;
-    long long delta;
-    if (!PyArg_ParseTuple(args, "iiL", &left, &right, &delta)) return NULL;
-    if (ensure_indexed(e) < 0) return NULL;
-    if (check_id(e, left) < 0 || check_id(e, right) < 0) return NULL;
+/* Add delta to the count of pair (left, right), held by no word: 0, or -1 with an error set. */
+static int adjust_one(Engine *e, int left, int right, int64_t delta) {
     int32_t p = find_pair(e, left, right);
     int64_t current = p < 0 ? 0 : e->pairs[p].count;
-    if (current + delta < 0) {
-        PyErr_Format(PyExc_ValueError, "adjust: the count of pair (%d, %d) would fall below zero", left, right);
-        return NULL;
+    if (current + delta < (e->lenient && current > 0 ? 1 : 0)) {
+        if (!e->lenient) {
+            PyErr_Format(PyExc_ValueError, "adjust: the count of pair (%d, %d) would fall below zero", left, right);
+            return -1;
+        }
+        delta = current > 0 ? 1 - current : 0;
     }
-    if (delta == 0) Py_RETURN_NONE;
+    if (delta == 0) return 0;
     if (p < 0) {
         p = get_pair(e, left, right);
         if (p < 0) goto fail;
@@ -1155,10 +1194,59 @@ static PyObject *Engine_adjust(Engine *e, PyObject *args) {
     }
     e->pairs[p].count += delta;
     if (delta > 0 && e->pairs[p].count >= e->heap_floor && heap_push(e, e->pairs[p].count, p) < 0) goto fail;
-    Py_RETURN_NONE;
+    return 0;
 fail:
     break_engine(e, "adjusting a pair count");
-    return NULL;
+    return -1;
+}
+
+/* adjust(left, right, delta): add delta to the pair's count without a word holding it (a count
+ * kept for words the engine does not hold). The count must stay >= 0 (unless lenient(): then it
+ * stops at 0); a pair first made here is listed (empty), so words that gain it later are added
+ * to its list. */
+static PyObject *Engine_adjust(Engine *e, PyObject *args) {
+    int left, right;
+    long long delta;
+    if (!PyArg_ParseTuple(args, "iiL", &left, &right, &delta)) return NULL;
+    if (ensure_indexed(e) < 0) return NULL;
+    if (check_id(e, left) < 0 || check_id(e, right) < 0) return NULL;
+    if (adjust_one(e, left, right, delta) < 0) return NULL;
+    Py_RETURN_NONE;
+}
+
+/* adjust_many(pairs, deltas): adjust() for each int64 pair key (left << 32 | right) and int64
+ * delta of two buffers. */
+static PyObject *Engine_adjust_many(Engine *e, PyObject *args) {
+    Py_buffer keys, deltas;
+    if (!PyArg_ParseTuple(args, "y*y*", &keys, &deltas)) return NULL;
+    PyObject *result = NULL;
+    if (keys.len != deltas.len || keys.len % 8 != 0) {
+        PyErr_SetString(PyExc_ValueError, "adjust_many() takes int64 pair keys and as many int64 deltas");
+        goto done;
+    }
+    if (ensure_indexed(e) < 0) goto done;
+    const int64_t *k = (const int64_t *)keys.buf, *d = (const int64_t *)deltas.buf;
+    for (Py_ssize_t i = 0; i < keys.len / 8; i++) {
+        int64_t left = k[i] >> 32, right = k[i] & 0xffffffffLL;
+        if (check_id(e, left) < 0 || check_id(e, right) < 0 || adjust_one(e, (int)left, (int)right, d[i]) < 0)
+            goto done;
+    }
+    result = Py_None;
+    Py_INCREF(result);
+done:
+    PyBuffer_Release(&keys);
+    PyBuffer_Release(&deltas);
+    return result;
+}
+
+/* lenient(on): a count that would fall below one stops at one instead of failing (an engine of
+ * guesses, whose counts need not add up). Not zero: a pair at zero is recycled (refill()), and
+ * a word may still hold it. */
+static PyObject *Engine_lenient(Engine *e, PyObject *arg) {
+    int on = PyObject_IsTrue(arg);
+    if (on < 0) return NULL;
+    e->lenient = on;
+    Py_RETURN_NONE;
 }
 
 /* index_all(): list the holders of every pair, for an engine that only replays merges (apply()
@@ -1180,8 +1268,8 @@ static PyObject *Engine_journal(Engine *e, PyObject *arg) {
     Py_RETURN_NONE;
 }
 
-/* take_journal(): the changes recorded since the last call, as bytes of int64 triples
- * (left, right, delta); the journal is emptied. */
+/* take_journal(): the changes recorded since the last call, as bytes of int64 rows
+ * (step, left, right, delta); the journal is emptied. */
 static PyObject *Engine_take_journal(Engine *e, PyObject *Py_UNUSED(ignored)) {
     PyObject *out = PyBytes_FromStringAndSize((const char *)e->journal, (Py_ssize_t)(e->n_journal * sizeof(int64_t)));
     if (out != NULL) e->n_journal = 0;
@@ -1232,16 +1320,21 @@ static PyMethodDef Engine_methods[] = {
     {"best", (PyCFunction)Engine_best, METH_NOARGS, "The top pair as (left, right, count), or None."},
     {"apply", (PyCFunction)Engine_apply, METH_VARARGS,
      "apply(left, right, new_id): merge the pair in every word holding it."},
+    {"apply_all", (PyCFunction)Engine_apply_all, METH_O,
+     "apply_all(merges): apply() each (left, right, new_id) row of an int32 buffer, in order."},
     {"extend", (PyCFunction)Engine_extend, METH_O,
      "extend(keys): add the tie-break keys of the next ids; returns the number of ids known."},
     {"words", (PyCFunction)Engine_words, METH_NOARGS, "Every word's current symbol ids."},
     {"pair_count", (PyCFunction)Engine_pair_count, METH_VARARGS, "The current count of a pair."},
     {"adjust", (PyCFunction)Engine_adjust, METH_VARARGS,
      "adjust(left, right, delta): add delta to a pair's count, held by no word."},
+    {"adjust_many", (PyCFunction)Engine_adjust_many, METH_VARARGS,
+     "adjust_many(pairs, deltas): adjust() each int64 pair key (left << 32 | right) by its int64 delta."},
+    {"lenient", (PyCFunction)Engine_lenient, METH_O, "lenient(on): counts stop at zero instead of failing."},
     {"index_all", (PyCFunction)Engine_index_all, METH_NOARGS, "List every pair's holders (for replaying merges)."},
     {"journal", (PyCFunction)Engine_journal, METH_O, "journal(on): record the pair-count changes of merges."},
     {"take_journal", (PyCFunction)Engine_take_journal, METH_NOARGS,
-     "The recorded changes as int64 (left, right, delta) triples in bytes; empties the journal."},
+     "The recorded changes as int64 (step, left, right, delta) rows in bytes; empties the journal."},
     {"packed", (PyCFunction)Engine_packed, METH_NOARGS, "Every word's symbols as (int32 ids, int64 offsets) bytes."},
     {NULL, NULL, 0, NULL},
 };

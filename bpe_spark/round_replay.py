@@ -38,7 +38,6 @@ also checks ``X``'s count of every pair it sends against Spark's (:class:`RoundM
 
 from __future__ import annotations
 
-import copy
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
@@ -106,21 +105,17 @@ def spec_deltas(table: SymbolTable, values: np.ndarray, offsets: np.ndarray, cou
     engine = MergeEngine(table, PackedWords(values, offsets), counts)
     engine.index_all()
     engine.journal(True)
-    steps, journals = [], []
-    for step, (left, right, new_id) in enumerate(spec):
-        engine.apply(left, right, new_id)
-        rows = engine.take_journal()
-        # the merged pair takes all its count (in a run of one symbol it also loses a neighbour)
-        rows = rows[(rows[:, 0] != left) | (rows[:, 1] != right)]
-        if len(rows):
-            journals.append(rows)
-            steps.append(np.full(len(rows), step, dtype=np.int64))
-    if not journals:
+    engine.apply_all(spec)
+    rows = engine.take_journal()
+    if not len(rows):
         zero = np.zeros(0, dtype=np.int64)
         return zero, zero.copy(), zero.copy()
-    rows = np.concatenate(journals)
-    step = np.concatenate(steps)
+    step, rows = rows[:, 0], rows[:, 1:]
+    # the merged pair takes all its count (in a run of one symbol it also loses a neighbour)
+    merged = np.array([(left << PAIR_SHIFT) | right for left, right, _ in spec], dtype=np.int64)
     pair = (rows[:, 0] << PAIR_SHIFT) | rows[:, 1]
+    other = pair != merged[step]
+    step, pair, rows = step[other], pair[other], rows[other]
     order = np.lexsort((pair, step))
     step, pair, delta = step[order], pair[order], rows[order, 2]
     starts = np.flatnonzero(np.concatenate(([True], (step[1:] != step[:-1]) | (pair[1:] != pair[:-1]))))
@@ -140,6 +135,50 @@ class Replay:
     status: str
 
 
+class Estimate:
+    """A round's speculated merges and their exact changes in ``R``, as guesses for the next
+    round's speculation: a merge of the same two tokens (by value) is guessed to change the
+    same pairs (by value) by the same amounts. Ids are the last speculation's; :meth:`start`
+    maps them into a new speculation's table as its tokens are made."""
+
+    def __init__(self, spec: list[Triple], table: SymbolTable, first_new: int, deltas: StepDeltas):
+        value = table.value
+        self.steps = {(value(left), value(right)): step for step, (left, right, _) in enumerate(spec)}
+        self.deltas = deltas
+        self.first_new = first_new  # the last speculation's ids from here were its own
+        self.size = table.first_id + len(table)
+        self.new_values = {value(i): i for i in range(max(first_new, table.first_id), self.size)}
+        self._table: SymbolTable | None = None
+        self._ids = np.zeros(0, dtype=np.int64)
+
+    def start(self, table: SymbolTable) -> Estimate:
+        """Map the ids into ``table`` (a new speculation's, at its start)."""
+        self._table = table
+        self._ids = np.arange(self.size, dtype=np.int64)
+        index = table.index
+        for token_value, old in self.new_values.items():
+            self._ids[old] = index.get(token_value, -1)
+        return self
+
+    def made(self, merge: Merge) -> None:
+        """The speculation made ``merge``'s token: its id maps the last speculation's."""
+        old = self.new_values.get(self._table.value(merge.new_id))
+        if old is not None:
+            self._ids[old] = merge.new_id
+
+    def of(self, merge: Merge) -> tuple[np.ndarray, np.ndarray]:
+        """The guessed changes of ``merge``, as pair keys in the new ids and deltas."""
+        value = self._table.value
+        step = self.steps.get((value(merge.left), value(merge.right)))
+        if step is None:
+            return np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.int64)
+        pairs, changes = self.deltas.at(step)
+        lefts, rights = self._ids[pairs >> PAIR_SHIFT], self._ids[pairs & _LOW]
+        keys = (lefts << PAIR_SHIFT) | rights
+        kept = (lefts >= 0) & (rights >= 0) & (keys != ((merge.left << PAIR_SHIFT) | merge.right))
+        return keys[kept], changes[kept]
+
+
 class RoundDriver:
     """``X``: the frequent pretokens' engine and the tracked pairs' counts in ``R``, across rounds."""
 
@@ -152,7 +191,8 @@ class RoundDriver:
         self.outside: int | None = None  # None: nothing shipped yet
         self.born = table.first_id + len(table)  # ids from here were made since the last shipping
         self.forced: tuple[int, int] | None = None  # the best pair found by the last replay
-        self.estimate: dict[tuple, list[tuple]] = {}  # merge values -> [(left value, right value, delta)]
+        self.estimate: Estimate | None = None  # the last round's exact changes, for the guesses
+        self.spec_start = self.born
         self.created = 0
         self.taken = 0
         self.max_new_tokens = max_new_tokens
@@ -204,14 +244,16 @@ class RoundDriver:
     def speculate(self, limit: int) -> tuple[list[Triple], SymbolTable, str]:
         """Up to ``limit`` merges a copy of ``X`` takes greedily, starting with the pair the last
         replay found best; the table they were made in (the executors need its new tokens), and
-        why it stopped: ``"limit"``, ``"budget"``, or as :meth:`replay` says ``"ship"``/``"done"``."""
-        table = copy.deepcopy(self.table)
+        why it stopped: ``"limit"``, ``"budget"``, or as :meth:`replay` says ``"ship"``/``"done"``.
+        The copy is lenient (a guess may take more than a pair counts): its counts are guesses."""
+        table = self.table.copy()
+        self.spec_start = table.first_id + len(table)  # the speculation's own ids start here
         data, offsets = self.engine.packed()
         spec_engine = MergeEngine(table, PackedWords(data, offsets), self.counts)
         del data, offsets
-        for key, count in self.tracked.items():
-            spec_engine.adjust(key >> PAIR_SHIFT, key & _LOW, count)
-        rare = dict(self.tracked)  # the copy's counts in R, which a guess may take from
+        spec_engine.lenient(True)
+        spec_engine.adjust_many(self.tracked_keys(), np.fromiter(self.tracked.values(), np.int64, len(self.tracked)))
+        guesses = self.estimate.start(table) if self.estimate is not None else None
         spec: list[Triple] = []
         created, taken = self.created, self.taken
         stop = "limit"
@@ -232,43 +274,16 @@ class RoundDriver:
             spec.append((merge.left, merge.right, merge.new_id))
             created += is_new
             taken += 1
-            rare.pop((merge.left << PAIR_SHIFT) | merge.right, None)
-            self._guess(spec_engine, table, merge, rare)
+            if guesses is not None:
+                guesses.made(merge)
+                pairs, changes = guesses.of(merge)
+                if len(pairs):
+                    spec_engine.adjust_many(pairs, changes)
         return spec, table, stop
 
-    def _guess(self, engine: MergeEngine, table: SymbolTable, merge: Merge, rare: dict[int, int]) -> None:
-        """Apply what the same merge (by its tokens' values) did in ``R`` in the last round's
-        speculation; a pair never loses more than the copy counts for it in ``R`` (``rare``)."""
-        guess = self.estimate.get((table.value(merge.left), table.value(merge.right)))
-        if not guess:
-            return
-        index = table.index
-        rows = ((index.get(lv), index.get(rv), delta) for lv, rv, delta in guess)
-        merged = (merge.left << PAIR_SHIFT) | merge.right
-        for left, right, delta in rows:
-            if left is None or right is None or not delta:
-                continue
-            key = (left << PAIR_SHIFT) | right
-            if key == merged:
-                continue
-            count = rare.get(key, 0)
-            if delta < 0:
-                delta = -min(-delta, count)
-            if delta:
-                rare[key] = count + delta
-                engine.adjust(left, right, delta)
-
     def learn(self, spec: list[Triple], table: SymbolTable, deltas: StepDeltas) -> None:
-        """Keep each speculated merge's exact changes in ``R``, by values, for the next guess."""
-        value = table.value
-        estimate: dict[tuple, list[tuple]] = {}
-        for step, (left, right, _) in enumerate(spec):
-            pairs, changes = deltas.at(step)
-            estimate[(value(left), value(right))] = [
-                (value(key >> PAIR_SHIFT), value(key & _LOW), change)
-                for key, change in zip(pairs.tolist(), changes.tolist())
-            ]
-        self.estimate = estimate
+        """Keep the speculated merges' exact changes in ``R`` for the next round's guesses."""
+        self.estimate = Estimate(spec, table, self.spec_start, deltas)
 
     # -- replay ----------------------------------------------------------------------------------
     def replay(self, spec: list[Triple], deltas: StepDeltas,

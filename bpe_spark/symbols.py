@@ -92,6 +92,12 @@ class SymbolTable:
     def __len__(self) -> int:
         return len(self.values)
 
+    def copy(self) -> SymbolTable:
+        """An independent table with the same tokens (values and keys are immutable)."""
+        other = SymbolTable(self.scheme, self.tie_break, self.first_id)
+        other.values, other.index, other.keys = list(self.values), dict(self.index), list(self.keys)
+        return other
+
     @property
     def next_id(self) -> int:
         return self.first_id + len(self.values)

@@ -127,7 +127,9 @@ class _PythonCore:
                     holders.append(index)
         self.pair_counts = pair_counts
         self.holders_of = holders_of
-        self.journal: list[tuple[int, int, int]] | None = None  # (left, right, delta) while on
+        self.journal: list[tuple[int, int, int, int]] | None = None  # (step, left, right, delta) while on
+        self.journal_step = 0
+        self.lenient = False  # this core's merges never check counts; adjust() does unless lenient
         keys, first = table.keys, table.first_id
         self.heap = [
             (-count, keys[pair[0] - first], keys[pair[1] - first], pair)
@@ -182,7 +184,8 @@ class _PythonCore:
                         pair_counts[pair] = get(pair, 0) + count
                         formed.append(pair)
                         if journal is not None:
-                            journal += ((prev, left, -count), (prev, new_id, count))
+                            step = self.journal_step
+                            journal += ((step, prev, left, -count), (step, prev, new_id, count))
                     start = i + 2
                     if start <= last:
                         nxt = word[start]
@@ -191,7 +194,8 @@ class _PythonCore:
                         pair_counts[pair] = get(pair, 0) + count
                         formed.append(pair)
                         if journal is not None:
-                            journal += ((right, nxt, -count), (new_id, nxt, count))
+                            step = self.journal_step
+                            journal += ((step, right, nxt, -count), (step, new_id, nxt, count))
                     merged.append(new_id)
                     if left == right:
                         remaining -= 1  # the hit's right half was an occurrence of left too
@@ -224,8 +228,12 @@ class _PythonCore:
     def adjust(self, left: int, right: int, delta: int) -> None:
         pair = (left, right)
         count = self.pair_counts.get(pair, 0) + delta
-        if count < 0:
-            raise ValueError(f"adjust: the count of pair {pair} would fall below zero")
+        current = count - delta
+        if count < (1 if self.lenient and current > 0 else 0):
+            if not self.lenient:
+                raise ValueError(f"adjust: the count of pair {pair} would fall below zero")
+            count = 1 if current > 0 else 0
+            delta = count - current
         if delta == 0:
             return
         self.pair_counts[pair] = count
@@ -237,14 +245,27 @@ class _PythonCore:
     def set_journal(self, on: bool) -> None:
         self.journal = [] if on else None
 
+    def adjust_many(self, pairs: np.ndarray, deltas: np.ndarray) -> None:
+        for key, delta in zip(pairs.tolist(), deltas.tolist()):
+            self.adjust(key >> 32, key & 0xFFFFFFFF, delta)
+
+    def set_lenient(self, on: bool) -> None:
+        self.lenient = on
+
     def index_all(self) -> None:
         """Every pair's holders are listed already."""
 
     def take_journal(self) -> np.ndarray:
-        taken = np.array(self.journal or [], dtype=np.int64).reshape(-1, 3)
+        taken = np.array(self.journal or [], dtype=np.int64).reshape(-1, 4)
         if self.journal is not None:
             self.journal = []
         return taken
+
+    def apply_all(self, merges: np.ndarray) -> None:
+        for step, (left, right, new_id) in enumerate(merges.tolist()):
+            self.journal_step = step
+            self.apply(left, right, new_id)
+        self.journal_step = 0
 
     def packed(self) -> tuple[np.ndarray, np.ndarray]:
         lengths = np.array([len(word) for word in self.words], dtype=np.int64)
@@ -298,11 +319,24 @@ class _CompiledCore:
     def set_journal(self, on: bool) -> None:
         self.engine.journal(on)
 
+    def adjust_many(self, pairs: np.ndarray, deltas: np.ndarray) -> None:
+        self.engine.adjust_many(pairs, deltas)
+
+    def set_lenient(self, on: bool) -> None:
+        self.engine.lenient(on)
+
     def index_all(self) -> None:
         self.engine.index_all()
 
     def take_journal(self) -> np.ndarray:
-        return np.frombuffer(self.engine.take_journal(), dtype=np.int64).reshape(-1, 3)
+        return np.frombuffer(self.engine.take_journal(), dtype=np.int64).reshape(-1, 4)
+
+    def apply_all(self, merges: np.ndarray) -> None:
+        table = self.table
+        if len(table) > self.known:
+            self.engine.extend([self._key(v, k) for v, k in zip(table.values[self.known:], table.keys[self.known:])])
+            self.known = len(table)
+        self.engine.apply_all(merges)
 
     def packed(self) -> tuple[np.ndarray, np.ndarray]:
         data, offsets = self.engine.packed()
@@ -369,10 +403,24 @@ class MergeEngine:
         """Replay a merge chosen elsewhere: ``new_id`` must be in the table already."""
         self._core.apply(left, right, new_id)
 
+    def apply_all(self, merges) -> None:
+        """Replay merges chosen elsewhere, ``(left, right, new_id)`` rows in order (their tokens
+        in the table already); the journal names each change's row."""
+        self._core.apply_all(np.ascontiguousarray(np.asarray(merges, dtype=np.int32).reshape(-1, 3)))
+
     def adjust(self, left: int, right: int, delta: int) -> None:
         """Add ``delta`` to the pair's count without a word holding it: a count kept for words
         the engine does not hold (the rounds' pretokens on the executors). It must stay >= 0."""
         self._core.adjust(left, right, delta)
+
+    def adjust_many(self, pairs, deltas) -> None:
+        """:meth:`adjust` for each pair key (``left << 32 | right``) and delta, int64 arrays."""
+        self._core.adjust_many(np.ascontiguousarray(pairs, dtype=np.int64), np.ascontiguousarray(deltas, dtype=np.int64))
+
+    def lenient(self, on: bool) -> None:
+        """Let a count that :meth:`adjust` or a merge would take below one stop at one (an engine
+        of guesses, whose counts need not add up), instead of failing."""
+        self._core.set_lenient(on)
 
     def journal(self, on: bool) -> None:
         """Record (``on``) or stop recording every change a merge makes to a pair count."""
@@ -384,7 +432,8 @@ class MergeEngine:
         self._core.index_all()
 
     def take_journal(self) -> np.ndarray:
-        """The changes recorded since the last call, ``(left, right, delta)`` rows (int64); the
+        """The changes recorded since the last call, ``(step, left, right, delta)`` rows (int64;
+        ``step``: the merge's row in :meth:`apply_all`, 0 for a merge on its own); the
         journal is emptied. Its rows for the merged pair (a run of one symbol, ``(a, a)``) are beside
         the point: a merge takes all of that pair's count."""
         return self._core.take_journal()

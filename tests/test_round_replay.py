@@ -207,8 +207,13 @@ def test_engine_extras_agree_across_backends():
         engine.journal(True)
         engine.merge(ord("a"), ord("b"), 7)
         journal = sorted(map(tuple, engine.take_journal().tolist()))
+        ab = engine.table.index[b"ab"]
+        bca, _ = engine.table.add(b"bca")  # absent: a merge that changes nothing
+        cab, _ = engine.table.add(b"cab")
+        engine.apply_all([(ord("b"), ca := ord("c"), bca), (ca, ab, cab)])
+        steps = sorted(map(tuple, engine.take_journal().tolist()))  # step 1: (ab, c) -2, (ab, cab) +2
         engine.adjust(ord("x"), ord("y"), -100)
-        got.append((top, journal, [a.tolist() for a in engine.packed()], engine.best()))
+        got.append((top, journal, steps, [a.tolist() for a in engine.packed()], engine.best()))
         with pytest.raises(ValueError, match="below zero"):
             engine.adjust(ord("x"), ord("y"), -5)
     assert got[0] == got[1]

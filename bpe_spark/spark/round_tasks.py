@@ -110,8 +110,7 @@ def apply_round_batches(batches, merges, table: SymbolTable | None = None) -> It
         values = symbols.flatten().to_numpy(zero_copy_only=False).astype(np.int32, copy=False)
         engine = MergeEngine(table, PackedWords(values, starts - starts[0]), counts)
         engine.index_all()
-        for left, right, new_id in merges:
-            engine.apply(left, right, new_id)
+        engine.apply_all(merges)
         values, offsets = engine.packed()
         lengths = np.diff(offsets)
         kept = lengths > 1
