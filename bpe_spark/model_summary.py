@@ -188,13 +188,13 @@ def _round_lines(rounds) -> list[str]:
     """The rounds of training (the ``rounds`` metadata) as a table, with the merges so far."""
     if not rounds:
         return []
-    header = ("round", "kind", "threshold", "merges", "so far", "collected", "seconds")
+    header = ("round", "kind", "merges", "so far", "speculated", "shipped", "seconds")
     rows, done = [], 0
     for record in rounds:
         done += record.get("merges", 0)
         kind = record.get("kind") or ("resumed" if record.get("resumed") else "")
-        rows.append((_number(record, "round"), kind, _number(record, "threshold"), _number(record, "merges"),
-                     f"{done:,}", _number(record, "collected"), _number(record, "seconds", ".2f")))
+        rows.append((_number(record, "round"), kind, _number(record, "merges"), f"{done:,}",
+                     _number(record, "speculated"), _number(record, "shipped"), _number(record, "seconds", ".2f")))
     widths = [max(len(row[i]) for row in (header, *rows)) for i in range(len(header))]
 
     def line(row) -> str:

@@ -114,7 +114,7 @@ def test_bad_input_is_one_line(model, tmp_path, capsys):
 
 def test_a_char_scheme_model_with_rounds(lines, capsys):
     tok = train(lines[:1500], TrainerConfig(vocab_size=200, scheme="char", min_frequency=2))
-    tok.metadata["rounds"] = [{"kind": "engine", "threshold": 900, "floor": 450, "collected": 4000, "round": 1,
+    tok.metadata["rounds"] = [{"kind": "speculative", "speculated": 4096, "shipped": 2000, "round": 1,
                                "merges": 100, "seconds": 1.5},
                               {"kind": "driver", "collected": 9000, "round": 2, "merges": 40, "seconds": 0.25}]
     shown = describe_text(tok, merges=2).splitlines()
@@ -122,9 +122,9 @@ def test_a_char_scheme_model_with_rounds(lines, capsys):
     assert f"vocabulary by kind: {kinds} char + {len(tok.merge_ids)} merge = {tok.vocab_size}" in shown
     at = shown.index("rounds: 2")
     assert [line.split() for line in shown[at + 1:at + 4]] == [
-        ["round", "kind", "threshold", "merges", "so", "far", "collected", "seconds"],
-        ["1", "engine", "900", "100", "100", "4,000", "1.50"],
-        ["2", "driver", "40", "140", "9,000", "0.25"],
+        ["round", "kind", "merges", "so", "far", "speculated", "shipped", "seconds"],
+        ["1", "speculative", "100", "100", "4,096", "2,000", "1.50"],
+        ["2", "driver", "40", "140", "0.25"],
     ]
     assert any(line.endswith("</w>") for line in shown if "bytes  " in line)  # the longest, with the marker
 

@@ -225,8 +225,9 @@ def run(args: argparse.Namespace) -> int:
     on_round = None
     if args.verbose:
         def on_round(record: dict) -> None:
-            print(f"round {record['round']}: {record['merges']} merges ({record.get('kind')}, "
-                  f"collected {record.get('collected')}, {record['seconds']:.2f} s)", file=sys.stderr)
+            shown = ", ".join(f"{key} {record[key]:,}" for key in ("speculated", "shipped", "collected") if key in record)
+            print(f"round {record['round']}: {record['merges']} merges ({record.get('kind')}, {shown}, "
+                  f"{record['seconds']:.2f} s)", file=sys.stderr)
 
     common = {
         "driver_budget": options["driver_budget"] or DEFAULT_DRIVER_BUDGET,
