@@ -29,7 +29,7 @@ Why ``X``'s best pair is the exact global best while it counts more than ``outsi
   (:meth:`RoundDriver.ship`: the shipping takes the untracked pairs counted in ``R`` by their
   global count, highest first), and a pair of two older tokens can only lose counts, unless a
   merge reuses an existing token's id: a gain of such a pair ends the round and asks for a
-  shipping (rare: no merge of the shared corpora's byte-level runs reuses an id).
+  shipping.
 
 So while ``X``'s best count is above ``outside``, the best is exact, ties broken by ``X``'s
 table as the driver would. When it is not, the next shipping lowers ``outside``; a shipping
