@@ -79,11 +79,6 @@ class StepDeltas:
                 self.steps, self.pairs, self.deltas = self.steps[starts][kept], self.pairs[starts][kept], sums[kept]
         self._bounds = np.searchsorted(self.steps, np.arange(int(self.steps[-1]) + 2 if len(self.steps) else 1))
 
-    @classmethod
-    def empty(cls) -> StepDeltas:
-        zero = np.zeros(0, dtype=np.int64)
-        return cls(zero, zero.copy(), zero.copy())
-
     def at(self, step: int) -> tuple[np.ndarray, np.ndarray]:
         if step + 1 >= len(self._bounds):
             return self.pairs[:0], self.deltas[:0]
@@ -145,8 +140,8 @@ class Estimate:
         value = table.value
         self.steps = {(value(left), value(right)): step for step, (left, right, _) in enumerate(spec)}
         self.deltas = deltas
-        self.first_new = first_new  # the last speculation's ids from here were its own
         self.size = table.first_id + len(table)
+        # the tokens the last speculation made (its ids from first_new on), by value
         self.new_values = {value(i): i for i in range(max(first_new, table.first_id), self.size)}
         self._table: SymbolTable | None = None
         self._ids = np.zeros(0, dtype=np.int64)

@@ -252,8 +252,8 @@ class _PythonCore:
     def set_lenient(self, on: bool) -> None:
         self.lenient = on
 
-    def index_all(self) -> None:
-        """Every pair's holders are listed already."""
+    def index_all(self) -> None:  # every pair's holders are listed already
+        pass
 
     def take_journal(self) -> np.ndarray:
         taken = np.array(self.journal or [], dtype=np.int64).reshape(-1, 4)
@@ -398,10 +398,6 @@ class MergeEngine:
     def pair_count(self, left: int, right: int) -> int:
         """The current count of the pair ``(left, right)`` in the engine's words (0 when absent)."""
         return self._core.pair_count(left, right)
-
-    def apply(self, left: int, right: int, new_id: int) -> None:
-        """Replay a merge chosen elsewhere: ``new_id`` must be in the table already."""
-        self._core.apply(left, right, new_id)
 
     def apply_all(self, merges) -> None:
         """Replay merges chosen elsewhere, ``(left, right, new_id)`` rows in order (their tokens

@@ -130,8 +130,8 @@ def next_limit(limit: int, kept: int, status: str) -> int:
     guesses of a round come from the last one's speculation, so it reaches well past the merges
     kept; early rounds, whose guesses are poor, keep few merges and speculate less.
 
-    >>> next_limit(2048, 2048, "held"), next_limit(4096, 100, "diverged"), next_limit(2048, 9000, "diverged")
-    (8192, 2048, 16384)
+    >>> next_limit(16384, 16384, "held"), next_limit(16384, 100, "diverged")
+    (16384, 16384)
     """
     grown = 4 * limit if status == "held" else 8 * kept
     return max(FIRST_LIMIT, min(MAX_LIMIT, grown))
