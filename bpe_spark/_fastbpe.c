@@ -1242,12 +1242,14 @@ done:
 /* lenient(on): a count that would fall below one stops at one instead of failing (an engine of
  * guesses, whose counts need not add up). Not zero: a pair at zero is recycled (refill()), and
  * a word may still hold it. */
-static PyObject *Engine_lenient(Engine *e, PyObject *arg) {
+static PyObject *set_flag(int *flag, PyObject *arg) {
     int on = PyObject_IsTrue(arg);
     if (on < 0) return NULL;
-    e->lenient = on;
+    *flag = on;
     Py_RETURN_NONE;
 }
+
+static PyObject *Engine_lenient(Engine *e, PyObject *arg) { return set_flag(&e->lenient, arg); }
 
 /* index_all(): list the holders of every pair, for an engine that only replays merges (apply()
  * without best()): otherwise each merge of a pair not listed yet scans every word. */
@@ -1261,12 +1263,7 @@ static PyObject *Engine_index_all(Engine *e, PyObject *Py_UNUSED(ignored)) {
 }
 
 /* journal(on): start (True) or stop (False) recording the changes of pair counts by merges. */
-static PyObject *Engine_journal(Engine *e, PyObject *arg) {
-    int on = PyObject_IsTrue(arg);
-    if (on < 0) return NULL;
-    e->journal_on = on;
-    Py_RETURN_NONE;
-}
+static PyObject *Engine_journal(Engine *e, PyObject *arg) { return set_flag(&e->journal_on, arg); }
 
 /* take_journal(): the changes recorded since the last call, as bytes of int64 rows
  * (step, left, right, delta); the journal is emptied. */
@@ -1330,7 +1327,7 @@ static PyMethodDef Engine_methods[] = {
      "adjust(left, right, delta): add delta to a pair's count, held by no word."},
     {"adjust_many", (PyCFunction)Engine_adjust_many, METH_VARARGS,
      "adjust_many(pairs, deltas): adjust() each int64 pair key (left << 32 | right) by its int64 delta."},
-    {"lenient", (PyCFunction)Engine_lenient, METH_O, "lenient(on): counts stop at zero instead of failing."},
+    {"lenient", (PyCFunction)Engine_lenient, METH_O, "lenient(on): counts stop at one instead of failing."},
     {"index_all", (PyCFunction)Engine_index_all, METH_NOARGS, "List every pair's holders (for replaying merges)."},
     {"journal", (PyCFunction)Engine_journal, METH_O, "journal(on): record the pair-count changes of merges."},
     {"take_journal", (PyCFunction)Engine_take_journal, METH_NOARGS,
