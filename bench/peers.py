@@ -11,8 +11,11 @@ the peers in alternating order (the list, then the list reversed, ...), medians 
   engine replayed on the corpus's pretoken counts.
 - P2: encode en_books with GPT-2, cl100k and o200k: ours per line (``encode_ordinary``) and flat
   (``encode_ordinary_flat``) against tiktoken per line and batch, gigatoken, kitoken, bpe-openai,
-  ``tokenizers``; rates from each side's CPU time (all run one thread). Every side's ids are digested per line; a side whose ids are not tiktoken's
-  fails its row (the note names the first line that differs).
+  ``tokenizers``; rates from each side's CPU time (all run one thread). A per-line loop uses and
+  drops each line's ids, as one that writes them out does; a reference row keeps every line's list
+  (ours and tiktoken), which adds the same page faults and collector walks to both sides. Every
+  side's ids are digested per line (after the timing); a side whose ids are not tiktoken's fails
+  its row (the note names the first line that differs).
 - W1: CPU time of pathological pretokens (one character repeated, spaces, digits, random
   non-space text) from 10k to 1M characters, for every model (GPT-2, cl100k, o200k, one we
   trained), ours in process through the public API; at each length the best of at least three
@@ -44,6 +47,10 @@ GROWTH_MODELS = ("gpt2", "cl100k", "o200k", "trained")
 # (peer, mode): mode "line" calls the encoder per line, "batch"/"flat" hands it every line at once
 LINE_SIDES = (("tiktoken", "line"), ("kitoken", "line"), ("bpe-openai", "line"), ("gigatoken", "line"))
 BATCH_SIDES = (("gigatoken", "batch"), ("tiktoken", "batch"), ("tokenizers", "batch"))
+# per line with every line's list of ids kept until the end (a reference row): both sides then
+# also pay the page faults of the lists and the cyclic collector walking them
+KEPT_SIDES = (("ours", "line-kept"), ("tiktoken", "line-kept"))
+MODE_NAMES = {"line": "per line", "line-kept": "per line, every list kept"}
 GROWTH_PEERS = (("tiktoken", "line"), ("gigatoken", "line"), ("bpe-openai", "backend"))
 
 
@@ -194,7 +201,7 @@ def case_p2(ctx: Context) -> None:
                         note=f"{model}: no ranks offline ({notes.get(model, '?')})"))
             continue
         spec = models[model]
-        sides = [("ours", "line"), ("ours", "flat"), *LINE_SIDES, *BATCH_SIDES]
+        sides = [("ours", "line"), ("ours", "flat"), *LINE_SIDES, *BATCH_SIDES, *KEPT_SIDES]
 
         def measure(side, model=model, spec=spec) -> dict:
             peer, mode = side
@@ -223,7 +230,8 @@ def _encode_rows(ctx: Context, text: Path, model: str, runs: dict, folder: Path,
         return False, f"ids differ from tiktoken's, first at line {line}"
 
     for ours_mode, peers, target_peer, target in (("line", LINE_SIDES, ("tiktoken", "line"), LINE_TARGET),
-                                                  ("flat", BATCH_SIDES, ("gigatoken", "batch"), FLAT_TARGET)):
+                                                  ("flat", BATCH_SIDES, ("gigatoken", "batch"), FLAT_TARGET),
+                                                  ("line-kept", KEPT_SIDES[1:], None, None)):
         ours = runs[("ours", ours_mode)]
         problem = _problem(ours)
         if problem:
@@ -231,10 +239,11 @@ def _encode_rows(ctx: Context, text: Path, model: str, runs: dict, folder: Path,
             continue
         ours_rate = _rate(ours)
         ours_same, ours_note = check(("ours", ours_mode))
-        api = "Tokenizer.encode_ordinary per line" if ours_mode == "line" else "Tokenizer.encode_ordinary_flat"
+        api = {"line": "Tokenizer.encode_ordinary per line", "flat": "Tokenizer.encode_ordinary_flat",
+               "line-kept": "Tokenizer.encode_ordinary per line, every list kept"}[ours_mode]
         for side in peers:
             peer, mode = side
-            name = f"{peer} {'per line' if mode == 'line' else mode}"
+            name = f"{peer} {MODE_NAMES.get(mode, mode)}"
             problem = _problem(runs[side])
             if problem:
                 ctx.add(Row("P2", f"encode {text.name} {model}: ours {api}", ours_rate, None, name, "MB/s",

@@ -12,6 +12,7 @@ import numpy as np
 import pytest
 from conftest import corpus_lines
 
+from bpe_spark import round_replay
 from bpe_spark.config import TrainerConfig
 from bpe_spark.round_replay import PAIR_SHIFT, RoundDriver, RoundMismatch, StepDeltas, spec_deltas
 from bpe_spark.trainer import (
@@ -177,6 +178,23 @@ def test_step_changes_sum_to_the_difference_of_the_pair_counts(shakespeare_count
     for pair in set(before) | set(after) | set(change):
         if pair not in merged:  # a merged pair takes all its count, and is not in the changes
             assert before[pair] + change[pair] == after[pair], pair
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_a_speculation_applied_in_chunks_gives_the_same_rows(shakespeare_counts, backend, monkeypatch):
+    """spec_deltas sums its journal every SPEC_CHUNK merges: the rows do not depend on it."""
+    monkeypatch.setenv("BPE_SPARK_ENGINE", backend)
+    engine = build_engine(shakespeare_counts, TrainerConfig(vocab_size=400))
+    words = [list(w) for w in engine.words][1::2]
+    counts = np.array([int(c) for c in engine.counts][1::2], dtype=np.int64)
+    spec = [(m.left, m.right, m.new_id) for m in engine.run(max_new_tokens=144)]
+    values, offsets = _packed(words)
+    whole = spec_deltas(engine.table, values, offsets, counts, spec)
+    for chunk in (1, 7, 143):
+        monkeypatch.setattr(round_replay, "SPEC_CHUNK", chunk)
+        rows = spec_deltas(engine.table, values, offsets, counts, spec)
+        assert all(np.array_equal(a, b) for a, b in zip(rows, whole)), chunk
+    assert len(whole[0]) > 1000
 
 
 def test_rows_from_several_partitions_are_summed():
