@@ -24,7 +24,7 @@ from bpe_spark.patterns import compiled_preset
 # The API each extension must have; a build from older sources (the .so files are built in
 # place and not versioned, so a `git pull` without `pip install -e .` leaves them stale) is
 # ignored, with a warning, rather than half used.
-FASTBPE_API = 7
+FASTBPE_API = 8
 FASTENC_API = 6
 
 _WHAT = {"_fastbpe": "the merge engine", "_fastenc": "the pretokenizer, counter and encoder"}

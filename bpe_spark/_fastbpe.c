@@ -129,14 +129,23 @@ typedef struct {
     size_t indexed_space;  /* holder_space right after the last index */
     int64_t list_floor;  /* pairs counted below it at the last index have no holder list */
     size_t n_indexes, n_scans;
-    /* the journal (journal()): while on, every change of a pair count by a merge, as int64
-     * rows (step, left, right, delta), for the caller to take (take_journal()); step is the
-     * merge's place in apply_all()'s list, 0 for apply() */
+    /* the journal (journal()): while on, each merge's change of every pair count it touched,
+     * summed, as int64 rows (step, left, right, delta) in the order of each pair's first change
+     * (zeros left out), for the caller to take (take_journal()); step is the merge's place in
+     * apply_all()'s list, 0 for apply(). While a merge runs, step_sum[p] sums pair p's changes
+     * and step_mark[p] == journal_epoch says p is in step_touched; the epoch moves on after
+     * each merge (no pair is recycled during one: refill() runs between merges). */
     int journal_on;
     int64_t journal_step;
     int lenient; /* lenient(): a count that would fall below one stops at one (a guess's engine) */
     int64_t *journal;
     size_t n_journal, cap_journal;
+    int64_t *step_sum;
+    uint32_t *step_mark;
+    size_t cap_step;
+    uint32_t journal_epoch;
+    int32_t *step_touched;
+    size_t n_touched, cap_touched;
     char broken[160]; /* why the engine can no longer be used (see break_engine()), or "" */
 } Engine;
 
@@ -635,6 +644,9 @@ static void Engine_dealloc(Engine *e) {
     PyMem_Free(e->grown);
     PyMem_Free(e->pair_state);
     PyMem_Free(e->journal);
+    PyMem_Free(e->step_sum);
+    PyMem_Free(e->step_mark);
+    PyMem_Free(e->step_touched);
     if (e->value != NULL) {
         for (size_t i = 0; i < e->n_ids; i++) PyMem_Free(e->value[i]);
     }
@@ -935,6 +947,52 @@ fail:
     return NULL;
 }
 
+/* The journal: pair p changed by delta in the current merge (summed until journal_flush()). */
+static int journal_change(Engine *e, int32_t p, int64_t delta) {
+    if ((size_t)p >= e->cap_step) {
+        size_t cap = e->cap_pairs > (size_t)p ? e->cap_pairs : (size_t)p + 1;
+        int64_t *sums = bpe_realloc_array(e->step_sum, cap, sizeof(int64_t));
+        if (sums == NULL) return -1;
+        e->step_sum = sums;
+        uint32_t *marks = bpe_realloc_array(e->step_mark, cap, sizeof(uint32_t));
+        if (marks == NULL) return -1;
+        memset(marks + e->cap_step, 0, (cap - e->cap_step) * sizeof(uint32_t));
+        e->step_mark = marks;
+        e->cap_step = cap;
+    }
+    if (e->step_mark[p] != e->journal_epoch) {
+        int32_t *t = grow_array(e->step_touched, &e->cap_touched, e->n_touched, 1, sizeof(int32_t), 256);
+        if (t == NULL) return -1;
+        e->step_touched = t;
+        t[e->n_touched++] = p;
+        e->step_mark[p] = e->journal_epoch;
+        e->step_sum[p] = 0;
+    }
+    e->step_sum[p] += delta;
+    return 0;
+}
+
+/* The journal: the current merge's sums as rows, then a new epoch for the next merge. */
+static int journal_flush(Engine *e) {
+    int64_t *j = grow_array(e->journal, &e->cap_journal, e->n_journal, 4 * e->n_touched, sizeof(int64_t), 4);
+    if (j == NULL) return -1;
+    e->journal = j;
+    for (size_t i = 0; i < e->n_touched; i++) {
+        int32_t p = e->step_touched[i];
+        if (e->step_sum[p] == 0) continue;
+        j[e->n_journal++] = e->journal_step;
+        j[e->n_journal++] = e->pairs[p].left;
+        j[e->n_journal++] = e->pairs[p].right;
+        j[e->n_journal++] = e->step_sum[p];
+    }
+    e->n_touched = 0;
+    if (++e->journal_epoch == 0) { /* wrapped: no mark may look current */
+        memset(e->step_mark, 0, e->cap_step * sizeof(uint32_t));
+        e->journal_epoch = 1;
+    }
+    return 0;
+}
+
 /* Add delta to the count of pair (left, right), gained (delta > 0) or lost by word. A pair that
  * loses is one the word holds: it must be in the table, with at least the word's count. */
 static inline int change(Engine *e, int32_t left, int32_t right, int64_t delta, int32_t word) {
@@ -946,15 +1004,7 @@ static inline int change(Engine *e, int32_t left, int32_t right, int64_t delta, 
         if (!e->lenient) return internal_error("a pair count fell below zero", left, right);
         pair->count = 1; /* see lenient(): a word may still hold it */
     }
-    if (e->journal_on) {
-        int64_t *j = grow_array(e->journal, &e->cap_journal, e->n_journal, 4, sizeof(int64_t), 4);
-        if (j == NULL) return -1;
-        e->journal = j;
-        j[e->n_journal++] = e->journal_step;
-        j[e->n_journal++] = left;
-        j[e->n_journal++] = right;
-        j[e->n_journal++] = delta;
-    }
+    if (e->journal_on && journal_change(e, p, delta) < 0) return -1;
     if (pair->count == 0 && holder_count(e, p) > 0) {
         /* no word holds the pair any more: every holder entry is stale */
         drop_holders(e, p);
@@ -1097,6 +1147,7 @@ static int apply_one(Engine *e, int left, int right, int new_id) {
         e->holder_space > 2 * e->indexed_space) {
         if (index_holders(e, e->list_floor) < 0) goto fail;
     }
+    if (e->journal_on && journal_flush(e) < 0) goto fail;
     return 0;
 
 fail:
@@ -1263,10 +1314,13 @@ static PyObject *Engine_index_all(Engine *e, PyObject *Py_UNUSED(ignored)) {
 }
 
 /* journal(on): start (True) or stop (False) recording the changes of pair counts by merges. */
-static PyObject *Engine_journal(Engine *e, PyObject *arg) { return set_flag(&e->journal_on, arg); }
+static PyObject *Engine_journal(Engine *e, PyObject *arg) {
+    if (e->journal_epoch == 0) e->journal_epoch = 1; /* marks start at 0: none is current */
+    return set_flag(&e->journal_on, arg);
+}
 
 /* take_journal(): the changes recorded since the last call, as bytes of int64 rows
- * (step, left, right, delta); the journal is emptied. */
+ * (step, left, right, delta), one per merge and pair it changed; the journal is emptied. */
 static PyObject *Engine_take_journal(Engine *e, PyObject *Py_UNUSED(ignored)) {
     PyObject *out = PyBytes_FromStringAndSize((const char *)e->journal, (Py_ssize_t)(e->n_journal * sizeof(int64_t)));
     if (out != NULL) e->n_journal = 0;
@@ -1331,7 +1385,8 @@ static PyMethodDef Engine_methods[] = {
     {"index_all", (PyCFunction)Engine_index_all, METH_NOARGS, "List every pair's holders (for replaying merges)."},
     {"journal", (PyCFunction)Engine_journal, METH_O, "journal(on): record the pair-count changes of merges."},
     {"take_journal", (PyCFunction)Engine_take_journal, METH_NOARGS,
-     "The recorded changes as int64 (step, left, right, delta) rows in bytes; empties the journal."},
+     "The recorded changes as int64 (step, left, right, delta) rows in bytes, summed per merge and pair; "
+     "empties the journal."},
     {"packed", (PyCFunction)Engine_packed, METH_NOARGS, "Every word's symbols as (int32 ids, int64 offsets) bytes."},
     {NULL, NULL, 0, NULL},
 };
@@ -1362,7 +1417,7 @@ PyMODINIT_FUNC PyInit__fastbpe(void) {
     PyObject *m = PyModule_Create(&fastbpe_module);
     if (m == NULL) return NULL;
     /* bpe_spark/_compiled.py checks this: a stale build (older source) is not used */
-    if (PyModule_AddIntConstant(m, "API_VERSION", 7) < 0) {
+    if (PyModule_AddIntConstant(m, "API_VERSION", 8) < 0) {
         Py_DECREF(m);
         return NULL;
     }

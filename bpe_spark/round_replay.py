@@ -49,7 +49,7 @@ from bpe_spark.trainer import Merge, MergeEngine, PackedWords
 # a pair as one int64 key, left << PAIR_SHIFT | right (ids are < 2**31: exact and positive); the
 # rounds' Spark side keys its pairs the same way
 PAIR_SHIFT = 32
-# merges of a speculation applied between two sums of an executor's journal (spec_deltas)
+# merges of a speculation applied between two takes of an executor's journal (spec_deltas)
 SPEC_CHUNK = 1024
 _LOW = (1 << PAIR_SHIFT) - 1
 Triple = tuple[int, int, int]  # (left, right, new_id), as the executors apply merges
@@ -94,10 +94,10 @@ class StepDeltas:
 def spec_deltas(table: SymbolTable, values: np.ndarray, offsets: np.ndarray, counts: np.ndarray,
                 spec: list[Triple]) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """The executors' side: packed words (``values``/``offsets``, counted ``counts``) after each
-    merge of ``spec`` in order, as ``(step, pair, delta)`` rows summed per step and pair (zeros
-    left out). ``table`` holds every token of ``spec`` (only the engine's keys need it). The
-    merges are applied :data:`SPEC_CHUNK` at a time and each chunk's journal summed at once, so
-    a task holds one chunk's raw changes, not the whole speculation's."""
+    merge of ``spec`` in order, as ``(step, pair, delta)`` rows, one per step and pair it
+    changed (the engine's journal sums them; zeros left out), steps in order. ``table`` holds
+    every token of ``spec`` (only the engine's keys need it). The merges are applied
+    :data:`SPEC_CHUNK` at a time and each chunk's journal taken then."""
     zero = np.zeros(0, dtype=np.int64)
     if not len(counts) or not spec:
         return zero, zero.copy(), zero.copy()
@@ -108,28 +108,13 @@ def spec_deltas(table: SymbolTable, values: np.ndarray, offsets: np.ndarray, cou
     for first in range(0, len(spec), SPEC_CHUNK):
         chunk = spec[first:first + SPEC_CHUNK]
         engine.apply_all(chunk)
-        parts.append(_summed(engine.take_journal(), chunk, first))
-    return tuple(np.concatenate([part[i] for part in parts]) if parts else zero.copy() for i in range(3))
-
-
-def _summed(rows: np.ndarray, chunk: list[Triple], first: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """A chunk's journal rows ``(step, left, right, delta)`` (steps from 0 in the chunk) as
-    ``(step, pair, delta)`` summed per step and pair, steps from ``first``, zeros left out."""
-    if not len(rows):
-        zero = np.zeros(0, dtype=np.int64)
-        return zero, zero.copy(), zero.copy()
-    step, rows = rows[:, 0], rows[:, 1:]
-    # the merged pair takes all its count (in a run of one symbol it also loses a neighbour)
-    merged = np.array([(left << PAIR_SHIFT) | right for left, right, _ in chunk], dtype=np.int64)
-    pair = (rows[:, 0] << PAIR_SHIFT) | rows[:, 1]
-    other = pair != merged[step]
-    step, pair, delta = step[other], pair[other], rows[other, 2]
-    order = np.lexsort((pair, step))
-    step, pair, delta = step[order], pair[order], delta[order]
-    starts = np.flatnonzero(np.concatenate(([True], (step[1:] != step[:-1]) | (pair[1:] != pair[:-1]))))
-    sums = np.add.reduceat(delta, starts)
-    kept = sums != 0
-    return step[starts][kept] + first, pair[starts][kept], sums[kept]
+        rows = engine.take_journal()
+        # the merged pair takes all its count (in a run of one symbol it also loses a neighbour)
+        merged = np.array([(left << PAIR_SHIFT) | right for left, right, _ in chunk], dtype=np.int64)
+        pair = (rows[:, 1] << PAIR_SHIFT) | rows[:, 2]
+        other = pair != merged[rows[:, 0]]
+        parts.append((rows[other, 0] + first, pair[other], rows[other, 3]))
+    return tuple(np.concatenate([part[i] for part in parts]) for i in range(3))
 
 
 @dataclass

@@ -156,7 +156,7 @@ class _PythonCore:
         words, counts = self.words, self.counts
         pair_counts, holders_of = self.pair_counts, self.holders_of
         get = pair_counts.get
-        journal = self.journal
+        journal, step = self.journal, self.journal_step
         grown: dict[tuple[int, int], None] = {}
         for index in holders_of.pop((left, right), ()):
             word = words[index]
@@ -184,7 +184,6 @@ class _PythonCore:
                         pair_counts[pair] = get(pair, 0) + count
                         formed.append(pair)
                         if journal is not None:
-                            step = self.journal_step
                             journal += ((step, prev, left, -count), (step, prev, new_id, count))
                     start = i + 2
                     if start <= last:
@@ -194,7 +193,6 @@ class _PythonCore:
                         pair_counts[pair] = get(pair, 0) + count
                         formed.append(pair)
                         if journal is not None:
-                            step = self.journal_step
                             journal += ((step, right, nxt, -count), (step, new_id, nxt, count))
                     merged.append(new_id)
                     if left == right:
@@ -256,10 +254,11 @@ class _PythonCore:
         pass
 
     def take_journal(self) -> np.ndarray:
-        taken = np.array(self.journal or [], dtype=np.int64).reshape(-1, 4)
-        if self.journal is not None:
-            self.journal = []
-        return taken
+        sums: dict[tuple[int, int, int], int] = {}  # per merge and pair, in order of first change
+        for step, left, right, delta in self.journal or ():
+            sums[(step, left, right)] = sums.get((step, left, right), 0) + delta
+        self.journal = None if self.journal is None else []
+        return np.array([(*key, delta) for key, delta in sums.items() if delta], dtype=np.int64).reshape(-1, 4)
 
     def apply_all(self, merges: np.ndarray) -> None:
         for step, (left, right, new_id) in enumerate(merges.tolist()):
@@ -429,9 +428,10 @@ class MergeEngine:
 
     def take_journal(self) -> np.ndarray:
         """The changes recorded since the last call, ``(step, left, right, delta)`` rows (int64;
-        ``step``: the merge's row in :meth:`apply_all`, 0 for a merge on its own); the
-        journal is emptied. Its rows for the merged pair (a run of one symbol, ``(a, a)``) are beside
-        the point: a merge takes all of that pair's count."""
+        ``step``: the merge's row in :meth:`apply_all`, 0 for a merge on its own), one per
+        merge and pair it changed (summed, zeros left out); the journal is emptied. Rows for
+        the merged pair (a run of one symbol, ``(a, a)``) are beside the point: a merge takes
+        all of that pair's count."""
         return self._core.take_journal()
 
     def packed(self) -> tuple[np.ndarray, np.ndarray]:
