@@ -169,6 +169,7 @@ def test_step_changes_sum_to_the_difference_of_the_pair_counts(shakespeare_count
     values, offsets = _packed(words)
     steps, pairs, deltas = spec_deltas(engine.table, values, offsets, np.array(counts, dtype=np.int64), spec)
     assert (np.diff(steps) >= 0).all() and (deltas != 0).all()
+    assert len(set(zip(steps.tolist(), pairs.tolist()))) == len(steps)  # one row per step and pair
     before = _pair_counts(words, counts)
     merged = {(left << PAIR_SHIFT) | right for left, right, _ in spec}
     after = _pair_counts([apply_merges(w, spec) for w in words], counts)
@@ -182,7 +183,7 @@ def test_step_changes_sum_to_the_difference_of_the_pair_counts(shakespeare_count
 
 @pytest.mark.parametrize("backend", BACKENDS)
 def test_a_speculation_applied_in_chunks_gives_the_same_rows(shakespeare_counts, backend, monkeypatch):
-    """spec_deltas sums its journal every SPEC_CHUNK merges: the rows do not depend on it."""
+    """spec_deltas takes its journal every SPEC_CHUNK merges: the rows do not depend on it."""
     monkeypatch.setenv("BPE_SPARK_ENGINE", backend)
     engine = build_engine(shakespeare_counts, TrainerConfig(vocab_size=400))
     words = [list(w) for w in engine.words][1::2]
