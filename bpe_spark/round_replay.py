@@ -51,6 +51,8 @@ from bpe_spark.trainer import Merge, MergeEngine, PackedWords
 PAIR_SHIFT = 32
 # merges of a speculation applied between two takes of an executor's journal (spec_deltas)
 SPEC_CHUNK = 1024
+# the step of spec_deltas' last row, (MARK, completed, 1): how many steps its rows hold
+MARK = -1
 _LOW = (1 << PAIR_SHIFT) - 1
 Triple = tuple[int, int, int]  # (left, right, new_id), as the executors apply merges
 
@@ -92,29 +94,48 @@ class StepDeltas:
 
 
 def spec_deltas(table: SymbolTable, values: np.ndarray, offsets: np.ndarray, counts: np.ndarray,
-                spec: list[Triple]) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+                spec: list[Triple], max_rows: int | None = None) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """The executors' side: packed words (``values``/``offsets``, counted ``counts``) after each
     merge of ``spec`` in order, as ``(step, pair, delta)`` rows, one per step and pair it
-    changed (the engine's journal sums them; zeros left out), steps in order. ``table`` holds
-    every token of ``spec`` (only the engine's keys need it). The merges are applied
-    :data:`SPEC_CHUNK` at a time and each chunk's journal taken then."""
-    zero = np.zeros(0, dtype=np.int64)
-    if not len(counts) or not spec:
-        return zero, zero.copy(), zero.copy()
-    engine = MergeEngine(table, PackedWords(values, offsets), counts)
-    engine.index_all()
-    engine.journal(True)
-    parts = []
-    for first in range(0, len(spec), SPEC_CHUNK):
-        chunk = spec[first:first + SPEC_CHUNK]
-        engine.apply_all(chunk)
-        rows = engine.take_journal()
-        # the merged pair takes all its count (in a run of one symbol it also loses a neighbour)
-        merged = np.array([(left << PAIR_SHIFT) | right for left, right, _ in chunk], dtype=np.int64)
-        pair = (rows[:, 1] << PAIR_SHIFT) | rows[:, 2]
-        other = pair != merged[rows[:, 0]]
-        parts.append((rows[other, 0] + first, pair[other], rows[other, 3]))
-    return tuple(np.concatenate([part[i] for part in parts]) for i in range(3))
+    changed (the engine's journal sums them; zeros left out), steps in order, then the row
+    ``(MARK, completed, 1)``: the rows hold every change of the first ``completed`` steps. That
+    is all of ``spec``, or with ``max_rows`` the steps before the one that would pass it (the
+    first step is always whole). ``table`` holds every token of ``spec`` (only the engine's keys
+    need it). The merges are applied :data:`SPEC_CHUNK` at a time, each chunk's journal taken then."""
+    parts: list[tuple[np.ndarray, np.ndarray, np.ndarray]] = []
+    completed, held = len(spec), 0
+    if len(counts) and spec:
+        engine = MergeEngine(table, PackedWords(values, offsets), counts)
+        engine.index_all()
+        engine.journal(True)
+        for first in range(0, len(spec), SPEC_CHUNK):
+            chunk = spec[first:first + SPEC_CHUNK]
+            engine.apply_all(chunk)
+            rows = engine.take_journal()
+            # the merged pair takes all its count (in a run of one symbol it also loses a neighbour)
+            merged = np.array([(left << PAIR_SHIFT) | right for left, right, _ in chunk], dtype=np.int64)
+            pair = (rows[:, 1] << PAIR_SHIFT) | rows[:, 2]
+            other = pair != merged[rows[:, 0]]
+            step, pair, delta = rows[other, 0] + first, pair[other], rows[other, 3]
+            if max_rows is not None and held + len(step) > max_rows:
+                completed = max(1, int(step[max(0, max_rows - held)]))
+                kept = step < completed
+                parts.append((step[kept], pair[kept], delta[kept]))
+                break
+            parts.append((step, pair, delta))
+            held += len(step)
+    parts.append((np.array([MARK]), np.array([completed]), np.array([1])))
+    return tuple(np.concatenate([part[i] for part in parts]).astype(np.int64, copy=False) for i in range(3))
+
+
+def gathered(steps: np.ndarray, pairs: np.ndarray, deltas: np.ndarray, speculated: int) -> tuple[int, StepDeltas]:
+    """The rows of every partition's :func:`spec_deltas` (their ``MARK`` rows among them, summed
+    or not): the first steps of a speculation of ``speculated`` that every partition completed,
+    and their changes."""
+    marks = steps == MARK
+    completed = min(speculated, int(pairs[marks].min())) if marks.any() else speculated
+    kept = ~marks & (steps < completed)
+    return completed, StepDeltas(steps[kept], pairs[kept], deltas[kept])
 
 
 @dataclass

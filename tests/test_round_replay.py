@@ -14,7 +14,15 @@ from conftest import corpus_lines
 
 from bpe_spark import round_replay
 from bpe_spark.config import TrainerConfig
-from bpe_spark.round_replay import PAIR_SHIFT, RoundDriver, RoundMismatch, StepDeltas, spec_deltas
+from bpe_spark.round_replay import (
+    MARK,
+    PAIR_SHIFT,
+    RoundDriver,
+    RoundMismatch,
+    StepDeltas,
+    gathered,
+    spec_deltas,
+)
 from bpe_spark.trainer import (
     MergeEngine,
     PackedWords,
@@ -42,10 +50,11 @@ def _pair_counts(words, counts) -> Counter:
 
 
 def simulate(counts: dict, cfg: TrainerConfig, frequent: float, *, room: int | None = None, limit: int = 10_000,
-             backend: str = "compiled", monkeypatch=None) -> tuple[list, list[dict]]:
+             backend: str = "compiled", monkeypatch=None, max_rows: int | None = None) -> tuple[list, list[dict]]:
     """Rounds as :mod:`bpe_spark.spark.rounds` runs them, the executors' work done here: the
     ``frequent`` share of pretokens (by count) in the driver's engine, at most ``room`` pairs a
-    shipping. Returns the merges and a record per round."""
+    shipping, the rare ones in two partitions sending at most ``max_rows`` rows each. Returns
+    the merges and a record per round."""
     if monkeypatch is not None:
         monkeypatch.setenv("BPE_SPARK_ENGINE", backend)
     engine = build_engine(counts, cfg)
@@ -88,8 +97,15 @@ def simulate(counts: dict, cfg: TrainerConfig, frequent: float, *, room: int | N
             driver.needs_ship = True
         if not spec:
             break
-        rare_values, rare_offsets = _packed(rare_now) if rare_now else (np.zeros(0, np.int32), np.zeros(1, np.int64))
-        deltas = StepDeltas(*spec_deltas(spec_table, rare_values, rare_offsets, np.array(r_counts, dtype=np.int64), spec))
+        rows = []
+        for part in (slice(0, None, 2), slice(1, None, 2)):
+            words_part = rare_now[part]
+            values, offsets = _packed(words_part) if words_part else (np.zeros(0, np.int32), np.zeros(1, np.int64))
+            rows.append(spec_deltas(spec_table, values, offsets, np.array(r_counts[part], dtype=np.int64), spec,
+                                    max_rows))
+        completed, deltas = gathered(*(np.concatenate([r[i] for r in rows]) for i in range(3)), len(spec))
+        record["cut"] = completed < len(spec)
+        spec = spec[:completed]
         replay = driver.replay(spec, deltas)
         driver.learn(spec, spec_table, deltas)
         merges += replay.merges
@@ -168,6 +184,8 @@ def test_step_changes_sum_to_the_difference_of_the_pair_counts(shakespeare_count
     spec = [(m.left, m.right, m.new_id) for m in engine.run(max_new_tokens=144)]
     values, offsets = _packed(words)
     steps, pairs, deltas = spec_deltas(engine.table, values, offsets, np.array(counts, dtype=np.int64), spec)
+    assert (steps[-1], pairs[-1], deltas[-1]) == (MARK, len(spec), 1)  # every step's rows are here
+    steps, pairs, deltas = steps[:-1], pairs[:-1], deltas[:-1]
     assert (np.diff(steps) >= 0).all() and (deltas != 0).all()
     assert len(set(zip(steps.tolist(), pairs.tolist()))) == len(steps)  # one row per step and pair
     before = _pair_counts(words, counts)
@@ -196,6 +214,31 @@ def test_a_speculation_applied_in_chunks_gives_the_same_rows(shakespeare_counts,
         rows = spec_deltas(engine.table, values, offsets, counts, spec)
         assert all(np.array_equal(a, b) for a, b in zip(rows, whole)), chunk
     assert len(whole[0]) > 1000
+
+
+@pytest.mark.parametrize("max_rows", [1, 40, 700])
+def test_a_row_budget_cuts_speculations_and_the_merges_stay_exact(shakespeare_counts, max_rows):
+    cfg = TrainerConfig(vocab_size=450)
+    merges, records = simulate(shakespeare_counts, cfg, 0.1, max_rows=max_rows)
+    assert [(m.left, m.right) for m in merges] == _core(shakespeare_counts, cfg)
+    assert any(r["cut"] for r in records)
+
+
+def test_spec_deltas_under_a_row_budget_keep_whole_steps(shakespeare_counts):
+    engine = build_engine(shakespeare_counts, TrainerConfig(vocab_size=400))
+    words = [list(w) for w in engine.words]
+    counts = np.array([int(c) for c in engine.counts], dtype=np.int64)
+    spec = [(m.left, m.right, m.new_id) for m in engine.run(max_new_tokens=144)]
+    values, offsets = _packed(words)
+    whole = [column[:-1] for column in spec_deltas(engine.table, values, offsets, counts, spec)]
+    for max_rows in (1, 500, len(whole[0]) // 2):
+        steps, pairs, deltas = spec_deltas(engine.table, values, offsets, counts, spec, max_rows)
+        completed = int(pairs[-1])
+        assert steps[-1] == MARK and 1 <= completed < len(spec)
+        assert len(steps) - 1 <= max_rows or completed == 1
+        first = whole[0] < completed  # the same rows as without a budget, for the steps it holds
+        assert all(np.array_equal(a[:-1], b[first]) for a, b in zip((steps, pairs, deltas), whole))
+    assert gathered(np.array([3, MARK, MARK, 0]), np.array([9, 5, 2, 9]), np.array([1, 1, 1, 1]), 6)[0] == 2
 
 
 def test_rows_from_several_partitions_are_summed():

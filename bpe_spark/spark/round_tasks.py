@@ -147,15 +147,18 @@ def packed_batches(batches: Iterator[pa.RecordBatch]) -> tuple[np.ndarray, np.nd
 
 
 def rare_deltas(words: DataFrame, cut: int, table: SymbolTable, spec: list[tuple[int, int, int]],
-                partitions: int | None) -> DataFrame:
+                partitions: int | None, max_rows: int) -> DataFrame:
     """``(step, pair, delta)``: the exact change of each pair count in the rare words (counted
     below ``cut``) at each step of ``spec``, summed in each partition; over the partitions too
     (by a shuffle) unless there are at most :data:`DRIVER_SUMS` of them, whose rows the driver
-    sums (:class:`~bpe_spark.round_replay.StepDeltas`): a shuffle stage costs more than that."""
+    sums (:class:`~bpe_spark.round_replay.StepDeltas`): a shuffle stage costs more than that.
+    Each partition sends at most its share of ``max_rows`` (and its first step whole), and says
+    how many steps it sent (:func:`~bpe_spark.round_replay.spec_deltas`)."""
     spec_table = table  # pickled once into the closure: it holds every token of the speculation
+    share = max(1, max_rows // max(1, partitions or words.rdd.getNumPartitions()))
 
     def deltas(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
-        step, pair, delta = spec_deltas(spec_table, *packed_batches(batches), spec)
+        step, pair, delta = spec_deltas(spec_table, *packed_batches(batches), spec, share)
         yield pa.RecordBatch.from_arrays([pa.array(step), pa.array(pair), pa.array(delta)],
                                          names=["step", "pair", "delta"])
 

@@ -15,7 +15,8 @@ engine would take on all the pretokens at once (:mod:`bpe_spark.round_replay` sa
    global count left out is the new ``outside``.
 2. The driver speculates up to ``limit`` merges; the executors apply them in order to the rare
    words and send the exact change of each pair count at each step, summed over the partitions
-   (one Spark job, which also fills the round's words table).
+   (one Spark job, which also fills the round's words table), at most :data:`_MAX_DELTA_ROWS`
+   rows: the steps past that are left to the next round.
 3. The driver replays them and keeps those its exact counts prove; the round's merges are
    appended to the checkpoint and applied to the words table (:func:`~bpe_spark.spark.round_tasks.apply_round_batches`), and
    pretokens left with one symbol drop out. The words table is kept from round to round where a
@@ -40,7 +41,7 @@ from pyspark.sql import functions as F
 from bpe_spark.config import TrainerConfig
 from bpe_spark.progress import OFF, Progress, merge_callback
 from bpe_spark.round_plan import frequent_cut
-from bpe_spark.round_replay import RoundDriver, StepDeltas
+from bpe_spark.round_replay import RoundDriver, gathered
 from bpe_spark.spark.progress import spark_phase
 from bpe_spark.spark.resources import capped
 from bpe_spark.spark.round_tasks import apply_round, initial_words, packed_batches, rare_deltas
@@ -67,6 +68,9 @@ _MAX_BROADCAST_TRACKED = 2_000_000
 # driver's JVM, which merges them, so tasks x most stays below this many rows (T8's 37 tasks x
 # 1 M ran a 1 GiB heap out of memory); fewer shipped pairs only mean more shippings
 _MAX_TOP_ROWS = 4_000_000
+# the most (step, pair, delta) rows a round's executors send: a speculation's later steps are
+# left to the next round past it (each partition sends its share, its first step whole)
+_MAX_DELTA_ROWS = 4_000_000
 # the merges a round speculates: the first round's, and the most of any
 FIRST_LIMIT = 16_384
 MAX_LIMIT = 16_384
@@ -347,13 +351,15 @@ class RoundTrainer:
                 self.clock("rounds_spark_seconds", phase)
                 return None  # no pair reaches min_frequency, or the budgets are spent
             started = time.perf_counter()
-            arrow = rare_deltas(words, cut, table, spec, self.partitions).toArrow()
+            arrow = rare_deltas(words, cut, table, spec, self.partitions, _MAX_DELTA_ROWS).toArrow()
             record["deltas_seconds"] = round(time.perf_counter() - started, 3)
             store_filled()
             phase = self.clock("rounds_spark_seconds", phase)
-        deltas = StepDeltas(int64_counts(arrow.column("step")), int64_counts(arrow.column("pair")),
-                            int64_counts(arrow.column("delta")))
+        completed, deltas = gathered(int64_counts(arrow.column("step")), int64_counts(arrow.column("pair")),
+                                     int64_counts(arrow.column("delta")), len(spec))
         del arrow
+        if completed < len(spec):  # the changes of the later steps passed the rows' budget
+            record["speculated"], spec = completed, spec[:completed]
         record["deltas"] = len(deltas)
         before = len(self.merges)
         with self.progress.phase(f"{name}: merging", total=self.merge_target, unit="merges", start=before) as shown:

@@ -119,6 +119,26 @@ def test_rounds_that_ship_few_pairs_stay_exact(spark, small_corpus, monkeypatch)
     assert all(r["outside"] > 0 for r in rounds[:3])
 
 
+@pytest.mark.parametrize("driver_sums", [16, 0])
+def test_rounds_under_a_row_budget_cut_their_speculations_and_stay_exact(spark, small_corpus, monkeypatch,
+                                                                         driver_sums):
+    """At most 60 change rows a round (each partition its share, its first step whole), summed
+    on the driver or by a shuffle: speculations are cut, and the merges stay the same."""
+    from bpe_spark.spark import round_tasks
+    from bpe_spark.spark import rounds as spark_rounds
+
+    cfg = TrainerConfig(vocab_size=400)
+    expected = core_train(small_corpus, cfg)
+    df = frame(spark, small_corpus, 2)
+    monkeypatch.setattr(spark_rounds, "_MAX_DELTA_ROWS", 60)
+    monkeypatch.setattr(round_tasks, "DRIVER_SUMS", driver_sums)
+    tok = train(df, cfg, driver_budget=0.3)
+    assert_same_model(tok, expected)
+    rounds = tok.metadata["rounds"]
+    assert len(rounds) > 5 and all(r["merges"] > 0 for r in rounds)
+    assert all(r["deltas"] <= 60 or r["speculated"] == 1 for r in rounds)
+
+
 def test_char_scheme_rounds_take_the_alphabet_from_the_whole_corpus(spark):
     lines = spread_lines("multilingual", 25_000)
     cfg = TrainerConfig(vocab_size=100_000, max_merges=60, scheme="char", end_of_word="fused",
