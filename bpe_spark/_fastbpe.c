@@ -1000,9 +1000,11 @@ static inline int change(Engine *e, int32_t left, int32_t right, int64_t delta, 
     if (p < 0) return delta < 0 ? internal_error("a merge takes from a pair the table lacks", left, right) : -1;
     Pair *pair = &e->pairs[p];
     pair->count += delta;
-    if (pair->count < 0) {
-        if (!e->lenient) return internal_error("a pair count fell below zero", left, right);
-        pair->count = 1; /* see lenient(): a word may still hold it */
+    if (pair->count < 0 && !e->lenient) return internal_error("a pair count fell below zero", left, right);
+    if (pair->count < 1 && e->lenient && delta < 0) {
+        /* see lenient(): a guessed count may have been low, and other words may still hold the
+         * pair; at zero it would be recycled (refill()) under them */
+        pair->count = 1;
     }
     if (e->journal_on && journal_change(e, p, delta) < 0) return -1;
     if (pair->count == 0 && holder_count(e, p) > 0) {

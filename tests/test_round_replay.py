@@ -256,6 +256,22 @@ def test_a_shipped_count_that_disagrees_with_the_drivers_is_refused():
         driver.ship(np.array([pair]), np.array([9]), np.array([2]), 0)
 
 
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_a_lenient_engine_keeps_a_pair_its_words_hold_when_a_guess_took_its_count(backend):
+    """A speculation's engine (T8, round 2): a guess left (a, b) at 1 though two words hold it;
+    when one of them loses it the count stays at 1, not 0, so the pair is not recycled under
+    the other word before it loses it too."""
+    base = build_engine({"abc": 1, "abd": 1}, TrainerConfig(vocab_size=300, pattern="whitespace"))
+    a, b, c, d = (ord(x) for x in "abcd")
+    engine = MergeEngine(base.table, [[a, b, c], [a, b, d]], [1, 1], backend=backend)
+    engine.lenient(True)
+    engine.adjust(a, b, -1)
+    engine.merge(b, c, 1)
+    engine.best()  # a refill: pairs at zero are recycled
+    bd, _ = engine.merge(b, d, 1)
+    assert engine.packed()[0].tolist() == [a, bd.new_id - 1, a, bd.new_id]
+
+
 def test_engine_extras_agree_across_backends():
     """adjust, the journal, packed and apply, as the rounds use them, in both cores."""
     if not compiled_core_available():
