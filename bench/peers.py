@@ -239,8 +239,7 @@ def _encode_rows(ctx: Context, text: Path, model: str, runs: dict, folder: Path,
             continue
         ours_rate = _rate(ours)
         ours_same, ours_note = check(("ours", ours_mode))
-        api = {"line": "Tokenizer.encode_ordinary per line", "flat": "Tokenizer.encode_ordinary_flat",
-               "line-kept": "Tokenizer.encode_ordinary per line, every list kept"}[ours_mode]
+        api = "Tokenizer.encode_ordinary_flat" if ours_mode == "flat" else f"Tokenizer.encode_ordinary {MODE_NAMES[ours_mode]}"
         for side in peers:
             peer, mode = side
             name = f"{peer} {MODE_NAMES.get(mode, mode)}"
