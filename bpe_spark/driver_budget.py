@@ -4,11 +4,14 @@ Given as a count, a fraction of the distinct pretokens (``0.3``, ``"30%"``), or 
 default): derived from the driver's memory by :func:`memory_budget`, from the bytes per distinct
 pretoken measured where the driver holds them:
 
-- the JVM driver receives the collected Arrow batches (``toArrow``): a pretoken's bytes plus 12
-  (string offset, 64-bit count), or in rounds 12 plus 4 per symbol (``list<int32>``); measured
-  19.3-31.7 bytes per pretoken on the shared corpora's counts. Every task result of a job counts
-  against ``spark.driver.maxResultSize`` (over it the job fails), and out-of-order partitions wait
-  in the heap: both bound the budget at ``12 + 4 x`` the corpus's mean pretoken bytes;
+- the JVM driver receives the collected Arrow batches (``toArrow``): all the counts as text in
+  driver mode, a pretoken's bytes plus 12 (string offset, 64-bit count), measured 19.3-31.7
+  bytes per pretoken on the shared corpora's counts; in rounds, the frequent pretokens as
+  symbols, 12 plus 4 per symbol (``list<int32>``). Every task result of a job counts against
+  ``spark.driver.maxResultSize`` (over it the job fails), and out-of-order partitions wait in
+  the heap: both bound the budget at ``12 + 1 x`` the corpus's mean pretoken bytes for the
+  question "do all the counts fit" (``as_text=True``), and at ``12 + 4 x`` for the pretokens
+  that rounds keep on the driver;
 - the Python driver holds the Arrow table, the packed words and the merge engine at its peak:
   measured (peak RSS over the same process before the counts arrived, vocabulary 32k) 139 bytes
   per pretoken on all shared corpora (884,531 distinct, 15.6 bytes each), 181 on en_books
@@ -36,6 +39,7 @@ from bpe_spark.errors import ConfigError
 AUTO = "auto"
 JVM_BYTES_PER_PRETOKEN = 12  # Arrow: the string's (or list's) offset and the 64-bit count
 JVM_BYTES_PER_SYMBOL = 4  # rounds collect int32 symbols; a byte-scheme pretoken starts with one per byte
+JVM_BYTES_PER_TEXT_BYTE = 1  # driver mode collects the pretokens' UTF-8 text
 PYTHON_BYTES_PER_PRETOKEN = 48
 PYTHON_BYTES_PER_PRETOKEN_BYTE = 12
 PYTHON_FIXED_BYTES = 64 << 20  # allocator arenas, the engine's tables (measured 44 MB)
@@ -118,16 +122,21 @@ class DriverMemory:
     python_limit: str = "the driver's available memory"
 
 
-def memory_budget(memory: DriverMemory, *, mean_pretoken_bytes: float, vocab_size: int) -> tuple[int, str]:
+def memory_budget(memory: DriverMemory, *, mean_pretoken_bytes: float, vocab_size: int,
+                  as_text: bool = False) -> tuple[int, str]:
     """The distinct pretokens the driver can hold, and what binds it (a few words for the notice
-    when training goes to rounds), for pretokens of ``mean_pretoken_bytes`` UTF-8 bytes on average.
+    when training goes to rounds), for pretokens of ``mean_pretoken_bytes`` UTF-8 bytes on average:
+    collected as text (``as_text``: driver mode, every count at once) or as int32 symbols (the
+    pretokens that rounds keep on the driver).
 
     >>> memory_budget(DriverMemory(32 << 30, 8 << 30, 28 << 30), mean_pretoken_bytes=8.0, vocab_size=50000)[0]
     155943537
     >>> memory_budget(DriverMemory(1 << 30, 0, None), mean_pretoken_bytes=20.0, vocab_size=32000)
     (5835553, 'the driver JVM heap 1.0 GiB at 92 bytes a pretoken')
+    >>> memory_budget(DriverMemory(1 << 30, 0, None), mean_pretoken_bytes=20.0, vocab_size=32000, as_text=True)
+    (16777216, 'the driver JVM heap 1.0 GiB at 32 bytes a pretoken')
     """
-    jvm_each = JVM_BYTES_PER_PRETOKEN + JVM_BYTES_PER_SYMBOL * mean_pretoken_bytes
+    jvm_each = JVM_BYTES_PER_PRETOKEN + (JVM_BYTES_PER_TEXT_BYTE if as_text else JVM_BYTES_PER_SYMBOL) * mean_pretoken_bytes
     limits = [(JVM_HEAP_SHARE * memory.jvm_heap / jvm_each, f"the driver JVM heap {_gib(memory.jvm_heap)}", jvm_each)]
     if memory.max_result_size > 0:
         limits.append((RESULT_SHARE * memory.max_result_size / jvm_each,

@@ -70,3 +70,12 @@ def test_sizes_and_available_memory():
     available, what = available_memory()
     assert available is None or available > 0
     assert "memory" in what
+
+
+def test_all_the_counts_cross_as_text_so_more_of_them_fit():
+    """Driver mode collects the counts as text (12 bytes plus the pretoken's); rounds keep their
+    pretokens as int32 symbols (12 plus 4 per byte of a byte-scheme pretoken)."""
+    heap = DriverMemory(GIB, 0, None)
+    text, why = memory_budget(heap, mean_pretoken_bytes=10, vocab_size=32000, as_text=True)
+    assert text == int(0.5 * GIB / 22) and why == "the driver JVM heap 1.0 GiB at 22 bytes a pretoken"
+    assert text > 2 * memory_budget(heap, mean_pretoken_bytes=10, vocab_size=32000)[0]

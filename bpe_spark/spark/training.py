@@ -23,13 +23,18 @@ from typing import Any
 
 import numpy as np
 import pyarrow as pa
-import pyarrow.compute as pc
 from pyspark import StorageLevel
 from pyspark.sql import DataFrame, Observation
 from pyspark.sql import functions as F
 
 from bpe_spark.config import TrainerConfig
-from bpe_spark.driver_budget import absolute_budget, is_auto, memory_budget, resolve_budget
+from bpe_spark.driver_budget import (
+    JVM_BYTES_PER_PRETOKEN,
+    absolute_budget,
+    is_auto,
+    memory_budget,
+    resolve_budget,
+)
 from bpe_spark.errors import ConfigError, EmptyCorpusError
 from bpe_spark.progress import OFF, Progress
 from bpe_spark.round_plan import words_bytes
@@ -50,6 +55,7 @@ from bpe_spark.words import apply_merges, pair_rank_index, word_symbols
 
 __all__ = ["absolute_budget", "resolve_budget", "train", "train_from_counts"]  # the budget's parsers: driver_budget
 log = logging.getLogger("bpe_spark")
+COLLECT_TASK_BYTES = 32 << 20  # the most of the collected counts one task returns
 
 # --- entry points -----------------------------------------------------------------------------
 def train(
@@ -187,20 +193,6 @@ def train_from_counts(
             checkpoint.release()
 
 
-def _collect_if_fits(counts: DataFrame, most: int) -> tuple[Handoff | None, dict | None]:
-    """The counts and their summary when there are at most ``most`` rows, in one job: collect at
-    most ``most + 1`` rows (what the driver may hold anyway); ``(None, None)`` when there are
-    more. The table and its columns are local here: once this returns, only the hand-off holds
-    the table (a column alone would keep the whole collected batch alive)."""
-    arrow = counts.select("pretoken", "count").limit(most + 1).toArrow()
-    if arrow.num_rows > most:
-        return None, None
-    column = arrow.column("count")
-    summary = {"distinct": arrow.num_rows, "total": pc.sum(column).as_py() or 0, "lowest": pc.min(column).as_py(),
-               "bytes": pc.sum(pc.binary_length(arrow.column("pretoken"))).as_py() or 0}
-    return Handoff.table(arrow), summary
-
-
 def _train_counts(
     counts: DataFrame,
     cfg: TrainerConfig,
@@ -217,18 +209,14 @@ def _train_counts(
     counting: contextlib.ExitStack | None = None,
 ) -> Tokenizer:
     phase = time.perf_counter()
-    fixed = absolute_budget(driver_budget)
-    collected, summary = None, None
-    if fixed is not None:
-        # one job when the counts fit the budget; more rows mean rounds, summarized below
-        collected, summary = _collect_if_fits(counts, fixed)
-    if summary is None:
-        summary = counts.agg(
-            F.count(F.lit(1)).alias("distinct"),
-            F.coalesce(F.sum("count"), F.lit(0)).alias("total"),
-            F.min("count").alias("lowest"),
-            F.coalesce(F.sum(F.octet_length("pretoken")), F.lit(0)).alias("bytes"),
-        ).first()
+    # subtle: summarized first, collected only once known to fit. A collect under limit() would
+    # save this job but gather every row into one task's result, which the heap holds twice.
+    summary = counts.agg(
+        F.count(F.lit(1)).alias("distinct"),
+        F.coalesce(F.sum("count"), F.lit(0)).alias("total"),
+        F.min("count").alias("lowest"),
+        F.coalesce(F.sum(F.octet_length("pretoken")), F.lit(0)).alias("bytes"),
+    ).first()
     if summary["lowest"] is not None and summary["lowest"] < 0:
         raise ConfigError(f"pretoken counts must be >= 0; the input has a count of {summary['lowest']}")
     if not summary["distinct"] or not summary["total"]:
@@ -257,7 +245,7 @@ def _train_counts(
     trainer = RoundTrainer(counts, cfg, budget, checkpoint, on_round, timings, partitions, progress=progress)
     driver_mode = distinct <= budget
     if driver_mode:
-        _run_on_driver(trainer, collected, resume)
+        _run_on_driver(trainer, resume, _collectable(counts, distinct, int(summary["bytes"])))
     else:
         log.warning("bpe-spark: %s distinct pretokens > driver budget %s from %s; training in rounds",
                     f"{distinct:,}", f"{budget:,}", source)
@@ -276,11 +264,16 @@ def _train_counts(
 
 def _budget(spark, driver_budget, cfg: TrainerConfig, distinct: int, pretoken_bytes: int) -> tuple[int, str]:
     """The driver budget and where it comes from: the one given, or the driver's memory
-    (``"auto"``: :func:`~bpe_spark.driver_budget.memory_budget`, for this corpus's mean pretoken)."""
+    (``"auto"``: :func:`~bpe_spark.driver_budget.memory_budget`, for this corpus's mean pretoken):
+    all the counts collected as text when they fit, else the pretokens rounds keep as symbols."""
     if not is_auto(driver_budget):
         return resolve_budget(driver_budget, distinct), f"driver_budget={driver_budget!r}"
+    memory = resources.driver_memory(spark)
     mean = pretoken_bytes / max(1, distinct)
-    return memory_budget(resources.driver_memory(spark), mean_pretoken_bytes=mean, vocab_size=cfg.vocab_size)
+    whole = memory_budget(memory, mean_pretoken_bytes=mean, vocab_size=cfg.vocab_size, as_text=True)
+    if distinct <= whole[0]:
+        return whole
+    return memory_budget(memory, mean_pretoken_bytes=mean, vocab_size=cfg.vocab_size)
 
 
 def _words_store(spark, checkpoint: Checkpoint | None) -> WordsStore:
@@ -293,12 +286,22 @@ def _words_store(spark, checkpoint: Checkpoint | None) -> WordsStore:
 
 
 # --- the run on the driver --------------------------------------------------------------------
-def _run_on_driver(trainer: RoundTrainer, collected: Handoff | None, resume: bool) -> None:
-    """All the pretokens on the driver, one engine round (``collected``: the counts, when the
-    summary already collected them)."""
+def _collectable(counts: DataFrame, distinct: int, pretoken_bytes: int) -> DataFrame:
+    """``counts`` in partitions whose collected Arrow (12 bytes a row plus the pretoken's) stays
+    within :data:`COLLECT_TASK_BYTES` each: a task's result is held two or three times in the
+    heap while it is serialized, two tasks at once on two cores (larger ones ran a 1 GiB local
+    driver out of heap). Repartitioned, round robin, only when the partitions are too few."""
+    pieces = -(-(distinct * JVM_BYTES_PER_PRETOKEN + pretoken_bytes) // COLLECT_TASK_BYTES)
+    if pieces <= 1 or counts.rdd.getNumPartitions() >= pieces:
+        return counts
+    return counts.repartition(pieces)
+
+
+def _run_on_driver(trainer: RoundTrainer, resume: bool, counts: DataFrame) -> None:
+    """All the pretokens (``counts``: the trainer's, partitioned for the collect) on the driver,
+    one engine round."""
     since = phase = time.perf_counter()
-    if collected is None:
-        collected = Handoff.table(trainer.counts.select("pretoken", "count").toArrow())
+    collected = Handoff.table(counts.select("pretoken", "count").toArrow())
     phase = trainer.clock("collect_seconds", phase)
     words = _driver_words(trainer, collected, resume)
     trainer.clock("merge_seconds", phase)

@@ -21,6 +21,7 @@ from bpe_spark.spark import rounds as spark_rounds
 from bpe_spark.spark.count import write_pretoken_counts
 from bpe_spark.spark.round_tasks import initial_words
 from bpe_spark.spark.round_words import sized_counts
+from bpe_spark.trainer import count_pretokens as core_count_pretokens
 from bpe_spark.trainer import initial_table
 
 pytestmark = pytest.mark.spark
@@ -228,3 +229,37 @@ def test_a_small_driver_goes_to_rounds_and_says_why(spark, lines, expected, monk
     with caplog.at_level(logging.WARNING, logger="bpe_spark"):
         tok = train(df, CFG, driver_budget=1.0)
     assert tok.metadata["stats"]["mode"] == "driver" and not caplog.records
+
+
+def test_counts_that_fit_as_text_train_on_the_driver(spark, lines, expected, monkeypatch):
+    """Driver mode collects every count as text (12 bytes plus the pretoken's); only the
+    pretokens that rounds keep cross as int32 symbols. A heap that holds the text but not the
+    symbols trains on the driver."""
+    df = documents(spark, lines)
+    first = train(df, CFG).metadata["stats"]
+    distinct = first["distinct_pretokens"]
+    mean = sum(len(p.encode()) for p in core_count_pretokens(lines, CFG)) / distinct
+    text_each = driver_budget.JVM_BYTES_PER_PRETOKEN + mean
+    heap = int(2.2 * text_each * distinct)  # the budget takes half the heap
+    assert 0.5 * heap / (driver_budget.JVM_BYTES_PER_PRETOKEN + 4 * mean) < distinct  # as symbols: rounds
+    monkeypatch.setattr(resources, "driver_memory",
+                        lambda spark: driver_budget.DriverMemory(jvm_heap=heap, max_result_size=0,
+                                                                 python_available=1 << 34))
+    tok = train(df, CFG)
+    stats = tok.metadata["stats"]
+    assert stats["mode"] == "driver" and tok.merges == expected.merges
+    assert distinct <= stats["driver_budget"] and f"at {text_each:.0f} bytes a pretoken" in stats["driver_budget_from"]
+
+
+def test_counts_too_large_for_one_task_result_are_collected_in_more_tasks(spark, lines, expected, monkeypatch):
+    """A task returns at most COLLECT_TASK_BYTES of the collected counts; fewer partitions than
+    that needs are repartitioned for the collect, to the same merges."""
+    from bpe_spark.spark import training
+
+    seen = []
+    monkeypatch.setattr(training, "COLLECT_TASK_BYTES", 1024)
+    real = training._collectable
+    monkeypatch.setattr(training, "_collectable", lambda *a: seen.append(real(*a)) or seen[-1])
+    tok = train(documents(spark, lines, partitions=1), CFG)
+    assert tok.metadata["stats"]["mode"] == "driver" and tok.merges == expected.merges
+    assert seen[0].rdd.getNumPartitions() > 10
