@@ -3,7 +3,7 @@ no other file) of what a model holds and how its training went, with plots made 
 
 - the training count of each merge by rank (log scale), and where training stopped;
 - bytes per token on a sample text as the vocabulary grows (the sample encoded with the first
-  ``k`` merges, for about 16 values of ``k``: :func:`bpe_spark.vocab_stats.bytes_per_token`);
+  ``k`` merges, for about 16 values of ``k``: :func:`bpe_spark.vocab_stats.bytes_per_token_at`);
   the title says whether the sample is held out or comes from the training data;
 - the token length histogram, and the share of the vocabulary by script or byte class;
 - the time of each phase of the training and of each round (``tok.metadata["timings"]``,
@@ -137,7 +137,8 @@ def bytes_per_token_curve(tok, text: str, points: int = CURVE_POINTS) -> list[tu
     """``(merges, vocabulary size, bytes per token)`` of ``text`` at each of :func:`merge_steps`."""
     total = len(tok.merge_ids)
     base = tok.vocab_size - total
-    return [(k, base + k, vocab_stats.bytes_per_token(tok, text, merges=k)) for k in merge_steps(total, points)]
+    steps = merge_steps(total, points)
+    return [(k, base + k, figure) for k, figure in zip(steps, vocab_stats.bytes_per_token_at(tok, text, steps))]
 
 
 # --- the plots --------------------------------------------------------------------------------

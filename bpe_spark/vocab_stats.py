@@ -192,20 +192,70 @@ def bytes_per_token(tok, text: str, merges: int | None = None) -> float:
     >>> bytes_per_token(tok, "lower"), bytes_per_token(tok, "lower", merges=0)
     (2.5, 1.0)
     """
+    size, ids = _encodable(tok if merges is None else with_merges(tok, merges), text)
+    return size / max(1, len(ids))
+
+
+def bytes_per_token_at(tok, text: str, steps: list[int]) -> list[float]:
+    """:func:`bytes_per_token` of ``text`` with the first ``k`` merges, for each ``k`` of ``steps``.
+
+    Under the merge table's rule (``merge_rule="pairs"``), where each merge joins tokens that
+    earlier merges made (as training makes them), a word's tokens under the first ``k`` merges
+    are its tokens under all of them with each token that merge ``k`` or a later one made split
+    back into its two parts, recursively: so the text is encoded once, and the merges are undone
+    from the last to the first, counting the tokens. Other models encode it once per ``k``.
+
+    >>> from bpe_spark import TrainerConfig, train
+    >>> tok = train(["low lower lowest " * 3], TrainerConfig(vocab_size=262, pattern="words"))
+    >>> bytes_per_token_at(tok, "lowest lower", [0, 3, 6]) == [bytes_per_token(tok, "lowest lower", merges=k)
+    ...                                                         for k in (0, 3, 6)]
+    True
+    """
+    merge_ids = tok.merge_ids
+    if not 0 <= min(steps, default=0) <= max(steps, default=0) <= len(merge_ids):
+        raise ConfigError(f"merges must be from 0 to {len(merge_ids)}, got {steps}")
+    if not _nested(tok, merge_ids):
+        return [bytes_per_token(tok, text, merges=k) for k in steps]
+    size, ids = _encodable(tok, text)
+    held = Counter(ids)
+    tokens, at = len(ids), {len(merge_ids): len(ids)}
+    for k in range(len(merge_ids), 0, -1):
+        left, right, new_id = merge_ids[k - 1]
+        split = held.pop(new_id, 0)
+        if split:
+            held[left] += split
+            held[right] += split
+            tokens += split
+        at[k - 1] = tokens
+    return [size / max(1, at[k]) for k in steps]
+
+
+def _nested(tok, merge_ids: list[tuple[int, int, int]]) -> bool:
+    """Whether each merge of ``tok`` makes a token of its own from tokens made before it (or
+    none), under the merge table's rule: the condition of :func:`bytes_per_token_at`."""
+    if tok.merge_rule != "pairs" or getattr(tok, "pipeline", None) is not None:
+        return False
+    rank = {new_id: i for i, (_, _, new_id) in enumerate(merge_ids)}
+    return len(rank) == len(merge_ids) and all(
+        rank.get(left, -1) < i and rank.get(right, -1) < i for i, (left, right, _) in enumerate(merge_ids))
+
+
+def _encodable(model, text: str) -> tuple[int, list[int]]:
+    """The UTF-8 bytes of ``text`` and its ids as ordinary text; for a char-scheme model without
+    ``unk_token``, of the lines that hold no character it never saw only."""
     if not text:
         raise ConfigError("bytes per token needs some text; got an empty one")
-    model = tok if merges is None else with_merges(tok, merges)
     try:
-        return len(text.encode("utf-8", errors="replace")) / max(1, len(model.encode_ordinary(text)))
+        return len(text.encode("utf-8", errors="replace")), model.encode_ordinary(text)
     except UnknownCharacterError:
         pass
-    size = tokens = 0
+    size, ids = 0, []
     for line in text.splitlines(keepends=True):
         try:
-            tokens += len(model.encode_ordinary(line))
+            ids += model.encode_ordinary(line)
         except UnknownCharacterError:
             continue
         size += len(line.encode("utf-8", errors="replace"))
-    if not tokens:
+    if not ids:
         raise ConfigError("no line of the text encodes: each holds a character the model never saw")
-    return size / tokens
+    return size, ids

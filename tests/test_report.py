@@ -112,6 +112,23 @@ def test_the_first_merges_make_a_tokenizer(shakespeare):
     assert curve == sorted(curve) and curve[0] == 1.0 and curve[-1] > 2.3
 
 
+def test_the_curve_from_one_encoding_equals_an_encoding_per_step(shakespeare, gpt2):
+    """bytes_per_token_at undoes the merges of one encoding: the same figures as a tokenizer
+    of the first k merges for each k (byte and char models, GPT-2's file; the rank rule and a
+    char model's unknown lines take the encoding per step)."""
+    text = corpus_text("en_books", 30_000) + corpus_text("multilingual", 20_000)
+    lines = corpus_lines("tiny_shakespeare", 60_000)
+    data = shakespeare.to_dict()
+    data["merge_rule"] = "ranks"
+    models = [shakespeare, gpt2, Tokenizer.from_dict(data)] + [
+        train(lines, TrainerConfig(vocab_size=600, scheme="char", pattern="words", end_of_word=eow))
+        for eow in ("separate", "fused")]
+    for tok in models:
+        steps = merge_steps(len(tok.merge_ids))
+        assert vs.bytes_per_token_at(tok, text, steps) == [vs.bytes_per_token(tok, text, merges=k) for k in steps]
+    assert not vs._nested(models[2], models[2].merge_ids) and vs._nested(gpt2, gpt2.merge_ids)
+
+
 # --- the page -------------------------------------------------------------------------------------
 def test_the_report_of_a_small_model(shakespeare, held_out):
     sample = Sample(held_out.read_text(encoding="utf-8"), held_out.name, from_training=False)
