@@ -171,8 +171,7 @@ def with_merges(tok, merges: int):
     if getattr(tok, "pipeline", None) is not None:
         raise ConfigError("the first merges of an imported tokenizers pipeline are not a tokenizer; "
                           "pass merges=None")
-    if not 0 <= merges <= len(tok.merge_ids):
-        raise ConfigError(f"merges must be from 0 to {len(tok.merge_ids)}, got {merges}")
+    _check_merges(tok, merges)
     merge_ids = tok.merge_ids
     made = {new_id for _, _, new_id in merge_ids}
     keep = {new_id for _, _, new_id in merge_ids[:merges]}
@@ -212,22 +211,25 @@ def bytes_per_token_at(tok, text: str, steps: list[int]) -> list[float]:
     True
     """
     merge_ids = tok.merge_ids
-    if not 0 <= min(steps, default=0) <= max(steps, default=0) <= len(merge_ids):
-        raise ConfigError(f"merges must be from 0 to {len(merge_ids)}, got {steps}")
     if not _nested(tok, merge_ids):
         return [bytes_per_token(tok, text, merges=k) for k in steps]
+    for k in steps:
+        _check_merges(tok, k)
     size, ids = _encodable(tok, text)
     held = Counter(ids)
-    tokens, at = len(ids), {len(merge_ids): len(ids)}
+    tokens = [0] * len(merge_ids) + [len(ids)]  # tokens[k]: the text's tokens under the first k merges
     for k in range(len(merge_ids), 0, -1):
         left, right, new_id = merge_ids[k - 1]
         split = held.pop(new_id, 0)
-        if split:
-            held[left] += split
-            held[right] += split
-            tokens += split
-        at[k - 1] = tokens
-    return [size / max(1, at[k]) for k in steps]
+        held[left] += split
+        held[right] += split
+        tokens[k - 1] = tokens[k] + split
+    return [size / max(1, tokens[k]) for k in steps]
+
+
+def _check_merges(tok, merges: int) -> None:
+    if not 0 <= merges <= len(tok.merge_ids):
+        raise ConfigError(f"merges must be from 0 to {len(tok.merge_ids)}, got {merges}")
 
 
 def _nested(tok, merge_ids: list[tuple[int, int, int]]) -> bool:

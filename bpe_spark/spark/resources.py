@@ -24,6 +24,7 @@ from bpe_spark.driver_budget import DriverMemory, available_memory, parse_bytes
 from bpe_spark.round_plan import partitions_for
 
 _UNKNOWN_SIZE = 1 << 62  # Catalyst's size of a plan it cannot estimate is Long.MaxValue
+COLLECT_TASK_BYTES = 32 << 20  # the most of a collected result one task returns
 
 
 def cores(spark: SparkSession) -> int:
@@ -49,6 +50,17 @@ def capped(df: DataFrame, most: int | None) -> DataFrame:
     """``df`` (an aggregation) in at most ``most`` tasks: its shuffle partitions coalesced, no
     new shuffle. Unchanged when ``most`` is None."""
     return df if most is None else df.coalesce(most)
+
+
+def collectable(df: DataFrame, result_bytes: int) -> DataFrame:
+    """``df`` in partitions of at most :data:`COLLECT_TASK_BYTES` each of the ``result_bytes`` a
+    collect returns: a task's result is held two or three times in the heap while it is
+    serialized, two tasks at once on two cores (larger ones ran a 1 GiB local driver out of
+    heap). Repartitioned, round robin, only when the partitions are too few."""
+    pieces = -(-result_bytes // COLLECT_TASK_BYTES)
+    if pieces <= 1 or df.rdd.getNumPartitions() >= pieces:
+        return df
+    return df.repartition(pieces)
 
 
 @contextlib.contextmanager

@@ -55,7 +55,6 @@ from bpe_spark.words import apply_merges, pair_rank_index, word_symbols
 
 __all__ = ["absolute_budget", "resolve_budget", "train", "train_from_counts"]  # the budget's parsers: driver_budget
 log = logging.getLogger("bpe_spark")
-COLLECT_TASK_BYTES = 32 << 20  # the most of the collected counts one task returns
 
 # --- entry points -----------------------------------------------------------------------------
 def train(
@@ -245,7 +244,9 @@ def _train_counts(
     trainer = RoundTrainer(counts, cfg, budget, checkpoint, on_round, timings, partitions, progress=progress)
     driver_mode = distinct <= budget
     if driver_mode:
-        _run_on_driver(trainer, resume, _collectable(counts, distinct, int(summary["bytes"])))
+        # the collected Arrow: 12 bytes a row plus the pretoken's
+        collect = resources.collectable(counts, distinct * JVM_BYTES_PER_PRETOKEN + int(summary["bytes"]))
+        _run_on_driver(trainer, resume, collect)
     else:
         log.warning("bpe-spark: %s distinct pretokens > driver budget %s from %s; training in rounds",
                     f"{distinct:,}", f"{budget:,}", source)
@@ -286,17 +287,6 @@ def _words_store(spark, checkpoint: Checkpoint | None) -> WordsStore:
 
 
 # --- the run on the driver --------------------------------------------------------------------
-def _collectable(counts: DataFrame, distinct: int, pretoken_bytes: int) -> DataFrame:
-    """``counts`` in partitions whose collected Arrow (12 bytes a row plus the pretoken's) stays
-    within :data:`COLLECT_TASK_BYTES` each: a task's result is held two or three times in the
-    heap while it is serialized, two tasks at once on two cores (larger ones ran a 1 GiB local
-    driver out of heap). Repartitioned, round robin, only when the partitions are too few."""
-    pieces = -(-(distinct * JVM_BYTES_PER_PRETOKEN + pretoken_bytes) // COLLECT_TASK_BYTES)
-    if pieces <= 1 or counts.rdd.getNumPartitions() >= pieces:
-        return counts
-    return counts.repartition(pieces)
-
-
 def _run_on_driver(trainer: RoundTrainer, resume: bool, counts: DataFrame) -> None:
     """All the pretokens (``counts``: the trainer's, partitioned for the collect) on the driver,
     one engine round."""

@@ -254,12 +254,10 @@ def test_counts_that_fit_as_text_train_on_the_driver(spark, lines, expected, mon
 def test_counts_too_large_for_one_task_result_are_collected_in_more_tasks(spark, lines, expected, monkeypatch):
     """A task returns at most COLLECT_TASK_BYTES of the collected counts; fewer partitions than
     that needs are repartitioned for the collect, to the same merges."""
-    from bpe_spark.spark import training
-
     seen = []
-    monkeypatch.setattr(training, "COLLECT_TASK_BYTES", 1024)
-    real = training._collectable
-    monkeypatch.setattr(training, "_collectable", lambda *a: seen.append(real(*a)) or seen[-1])
+    monkeypatch.setattr(resources, "COLLECT_TASK_BYTES", 1024)
+    real = resources.collectable
+    monkeypatch.setattr(resources, "collectable", lambda *a: seen.append(real(*a)) or seen[-1])
     tok = train(documents(spark, lines, partitions=1), CFG)
     assert tok.metadata["stats"]["mode"] == "driver" and tok.merges == expected.merges
     assert seen[0].rdd.getNumPartitions() > 10
