@@ -11,7 +11,10 @@ when a Spark command runs.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import dataclasses
+import threading
+import weakref
 from collections.abc import Mapping, Sequence
 
 from bpe_spark.config import NORMALIZATIONS, TrainerConfig
@@ -325,16 +328,45 @@ def start_spark(
     if not args.verbose:
         overrides.setdefault("spark.ui.showConsoleProgress", "false")
 
+    from pyspark.sql import SparkSession
+
     from bpe_spark.spark.io import reads_local_text
     from bpe_spark.spark.session import build_session
 
     light = light_input is not None and reads_local_text(*light_input)
+    running = SparkSession.getActiveSession()
     spark = build_session(f"bpe-spark {command}", master=args.master, conf_file=args.conf,
                           overrides=overrides, light_jvm=light, shared_input=shared_input,
                           quiet=not args.verbose)
     if not args.verbose:  # a session that was running already (the JVM that build_session starts is quiet)
         spark.sparkContext.setLogLevel("FATAL")
+    if running is None:
+        _STARTED.add(spark)
     return spark
+
+
+_STARTED: weakref.WeakSet = weakref.WeakSet()  # the sessions start_spark started (not a caller's)
+
+
+def stop_spark_early(spark, *uris: str) -> threading.Thread | None:
+    """Stop ``spark`` in a background thread, while the command's last, local work runs (a model
+    saved and its report written on the driver's disk): the JVM's shutdown, about half a second,
+    then overlaps it instead of following it. Only a session this command started (never one
+    running before it, such as a caller's), and only when every one of ``uris`` is a local path,
+    which needs no Spark to write. The thread to join before the command returns, else None."""
+    from bpe_spark.output_guard import is_local
+
+    if spark not in _STARTED or not all(is_local(str(uri)) for uri in uris):
+        return None
+    _STARTED.discard(spark)
+
+    def stop() -> None:
+        with contextlib.suppress(Exception):  # the JVM going away is all that is asked of it
+            spark.stop()
+
+    thread = threading.Thread(target=stop, name="bpe-spark-stop", daemon=True)
+    thread.start()
+    return thread
 
 
 FOLDER_TOKEN_OPTIONS = ("bos_token", "eos_token", "pad_token", "unk_token")  # = hf_config.ROLES

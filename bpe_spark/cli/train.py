@@ -26,6 +26,7 @@ from bpe_spark.cli.arguments import (
     input_report,
     progress_reporter,
     start_spark,
+    stop_spark_early,
 )
 from bpe_spark.cli.report import preload_plotting, train_report
 from bpe_spark.config import END_OF_WORD, SCHEMES, TIE_BREAKS, TrainerConfig
@@ -244,6 +245,8 @@ def run(args: argparse.Namespace) -> int:
                           read_options={key: options[key] for key in ("input_format", "document", "on_bad_input")})
     else:
         tok = spark_train_from_counts(read_counts(spark, options["counts"]), cfg, **common)
+    # the model and its report are all that is left: on the driver's disk, no Spark is needed
+    stopping = stop_spark_early(spark, out)
     started = time.perf_counter()
     tok.metadata["source"] = {
         key: options[key]
@@ -257,6 +260,8 @@ def run(args: argparse.Namespace) -> int:
     print(summary(tok, out, options["sample"]))
     if report is not None:
         print(f"report: {report}")
+    if stopping is not None:
+        stopping.join()
     return 0
 
 

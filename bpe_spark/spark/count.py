@@ -20,6 +20,7 @@ Row(pretoken=' the', count=412345)
 from __future__ import annotations
 
 import os
+import struct
 from collections.abc import Iterator
 
 import pyarrow as pa
@@ -216,6 +217,12 @@ def _sum_counts(partial: DataFrame, most: int | None) -> DataFrame:
     return resources.capped(summed, most)
 
 
+def _int64(value: int) -> pa.Array:
+    """A one-value int64 array built from its bytes: ``pa.array`` would import pandas (a quarter
+    of a second in a fresh Python worker) to check what it was given."""
+    return pa.Array.from_buffers(pa.int64(), 1, [None, pa.py_buffer(struct.pack("<q", value))])
+
+
 def _tally_batch(tally, totals: tuple[int, ...] | None = None) -> pa.RecordBatch:
     """The tally's counts (then cleared), plus a row of split totals (:data:`_TOTALS`) when
     they are given."""
@@ -227,7 +234,7 @@ def _tally_batch(tally, totals: tuple[int, ...] | None = None) -> pa.RecordBatch
     if totals is not None:
         pretokens = pa.concat_arrays([pretokens, pa.nulls(1, pa.string())])
         counts = pa.concat_arrays([counts, pa.nulls(1, pa.int64())])
-        columns = [pa.concat_arrays([column, pa.array([value], pa.int64())]) for column, value in zip(columns, totals)]
+        columns = [pa.concat_arrays([column, _int64(value)]) for column, value in zip(columns, totals)]
     return pa.RecordBatch.from_arrays([pretokens, counts, *columns], names=_PARTIAL_SCHEMA.names)
 
 

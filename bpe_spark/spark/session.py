@@ -166,6 +166,8 @@ def build_session(
             props[key] = options
     if running is not None:
         return _configure_running(running, props, chosen)
+    if _launches_jvm():
+        _preload_driver_modules()
     builder = SparkSession.builder.appName(app_name)
     for key, value in props.items():
         builder = builder.master(value) if key == "spark.master" else builder.config(key, value)
@@ -202,6 +204,23 @@ def check_master(master: str, timeout: float = PROBE_SECONDS) -> None:
             reasons.append(f"{address.strip()}: {exc.strerror or exc or 'no answer'}")
     raise MasterUnreachableError(f"Spark master {master} does not answer ({'; '.join(reasons)}): check the URL "
                                  "and that the cluster is up")
+
+
+# What pyspark imports on the driver at its first Py4J call with a list (py4j's numpy converter
+# loads pyspark.testing.utils, and pandas with it) and at its first toArrow(): imported in a
+# daemon thread while the JVM starts, when the driver only waits.
+_DRIVER_MODULES = ("pyspark.testing.utils", "pyspark.sql.pandas.conversion")
+
+
+def _preload_driver_modules() -> None:
+    def load() -> None:
+        import importlib
+
+        for name in _DRIVER_MODULES:
+            with contextlib.suppress(Exception):  # pyspark imports it itself later, and says why it fails
+                importlib.import_module(name)
+
+    threading.Thread(target=load, name="bpe-spark-driver-preload", daemon=True).start()
 
 
 def quiet_java_options(options: str | None) -> str:

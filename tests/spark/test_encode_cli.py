@@ -47,6 +47,7 @@ def test_train_then_encode_then_decode_end_to_end(tmp_path):
     trained = run_cli("train", "--input", str(sample), "--vocab-size", "2000", "--special-token", EOT,
                       "--out", str(model), "--master", "local[2]", cwd=ROOT)
     assert trained.returncode == 0, trained.stderr
+    assert (model / "report.html").is_file()  # written while the JVM stopped beside it
     # quiet: no JVM or Spark line on stderr, only the tool's own (a fresh JVM each: separate processes)
     assert not_ours(trained.stderr) == []
     # stderr is no terminal here: progress is logged, one line per phase at least

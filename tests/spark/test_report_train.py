@@ -67,3 +67,19 @@ def test_report_sample_no_report_and_a_failing_report(spark, corpus, tmp_path, c
     assert printed.err == "bpe-spark train: warning: no report.html written: RuntimeError: the plotting library broke\n"
     assert "report:" not in printed.out
     assert not (out / "report.html").exists() and Tokenizer.load(out).vocab_size == 300
+
+
+def test_train_stops_early_only_a_session_it_started(spark, tmp_path):
+    """The model and report are written on the driver's disk while the JVM stops beside them:
+    only for a session the command started, and only when the model's place is local."""
+    from bpe_spark.cli.arguments import _STARTED, stop_spark_early
+
+    assert stop_spark_early(spark, str(tmp_path / "model")) is None  # the suite's session ran before
+    assert spark.range(3).count() == 3
+    _STARTED.add(spark)
+    try:
+        assert stop_spark_early(spark, "s3a://bucket/model") is None  # Spark's file layer writes that
+        assert spark in _STARTED
+    finally:
+        _STARTED.discard(spark)
+    assert spark.range(3).count() == 3
