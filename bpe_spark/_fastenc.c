@@ -210,12 +210,18 @@ static const uint8_t *text_bytes(PyObject *text, size_t *n, PyObject **holder) {
 #define TEXT_NEW_ENTRIES ((size_t)1 << 14)
 #define GROUP 16
 
+static int encode_utf8(Encoder *e, const uint8_t *s, size_t n, IdBuffer *out);
+
 static int encode_text(Encoder *e, PyObject *text, IdBuffer *out) {
     Py_ssize_t length;
     const char *utf8 = PyUnicode_AsUTF8AndSize(text, &length); /* raises for lone surrogates */
     if (utf8 == NULL) return -1;
-    const uint8_t *s = (const uint8_t *)utf8;
-    size_t n = (size_t)length, i = 0, saved = e->insert_limit;
+    return encode_utf8(e, (const uint8_t *)utf8, (size_t)length, out);
+}
+
+/* Append the ids of the text s[0:n) (valid UTF-8) to out. */
+static int encode_utf8(Encoder *e, const uint8_t *s, size_t n, IdBuffer *out) {
+    size_t i = 0, saved = e->insert_limit;
     /* one text adds at most TEXT_NEW_ENTRIES pretokens: a giant document of distinct pretokens
      * does not grow the cache out of the processor's caches (a miss costs what BPE costs) */
     if (e->cache.n_entries + TEXT_NEW_ENTRIES < saved) e->insert_limit = e->cache.n_entries + TEXT_NEW_ENTRIES;
@@ -663,6 +669,70 @@ static PyObject *Encoder_encode_many(Encoder *e, PyObject *texts) {
     return check_pattern(e) < 0 ? NULL : encode_each(e, texts, 0);
 }
 
+/* encode_utf8(data, offsets) -> (ids: bytes of int32, lengths: bytes of int64): the texts
+ * data[offsets[t]:offsets[t + 1]], data any bytes-like object of valid UTF-8 (an Arrow string
+ * column's data buffer: the caller checks it), offsets a bytes-like object of n + 1 int64
+ * positions in it, non-decreasing. No str is made for a text. */
+static PyObject *Encoder_encode_utf8(Encoder *e, PyObject *args) {
+    Py_buffer data, offsets;
+    if (!PyArg_ParseTuple(args, "y*y*", &data, &offsets)) return NULL;
+    PyObject *result = NULL, *lengths = NULL;
+    IdBuffer out = {NULL, 0, 0, NULL};
+    if (check_pattern(e) < 0) goto done;
+    if (offsets.len % (Py_ssize_t)sizeof(int64_t) != 0 || offsets.len < (Py_ssize_t)sizeof(int64_t)) {
+        PyErr_SetString(PyExc_ValueError, "offsets must hold n + 1 int64 positions");
+        goto done;
+    }
+    Py_ssize_t m = offsets.len / (Py_ssize_t)sizeof(int64_t) - 1;
+    int64_t *at = (int64_t *)PyMem_Malloc((size_t)(m + 1) * sizeof(int64_t));
+    if (at == NULL) {
+        PyErr_NoMemory();
+        goto done;
+    }
+    memcpy(at, offsets.buf, (size_t)(m + 1) * sizeof(int64_t)); /* the buffer may be unaligned */
+    for (Py_ssize_t t = 0; t < m; t++) {
+        if (at[t] < 0 || at[t + 1] < at[t] || at[t + 1] > (int64_t)data.len) {
+            PyErr_Format(PyExc_ValueError, "offsets %zd..%zd are outside the %zd bytes of data", t, t + 1, data.len);
+            PyMem_Free(at);
+            goto done;
+        }
+    }
+    lengths = PyBytes_FromStringAndSize(NULL, m * (Py_ssize_t)sizeof(int64_t));
+    /* room for about as many ids as a text of a third that many bytes gives (more as they come) */
+    size_t guess = 1024 + (size_t)(at[m] - at[0]) / 4;
+    if (lengths != NULL && guess <= (size_t)PY_SSIZE_T_MAX / sizeof(int32_t))
+        out.bytes = PyBytes_FromStringAndSize(NULL, (Py_ssize_t)(guess * sizeof(int32_t)));
+    if (out.bytes == NULL) {
+        if (!PyErr_Occurred()) PyErr_NoMemory();
+        PyMem_Free(at);
+        goto done;
+    }
+    out.data = (int32_t *)PyBytes_AS_STRING(out.bytes);
+    out.cap = guess;
+    int64_t *length_of = (int64_t *)PyBytes_AS_STRING(lengths);
+    const uint8_t *bytes = (const uint8_t *)data.buf;
+    for (Py_ssize_t t = 0; t < m; t++) {
+        size_t before = out.n;
+        if (at[t + 1] > at[t] && encode_utf8(e, bytes + at[t], (size_t)(at[t + 1] - at[t]), &out) < 0) {
+            PyMem_Free(at);
+            goto done;
+        }
+        length_of[t] = (int64_t)(out.n - before);
+    }
+    PyMem_Free(at);
+    PyObject *ids = out.bytes;
+    out.bytes = NULL;
+    if (_PyBytes_Resize(&ids, (Py_ssize_t)(out.n * sizeof(int32_t))) < 0) goto done;
+    result = PyTuple_Pack(2, ids, lengths);
+    Py_DECREF(ids);
+done:
+    Py_XDECREF(lengths);
+    Py_XDECREF(out.bytes);
+    PyBuffer_Release(&data);
+    PyBuffer_Release(&offsets);
+    return result;
+}
+
 /* Append the ids of a sequence of pretokens (str, split in Python: a custom pattern) to out. */
 static int encode_pretoken_list(Encoder *e, PyObject *pretokens_obj, IdBuffer *out) {
     PyObject *pretokens = PySequence_Fast(pretokens_obj, "pretokens must be a sequence of str");
@@ -764,6 +834,8 @@ static PyMethodDef Encoder_methods[] = {
     {"encode", (PyCFunction)Encoder_encode, METH_O, "The ids of a (normalized) text, special tokens ignored."},
     {"encode_many", (PyCFunction)Encoder_encode_many, METH_O,
      "encode_many(texts) -> (int32 ids as bytes, int64 lengths as bytes)."},
+    {"encode_utf8", (PyCFunction)Encoder_encode_utf8, METH_VARARGS,
+     "encode_utf8(data, offsets: int64 bytes) -> (int32 ids as bytes, int64 lengths as bytes): texts of valid UTF-8 in one buffer."},
     {"encode_piece", (PyCFunction)Encoder_encode_piece, METH_VARARGS,
      "encode_piece(text, final, out: bytearray, cache_cap=-1) -> tail: one piece of a long text (see STREAM_MARGIN)."},
     {"encode_pretokens", (PyCFunction)Encoder_encode_pretokens, METH_O,

@@ -95,6 +95,8 @@ class BatchEncoder:
             self._findall = tok.pretokenizer.findall
             self._plain = not (tok.pretokenizer.lowercase or tok.pretokenizer.normalization)
         self.compiled = bool(getattr(tok, "compiled_encoding", False))
+        # texts straight from one UTF-8 buffer (encode_utf8): nothing to cut out, check or normalize
+        self.takes_utf8 = self.compiled and self._plain and not self.allow_special and not self.disallowed
         # a custom pattern: split by the regex, BPE and cache compiled (encode_ordinary_flat)
         self.flat = self.compiled or bool(getattr(tok, "_fast_pretokens", False))
         self._special_ids = np.array(list(tok.special_tokens.values()), dtype=np.int32)
@@ -182,6 +184,24 @@ class BatchEncoder:
         flat = list(itertools.chain.from_iterable(pieces))
         slots = self.slots_of(flat)
         return self.assemble(self._ids, self._starts[slots], self._lengths[slots], counts, nulls)
+
+    def encode_utf8(self, data, offsets: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """:meth:`encode_texts` of texts of valid UTF-8 laid out in one buffer, text ``i`` at
+        ``data[offsets[i]:offsets[i + 1]]`` (int64 ``offsets``; no null text): an Arrow string
+        column's buffers, with no ``str`` made for a text. Only when :attr:`takes_utf8`: a compiled
+        model with no special token to cut out or check and no normalization.
+
+        >>> from bpe_spark import TrainerConfig, train
+        >>> encoder = BatchEncoder(train(["ab ab ab"], TrainerConfig(vocab_size=258)))
+        >>> values, offsets, nulls = encoder.encode_utf8(b"ab abab", np.array([0, 5, 7]))
+        >>> values.tolist(), offsets.tolist(), nulls.tolist()
+        ([256, 257, 256], [0, 2, 3], [False, False])
+        """
+        if not self.takes_utf8:
+            raise ValueError("this encoder cannot encode from UTF-8 buffers (see takes_utf8)")
+        ids, lengths = self.tok._fast_encoder().encode_utf8(data, np.ascontiguousarray(offsets, dtype=np.int64))
+        lengths = np.frombuffer(lengths, dtype=np.int64)
+        return self.frame(np.frombuffer(ids, dtype=np.int32), lengths, np.zeros(len(lengths), dtype=bool))
 
     def encode_long(self, document: LongDocument) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         """:meth:`encode_texts` of one :class:`~bpe_spark.long_documents.LongDocument`: by the

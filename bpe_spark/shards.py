@@ -92,6 +92,9 @@ def token_dtype(max_token_id: int, requested: str = "auto") -> np.dtype:
     return np.dtype(requested)
 
 
+_JSON_SCALARS = frozenset((int, str, float, bool, type(None)))
+
+
 def model_fingerprint(model: Any) -> str:
     """``sha256:<hex>`` of a tokenizer's plain data, everything that decides its ids.
 
@@ -112,6 +115,8 @@ def model_fingerprint(model: Any) -> str:
         if isinstance(value, Mapping):
             return [[plain(k), plain(v)] for k, v in sorted(value.items(), key=lambda kv: repr(kv[0]))]
         if isinstance(value, (list, tuple)):
+            if all(type(v) in _JSON_SCALARS for v in value):
+                return value  # json writes a tuple as the list it would be: no copy (a model's merges)
             return [plain(v) for v in value]
         return value
 

@@ -117,3 +117,29 @@ def test_options_resolve_once_to_plain_sorted_values(tok):
         resolve_token(tok, "bos", token_id=100_000)
     with pytest.raises(ConfigError, match="eos takes token text"):
         resolve_token(tok, "eos", text=True)
+
+
+@pytest.mark.parametrize("extra", [{}, {"bos_id": 1, "eos_id": 2}])
+def test_texts_from_one_utf8_buffer_give_encode_texts_ids(tok, lines, extra):
+    import numpy as np
+
+    encoder = BatchEncoder(tok, **extra)
+    assert encoder.takes_utf8 == encoder.compiled
+    if not encoder.takes_utf8:
+        pytest.skip("the compiled encoder is not built here")
+    texts = [*lines[:500], "", "héllo  wörld 😀 123\n", "x" * 3000, EOT, " \n\n  "]
+    raw = [text.encode("utf-8") for text in texts]
+    offsets = np.concatenate([[0], np.cumsum([len(r) for r in raw])])
+    got = encoder.encode_utf8(b"".join(raw), offsets)
+    want = encoder.encode_texts(texts)
+    for a, b in zip(got, want):
+        assert a.tolist() == b.tolist()
+
+
+def test_only_an_encoder_with_nothing_to_cut_check_or_normalize_takes_utf8(tok, lines):
+    assert not BatchEncoder(tok, allowed_special="all").takes_utf8
+    assert not BatchEncoder(tok, disallowed_special="all").takes_utf8
+    lowered = train(lines[::4], TrainerConfig(vocab_size=300, lowercase=True))
+    assert not BatchEncoder(lowered).takes_utf8
+    with pytest.raises(ValueError, match="takes_utf8"):
+        BatchEncoder(lowered).encode_utf8(b"ab", [0, 2])

@@ -209,8 +209,31 @@ def encoded_slices(encoder: BatchEncoder, rows: pa.RecordBatch, text_index: int,
 def encode_column(encoder: BatchEncoder, column: pa.Array, tally: InputTally | None = None):
     """:meth:`~bpe_spark.batch_encoder.BatchEncoder.encode_texts` of a text column (by
     :func:`arrow_text`), the nulls from the column's validity bitmap, not from a pass over the
-    texts."""
+    texts. A column of valid UTF-8 without nulls goes to the encoder as its buffers when the
+    encoder takes them (no ``str`` per text: :meth:`~bpe_spark.batch_encoder.BatchEncoder.encode_utf8`)."""
+    if encoder.takes_utf8 and column.null_count == 0 and (buffers := utf8_buffers(column)) is not None:
+        return encoder.encode_utf8(*buffers)
     return encoder.encode_texts(arrow_text(column, tally), nulls=column.is_null().to_numpy(zero_copy_only=False))
+
+
+def utf8_buffers(column: pa.Array) -> tuple[Any, np.ndarray] | None:
+    """``(data, int64 offsets)`` of a (large) string or binary column whose bytes are all valid
+    UTF-8, the offsets those of the column's own rows (a slice's too); None when some are not.
+
+    >>> data, offsets = utf8_buffers(pa.array(["ab", "", "cd"]).slice(1))
+    >>> bytes(data)[offsets[0]:offsets[-1]], offsets.tolist()
+    (b'cd', [2, 2, 4])
+    """
+    large = pa.types.is_large_string(column.type) or pa.types.is_large_binary(column.type)
+    as_string = column.view(pa.large_string() if large else pa.string())
+    try:
+        as_string.validate(full=True)
+    except pa.ArrowInvalid:
+        return None
+    _, offsets, data = as_string.buffers()
+    start = as_string.offset
+    positions = np.frombuffer(offsets, dtype=np.int64 if large else np.int32)[start:start + len(as_string) + 1]
+    return (data if data is not None else b""), positions.astype(np.int64)
 
 
 def id_columns(values: np.ndarray, offsets: np.ndarray, nulls: np.ndarray) -> tuple[pa.ListArray, pa.Array]:

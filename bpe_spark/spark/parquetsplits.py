@@ -63,7 +63,7 @@ def source_of(df) -> ParquetSource | None:
 
 
 def plan_splits(source: ParquetSource, parallelism: int) -> list[Split] | None:
-    """Runs of whole row groups of about ``total / parallelism`` bytes (``split_target``), in file order; None when a file's footer
+    """Runs of whole row groups of about ``split_target`` bytes, in file order; None when a file's footer
     cannot be read or its text column is not a string (Spark's reader decides then)."""
     import pyarrow.parquet as pq
 

@@ -103,15 +103,21 @@ def source_of(df) -> TextSource | None:
 
 
 def split_target(total: int, parallelism: int) -> int:
-    """The size of a split of ``total`` bytes read by ``parallelism`` tasks: about
-    ``total / parallelism``, between ``MIN_SPLIT_BYTES`` and ``MAX_SPLIT_BYTES``, as Spark sizes
-    file splits."""
-    return max(MIN_SPLIT_BYTES, min(MAX_SPLIT_BYTES, -(-total // max(1, parallelism))))
+    """The size of a split of ``total`` bytes read by ``parallelism`` tasks at once: ``total``
+    cut into the fewest whole waves of ``parallelism`` splits of at most ``MAX_SPLIT_BYTES``
+    (Spark's largest file split), so that no last, lone split leaves the other cores idle; at
+    least ``MIN_SPLIT_BYTES``.
+
+    >>> [split_target(total << 20, 2) >> 20 for total in (40, 300, 403, 1024)]
+    [20, 75, 100, 128]
+    """
+    parallelism = max(1, parallelism)
+    waves = max(1, -(-total // (MAX_SPLIT_BYTES * parallelism)))
+    return max(MIN_SPLIT_BYTES, -(-total // (waves * parallelism)))
 
 
 def plan_splits(source: TextSource, parallelism: int) -> list[Split]:
-    """Byte ranges of about ``total / parallelism`` bytes (between ``MIN_SPLIT_BYTES`` and
-    ``MAX_SPLIT_BYTES``, as Spark sizes file splits), in file order; a compressed file is one
+    """Byte ranges of about :func:`split_target` bytes, in file order; a compressed file is one
     split."""
     sizes = [os.path.getsize(path) for path in source.files]
     target = split_target(sum(sizes), parallelism)
