@@ -673,30 +673,33 @@ static PyObject *Encoder_encode_many(Encoder *e, PyObject *texts) {
  * data[offsets[t]:offsets[t + 1]], data any bytes-like object of valid UTF-8 (an Arrow string
  * column's data buffer: the caller checks it), offsets a bytes-like object of n + 1 int64
  * positions in it, non-decreasing. No str is made for a text. */
+static int64_t *text_offsets(const Py_buffer *data, const Py_buffer *offsets, Py_ssize_t *m) {
+    if (offsets->len % (Py_ssize_t)sizeof(int64_t) != 0 || offsets->len < (Py_ssize_t)sizeof(int64_t)) {
+        PyErr_SetString(PyExc_ValueError, "offsets must hold n + 1 int64 positions");
+        return NULL;
+    }
+    *m = offsets->len / (Py_ssize_t)sizeof(int64_t) - 1;
+    int64_t *at = (int64_t *)PyMem_Malloc((size_t)(*m + 1) * sizeof(int64_t));
+    if (at == NULL) return PyErr_NoMemory(), NULL;
+    memcpy(at, offsets->buf, (size_t)(*m + 1) * sizeof(int64_t)); /* the buffer may be unaligned */
+    for (Py_ssize_t t = 0; t < *m; t++) {
+        if (at[t] < 0 || at[t + 1] < at[t] || at[t + 1] > (int64_t)data->len) {
+            PyErr_Format(PyExc_ValueError, "offsets %zd..%zd are outside the %zd bytes of data", t, t + 1, data->len);
+            PyMem_Free(at);
+            return NULL;
+        }
+    }
+    return at;
+}
+
 static PyObject *Encoder_encode_utf8(Encoder *e, PyObject *args) {
     Py_buffer data, offsets;
     if (!PyArg_ParseTuple(args, "y*y*", &data, &offsets)) return NULL;
     PyObject *result = NULL, *lengths = NULL;
     IdBuffer out = {NULL, 0, 0, NULL};
-    if (check_pattern(e) < 0) goto done;
-    if (offsets.len % (Py_ssize_t)sizeof(int64_t) != 0 || offsets.len < (Py_ssize_t)sizeof(int64_t)) {
-        PyErr_SetString(PyExc_ValueError, "offsets must hold n + 1 int64 positions");
-        goto done;
-    }
-    Py_ssize_t m = offsets.len / (Py_ssize_t)sizeof(int64_t) - 1;
-    int64_t *at = (int64_t *)PyMem_Malloc((size_t)(m + 1) * sizeof(int64_t));
-    if (at == NULL) {
-        PyErr_NoMemory();
-        goto done;
-    }
-    memcpy(at, offsets.buf, (size_t)(m + 1) * sizeof(int64_t)); /* the buffer may be unaligned */
-    for (Py_ssize_t t = 0; t < m; t++) {
-        if (at[t] < 0 || at[t + 1] < at[t] || at[t + 1] > (int64_t)data.len) {
-            PyErr_Format(PyExc_ValueError, "offsets %zd..%zd are outside the %zd bytes of data", t, t + 1, data.len);
-            PyMem_Free(at);
-            goto done;
-        }
-    }
+    Py_ssize_t m;
+    int64_t *at = check_pattern(e) < 0 ? NULL : text_offsets(&data, &offsets, &m);
+    if (at == NULL) goto done;
     lengths = PyBytes_FromStringAndSize(NULL, m * (Py_ssize_t)sizeof(int64_t));
     /* room for about as many ids as a text of a third that many bytes gives (more as they come) */
     size_t guess = 1024 + (size_t)(at[m] - at[0]) / 4;
@@ -961,6 +964,42 @@ static PyObject *PretokenCounter_add(PretokenCounter *c, PyObject *texts_obj) {
     Py_RETURN_NONE;
 }
 
+/* add_utf8(data, offsets): count the pretokens of the texts data[offsets[t]:offsets[t + 1]], as
+ * add() counts them; data a bytes-like object of valid UTF-8 (the caller checks it), offsets n + 1
+ * int64 positions in it (see Encoder.encode_utf8). */
+static PyObject *PretokenCounter_add_utf8(PretokenCounter *c, PyObject *args) {
+    Py_buffer data, offsets;
+    if (!PyArg_ParseTuple(args, "y*y*", &data, &offsets)) return NULL;
+    PyObject *result = NULL;
+    Py_ssize_t m;
+    int64_t *at = check_counter(c) < 0 ? NULL : text_offsets(&data, &offsets, &m);
+    if (at != NULL) {
+        const uint8_t *s = (const uint8_t *)data.buf;
+        int status = 0;
+        for (Py_ssize_t t = 0; t < m && status == 0; t++) {
+            const uint8_t *text = s + at[t];
+            size_t n = (size_t)(at[t + 1] - at[t]), i = 0;
+            while (i < n) {
+                size_t end = next_pretoken(c->pattern, text, n, i);
+                if (count_pretoken(c, text + i, end - i) < 0) {
+                    c->broken = 1;
+                    status = -1;
+                    break;
+                }
+                i = end;
+            }
+        }
+        PyMem_Free(at);
+        if (status == 0) {
+            Py_INCREF(Py_None);
+            result = Py_None;
+        }
+    }
+    PyBuffer_Release(&data);
+    PyBuffer_Release(&offsets);
+    return result;
+}
+
 /* add_piece(text, final) -> tail: count the pretokens of text that no following text can change
  * (all of them when final); returns the rest of text, to be prepended to the next piece. */
 static PyObject *PretokenCounter_add_piece(PretokenCounter *c, PyObject *args) {
@@ -1062,6 +1101,8 @@ static Py_ssize_t PretokenCounter_len(PretokenCounter *c) {
 
 static PyMethodDef PretokenCounter_methods[] = {
     {"add", (PyCFunction)PretokenCounter_add, METH_O, "add(texts): count the pretokens of each text."},
+    {"add_utf8", (PyCFunction)PretokenCounter_add_utf8, METH_VARARGS,
+     "add_utf8(data, offsets: int64 bytes): count the pretokens of texts of valid UTF-8 in one buffer."},
     {"add_piece", (PyCFunction)PretokenCounter_add_piece, METH_VARARGS,
      "add_piece(text, final) -> tail: one piece of a long text (see STREAM_MARGIN)."},
     {"items", (PyCFunction)PretokenCounter_items, METH_NOARGS,

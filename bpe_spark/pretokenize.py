@@ -19,6 +19,7 @@ import regex
 from bpe_spark import _compiled
 from bpe_spark.long_documents import LongDocument, count_pieces
 from bpe_spark.patterns import compile_pattern, pretoken_finder
+from bpe_spark.text import utf8_buffers
 
 
 def normalize(text: str, normalization: str | None, lowercase: bool) -> str:
@@ -169,10 +170,18 @@ class Tally:
         self._plain = not pretokenizer.specials and not (pretokenizer.normalization or pretokenizer.lowercase)
         self._counts: Counter = Counter()
 
-    def add(self, texts: list[str]) -> None:
+    def add(self, texts) -> None:
         """Count the pretokens of ``texts``; a batch may also be one
-        :class:`~bpe_spark.long_documents.LongDocument`, counted piece by piece when compiled."""
+        :class:`~bpe_spark.long_documents.LongDocument`, counted piece by piece when compiled,
+        or an Arrow string column of valid UTF-8 (no null), counted from its buffers when
+        compiled (:func:`~bpe_spark.text.utf8_buffers`: no ``str`` per text)."""
         p = self.pretokenizer
+        if hasattr(texts, "buffers"):  # an Arrow column
+            buffers = utf8_buffers(texts) if self._compiled is not None and self._plain else None
+            if buffers is not None:
+                self._compiled.add_utf8(*buffers)
+                return
+            texts = texts.to_pylist()
         if len(texts) == 1 and isinstance(texts[0], LongDocument):
             if self._compiled is not None and self._plain:
                 count_pieces(self._compiled, texts[0].pieces())

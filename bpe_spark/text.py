@@ -12,7 +12,8 @@ every valid character are kept as they are.
 
 Counting. A *replaced sequence* is one U+FFFD the rule inserted (a U+FFFD already in the input
 is text, not counted); an *affected document* holds at least one. Valid input (nearly all of
-it) takes the fast path: one strict decode, nothing counted.
+it) takes the fast path: one strict decode, nothing counted; an Arrow column of it goes to the
+compiled pretokenizer as its buffers (:func:`utf8_buffers`), with no ``str`` per text.
 
 >>> decode_counted(b"a\\xed\\xa0\\x80b")
 ('a\\ufffd\\ufffd\\ufffdb', 3)
@@ -95,6 +96,33 @@ def clean(text: str) -> str:
 
 
 BAD_INPUT_POLICIES = ("error", "skip")  # --on-bad-input: stop at the first bad input, or skip and count it
+
+
+def utf8_buffers(column) -> tuple | None:
+    """``(data, int64 offsets)`` of an Arrow (large) string or binary column whose bytes are all
+    valid UTF-8: text ``i`` is ``data[offsets[i]:offsets[i + 1]]`` (a slice's own rows too), what
+    the compiled encoder and counter take (``encode_utf8``, ``add_utf8``); None when some bytes
+    are not valid UTF-8 (the rule above then decodes them, text by text).
+
+    >>> import pyarrow as pa
+    >>> data, offsets = utf8_buffers(pa.array(["ab", "", "cd"]).slice(1))
+    >>> bytes(data)[offsets[0]:offsets[-1]], offsets.tolist()
+    (b'cd', [2, 2, 4])
+    >>> utf8_buffers(pa.array([b"\\xff"]))
+    """
+    import numpy as np
+    import pyarrow as pa
+
+    large = pa.types.is_large_string(column.type) or pa.types.is_large_binary(column.type)
+    as_string = column.view(pa.large_string() if large else pa.string())
+    try:
+        as_string.validate(full=True)
+    except pa.ArrowInvalid:
+        return None
+    _, offsets, data = as_string.buffers()
+    start = as_string.offset
+    positions = np.frombuffer(offsets, dtype=np.int64 if large else np.int32)[start:start + len(as_string) + 1]
+    return (data if data is not None else b""), positions.astype(np.int64)
 
 
 def check_bad_input_policy(on_bad_input: str) -> str:

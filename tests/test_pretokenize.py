@@ -140,3 +140,21 @@ def test_count():
 def test_bad_patterns(pattern, message):
     with pytest.raises(ConfigError, match=regex.escape(message)):
         compile_pattern(pattern)
+
+
+@pytest.mark.parametrize("options", [{}, {"lowercase": True}, {"special_tokens": ("<|endoftext|>",)}])
+@pytest.mark.parametrize("pattern", ["gpt2", "cl100k", "o200k", "words"])
+def test_a_tally_counts_an_arrow_column_as_its_texts(pattern, options):
+    """An Arrow string column of valid UTF-8 is counted from its buffers where the counter is
+    compiled (no str per text), as its texts otherwise: the same counts either way."""
+    import pyarrow as pa
+
+    texts = corpus_text("multilingual", 60_000).splitlines(keepends=True) + ["", "a<|endoftext|>B\n"]
+    pretokenizer = Pretokenizer(pattern, **options)
+    by_str, by_arrow = pretokenizer.tally(), pretokenizer.tally()
+    by_str.add(texts)
+    by_arrow.add(pa.array(texts, pa.string()).slice(3))
+    by_str_rest = pretokenizer.tally()
+    by_str_rest.add(texts[3:])
+    assert sorted(zip(*by_arrow.items())) == sorted(zip(*by_str_rest.items()))
+    assert len(by_str) >= len(by_arrow)

@@ -192,7 +192,7 @@ def _count_text_files(spark, source: textsplits.TextSource, cfg: TrainerConfig, 
                 documents = size = 0
                 read = InputTally()
                 for lines, nbytes in textsplits.iter_lines(splits[index], with_bytes=True, tally=read,
-                                                           on_bad_input=on_bad_input):
+                                                           on_bad_input=on_bad_input, arrow=True):
                     tally.add(lines)
                     documents += len(lines)
                     size += nbytes

@@ -45,7 +45,7 @@ from bpe_spark.errors import (
 from bpe_spark.shards import model_fingerprint
 from bpe_spark.spark.columns import STRING, check_columns
 from bpe_spark.spark.faults import fail_once
-from bpe_spark.text import InputTally
+from bpe_spark.text import InputTally, utf8_buffers
 from bpe_spark.tokenizer import Tokenizer
 
 TEXT = "__bpe_text"
@@ -214,26 +214,6 @@ def encode_column(encoder: BatchEncoder, column: pa.Array, tally: InputTally | N
     if encoder.takes_utf8 and column.null_count == 0 and (buffers := utf8_buffers(column)) is not None:
         return encoder.encode_utf8(*buffers)
     return encoder.encode_texts(arrow_text(column, tally), nulls=column.is_null().to_numpy(zero_copy_only=False))
-
-
-def utf8_buffers(column: pa.Array) -> tuple[Any, np.ndarray] | None:
-    """``(data, int64 offsets)`` of a (large) string or binary column whose bytes are all valid
-    UTF-8, the offsets those of the column's own rows (a slice's too); None when some are not.
-
-    >>> data, offsets = utf8_buffers(pa.array(["ab", "", "cd"]).slice(1))
-    >>> bytes(data)[offsets[0]:offsets[-1]], offsets.tolist()
-    (b'cd', [2, 2, 4])
-    """
-    large = pa.types.is_large_string(column.type) or pa.types.is_large_binary(column.type)
-    as_string = column.view(pa.large_string() if large else pa.string())
-    try:
-        as_string.validate(full=True)
-    except pa.ArrowInvalid:
-        return None
-    _, offsets, data = as_string.buffers()
-    start = as_string.offset
-    positions = np.frombuffer(offsets, dtype=np.int64 if large else np.int32)[start:start + len(as_string) + 1]
-    return (data if data is not None else b""), positions.astype(np.int64)
 
 
 def id_columns(values: np.ndarray, offsets: np.ndarray, nulls: np.ndarray) -> tuple[pa.ListArray, pa.Array]:

@@ -209,15 +209,31 @@ def lines_array(block: bytes) -> pa.BinaryArray:
 
 
 def iter_lines(split: Split, with_bytes: bool = False, *, tally: InputTally | None = None,
-               on_bad_input: str = "error") -> Iterator:
+               on_bad_input: str = "error", arrow: bool = False) -> Iterator:
     """Batches (one per 8 MB read) of the split's documents: each line with its ``\\n`` (added
     when the file's last line lacks one), decoded by the text rule (counted in ``tally``).
     ``with_bytes``: yield ``(lines, the size of their bytes)`` instead. A line longer than
     ``LONG_DOCUMENT_BYTES`` comes alone, as a :class:`~bpe_spark.long_documents.LongDocument`
-    (its bytes, read as text in pieces: never one ``str``)."""
+    (its bytes, read as text in pieces: never one ``str``). ``arrow``: a block of valid UTF-8
+    comes as an Arrow string array over the bytes read (no ``str`` per line), any other as the
+    decoded list."""
     for block in iter_blocks(split, tally=tally, on_bad_input=on_bad_input):
-        lines = [block] if isinstance(block, LongDocument) else _lines(block, tally)
+        if isinstance(block, LongDocument):
+            lines = [block]
+        elif arrow and (valid := _valid_lines(block)) is not None:
+            lines = valid
+        else:
+            lines = _lines(block, tally)
         yield (lines, len(block)) if with_bytes else lines
+
+
+def _valid_lines(block: bytes) -> pa.StringArray | None:
+    lines = lines_array(block).view(pa.string())
+    try:
+        lines.validate(full=True)
+    except pa.ArrowInvalid:
+        return None
+    return lines
 
 
 def _blocks(chunks: Iterator[tuple[int | None, bytes]], path: str) -> Iterator[bytes | LongDocument]:

@@ -12,8 +12,8 @@ import pytest
 
 from bpe_spark import TrainerConfig, train
 from bpe_spark.batch_encoder import BatchEncoder
-from bpe_spark.spark.encode_tasks import arrow_text, encode_column, utf8_buffers
-from bpe_spark.text import InputTally
+from bpe_spark.spark.encode_tasks import arrow_text, encode_column
+from bpe_spark.text import InputTally, utf8_buffers
 
 SAMPLE = Path(__file__).resolve().parents[2] / "data" / "sample" / "tiny_shakespeare.txt.gz"
 
