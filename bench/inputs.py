@@ -53,6 +53,17 @@ def en_books_text(quick: bool) -> Path:
     )
 
 
+def scaled_text(text: Path, times: int) -> Path:
+    """``text`` repeated ``times`` times, one file: the same documents and distinct pretokens,
+    ``times`` the bytes (where a Spark job's fixed costs no longer dominate)."""
+
+    def build(path: Path) -> None:
+        data = text.read_bytes()
+        with open(path, "wb") as fh:
+            fh.writelines(data for _ in range(times))
+    return _write_once(text.with_name(f"{text.stem}.x{times}{text.suffix}"), build)
+
+
 def warmup_text() -> Path:
     """A 1 MB slice of en_books: encoded once before T5's timed run, in the same session."""
     return _write_once(CACHE / "en_books.1mb.txt", lambda p: p.write_bytes(_read_corpus("en_books", 1_000_000)))

@@ -21,6 +21,7 @@ against the flat encoder's. MB/s per core = the text's bytes / seconds / ``SPARK
 
 from __future__ import annotations
 
+import itertools
 import json
 import shutil
 import statistics
@@ -34,6 +35,9 @@ from bench.workers import IdDigest, _emit, _lines
 
 TARGET = 0.5  # Spark per core / in-process flat, one thread
 WAYS = ("text -> parquet", "text -> bin", "parquet -> parquet", "jsonl -> parquet", "encode(df), cached")
+# the same ways on en_books SCALE times over (403 MB): where a job's fixed costs no longer dominate
+SCALE = 10
+SCALED_WAYS = ("text -> bin", "parquet -> parquet")
 
 
 # --- inputs -------------------------------------------------------------------------------------
@@ -79,11 +83,15 @@ def flat(args: dict) -> dict:
         ids, lengths = tok.encode_ordinary_flat(lines)
         runs.append(time.perf_counter() - started)
         cpu.append(time.process_time() - cpu_started)
-    digest = IdDigest()
-    for row in np.split(ids, np.cumsum(lengths)[:-1]):
+    rows = np.split(ids, np.cumsum(lengths)[:-1])
+    digest, scaled = IdDigest(), IdDigest()
+    for row in rows:
         digest.add(row)
+    for _ in range(int(args.get("scale", 1))):  # the ids of the text that many times over
+        for row in rows:
+            scaled.add(row)
     return {"seconds": statistics.median(runs), "runs": runs, "cpu_seconds": statistics.median(cpu),
-            "digest": digest.hexdigest(), "tokens": digest.tokens}
+            "digest": digest.hexdigest(), "tokens": digest.tokens, "scaled_digest": scaled.hexdigest()}
 
 
 def spark_way(args: dict) -> dict:
@@ -183,13 +191,16 @@ def _digest(spark, cached, tok, out: str, way: str) -> dict:
         rows = read_shards(out)
     else:
         rows = []
-        doc_ids = []
+        expected = 0
         for part in sorted(Path(out).glob("part-*.parquet")):
             table = pq.read_table(part, columns=["doc_id", "input_ids"])
-            doc_ids += table.column("doc_id").to_pylist()
-            rows += table.column("input_ids").to_pylist()
-        if doc_ids != list(range(len(doc_ids))):
-            raise RuntimeError(f"{out}: doc_id is not 0..n-1 in file order")
+            doc_ids = table.column("doc_id").to_numpy()
+            if not np.array_equal(doc_ids, np.arange(expected, expected + len(doc_ids))):
+                raise RuntimeError(f"{out}: doc_id is not 0..n-1 in file order")
+            expected += len(doc_ids)
+            for chunk in table.column("input_ids").chunks:  # numpy views, not a Python int per id
+                values, offsets = chunk.values.to_numpy(), chunk.offsets.to_numpy()
+                rows += [values[a:b] for a, b in itertools.pairwise(offsets)]
     for row in rows:
         digest.add(np.asarray(row, dtype=np.int32))
     return {"digest": digest.hexdigest(), "tokens": digest.tokens, "documents": digest.documents}
@@ -212,29 +223,38 @@ def case_e4(ctx: Context) -> None:
     megabytes = text.stat().st_size / 1e6
     common = {"model": str(model), "text": str(text), "parquet": str(parquet_of(text)),
               "jsonl": str(jsonl_of(text)), "runs": 1 if ctx.quick else 3}
-    samples: dict[str, list[Sample]] = {"flat": [], **{way: [] for way in WAYS}}
+    scaled = {} if ctx.quick else {"text": str(inputs.scaled_text(text, SCALE))}
+    if scaled:
+        scaled["parquet"] = str(parquet_of(Path(scaled["text"])))
+    ways = [*WAYS, *(f"{way} @{SCALE}x" for way in (SCALED_WAYS if scaled else ()))]
+    samples: dict[str, list[Sample]] = {"flat": [], **{way: [] for way in ways}}
     events = ctx.scratch / "E4-events"
     for i in range(ctx.repeat):  # alternate the flat encoder with the ways in, in turn
-        order = ["flat", *WAYS]
+        order = ["flat", *ways]
         for name in order if i % 2 == 0 else reversed(order):
             if name == "flat":
-                samples[name].append(run_task("flat", common, threads=1))
+                samples[name].append(run_task("flat", {**common, "scale": SCALE if scaled else 1}, threads=1))
                 continue
             shutil.rmtree(events, ignore_errors=True)
             events.mkdir(parents=True)
-            sample = run_task("spark_way", {**common, "way": name, "out": str(ctx.scratch / "E4-out"),
+            way, _, times = name.partition(" @")
+            inputs_of = {**common, **scaled} if times else common
+            sample = run_task("spark_way", {**inputs_of, "way": way, "out": str(ctx.scratch / "E4-out"),
                                             "event_dir": str(events)})
             sample.result["spark"] = spark_timeline(events)
             samples[name].append(sample)
     flat_rate = megabytes / median(s.result["seconds"] for s in samples["flat"])
     flat_cpu_rate = megabytes / median(s.result["cpu_seconds"] for s in samples["flat"])
-    reference = {s.result["digest"] for s in samples["flat"]}
-    for way in WAYS:
-        rate = megabytes / median(s.result["seconds"] for s in samples[way]) / SPARK_CORES
+    for name in ways:
+        times = SCALE if name.endswith(f" @{SCALE}x") else 1
+        size = megabytes * times
+        reference = {s.result["scaled_digest" if times > 1 else "digest"] for s in samples["flat"]}
+        rate = size / median(s.result["seconds"] for s in samples[name]) / SPARK_CORES
         ratio = rate / flat_rate
-        same = len(reference) == 1 and {s.result["digest"] for s in samples[way]} == reference
-        last = samples[way][-1].result
-        cpu_rate = median(megabytes / sum(_median_cpu(s.result).values()) for s in samples[way])
+        same = len(reference) == 1 and {s.result["digest"] for s in samples[name]} == reference
+        last = samples[name][-1].result
+        cpu_rate = median(size / sum(_median_cpu(s.result).values()) for s in samples[name])
+        way = name if times == 1 else f"{name.partition(' @')[0]}, {size:,.0f} MB ({times}x en_books)"
         ctx.add(Row("E4", f"Spark encode {way}: MB per CPU second, all processes", cpu_rate, flat_cpu_rate,
                     "in-process flat, CPU", "MB/s", cpu_rate / flat_cpu_rate, "", None, same,
                     note=f"{way}: the CPU of every process (driver, JVM, Python workers) per MB: what a loaded "
@@ -243,8 +263,8 @@ def case_e4(ctx: Context) -> None:
                     "in-process flat, 1 thread", "MB/s", ratio, f">= {TARGET}", ratio >= TARGET, same,
                     note=f"{way}: runs {', '.join(f'{t:.2f}' for t in last['runs'])} s after a "
                          f"{last['warmup_seconds']:.1f} s warm-up encode; CPU of the median run: "
-                         f"{_cpu_note(last, megabytes)}; Spark event log (last run): {last.get('spark') or '?'}",
-                    samples={"ours": [s.result["seconds"] for s in samples[way]],
+                         f"{_cpu_note(last, size)}; Spark event log (last run): {last.get('spark') or '?'}",
+                    samples={"ours": [s.result["seconds"] for s in samples[name]],
                              "peer": [s.result["seconds"] for s in samples["flat"]]}))
 
 
