@@ -113,16 +113,32 @@ def utf8_buffers(column) -> tuple | None:
     import numpy as np
     import pyarrow as pa
 
+    as_string = utf8_view(column)
+    if as_string is None:
+        return None
+    _, offsets, data = as_string.buffers()
+    start, wide = as_string.offset, pa.types.is_large_string(as_string.type)
+    positions = np.frombuffer(offsets, dtype=np.int64 if wide else np.int32)[start:start + len(as_string) + 1]
+    return (data if data is not None else b""), positions.astype(np.int64)
+
+
+def utf8_view(column):
+    """An Arrow (large) string or binary column as (large) string when all its bytes are valid
+    UTF-8 (Arrow checks them at once, no copy), else None: the fast path of the rule.
+
+    >>> import pyarrow as pa
+    >>> utf8_view(pa.array([b"ok"], pa.large_binary())).type, utf8_view(pa.array([b"\\xff"]))
+    (DataType(large_string), None)
+    """
+    import pyarrow as pa
+
     large = pa.types.is_large_string(column.type) or pa.types.is_large_binary(column.type)
     as_string = column.view(pa.large_string() if large else pa.string())
     try:
         as_string.validate(full=True)
     except pa.ArrowInvalid:
         return None
-    _, offsets, data = as_string.buffers()
-    start = as_string.offset
-    positions = np.frombuffer(offsets, dtype=np.int64 if large else np.int32)[start:start + len(as_string) + 1]
-    return (data if data is not None else b""), positions.astype(np.int64)
+    return as_string
 
 
 def check_bad_input_policy(on_bad_input: str) -> str:

@@ -45,7 +45,7 @@ from bpe_spark.errors import (
 from bpe_spark.shards import model_fingerprint
 from bpe_spark.spark.columns import STRING, check_columns
 from bpe_spark.spark.faults import fail_once
-from bpe_spark.text import InputTally, utf8_buffers
+from bpe_spark.text import InputTally, utf8_buffers, utf8_view
 from bpe_spark.tokenizer import Tokenizer
 
 TEXT = "__bpe_text"
@@ -233,15 +233,12 @@ def arrow_text(column: pa.Array, tally: InputTally | None = None) -> list[str | 
     >>> arrow_text(pa.array([b"ok", b"\\xff", None], pa.binary()))
     ['ok', '\\ufffd', None]
     """
-    large = pa.types.is_large_string(column.type) or pa.types.is_large_binary(column.type)
-    as_string = column.view(pa.large_string() if large else pa.string())
-    try:
-        as_string.validate(full=True)
-        return as_string.to_pylist()
-    except pa.ArrowInvalid:
-        pass
+    valid = utf8_view(column)
+    if valid is not None:
+        return valid.to_pylist()
     tally = tally if tally is not None else InputTally()
-    raws = as_string.view(pa.large_binary() if large else pa.binary()).to_pylist()
+    large = pa.types.is_large_string(column.type) or pa.types.is_large_binary(column.type)
+    raws = column.view(pa.large_binary() if large else pa.binary()).to_pylist()
     return [None if raw is None else tally.add_bytes(raw) for raw in raws]
 
 

@@ -35,7 +35,7 @@ import pyarrow as pa
 
 from bpe_spark.errors import BadInputError, current_interface, interface, option
 from bpe_spark.long_documents import LONG_DOCUMENT_BYTES, LongDocument
-from bpe_spark.text import InputTally, decode_lines
+from bpe_spark.text import InputTally, decode_lines, utf8_view
 
 _COMPRESSED = {".gz": gzip.open, ".bz2": bz2.open}
 _PLAIN_SUFFIXES_REFUSED = (".deflate", ".lz4", ".snappy", ".zst", ".zstd", ".xz", ".lzo", ".br")
@@ -220,20 +220,11 @@ def iter_lines(split: Split, with_bytes: bool = False, *, tally: InputTally | No
     for block in iter_blocks(split, tally=tally, on_bad_input=on_bad_input):
         if isinstance(block, LongDocument):
             lines = [block]
-        elif arrow and (valid := _valid_lines(block)) is not None:
+        elif arrow and (valid := utf8_view(lines_array(block))) is not None:
             lines = valid
         else:
             lines = _lines(block, tally)
         yield (lines, len(block)) if with_bytes else lines
-
-
-def _valid_lines(block: bytes) -> pa.StringArray | None:
-    lines = lines_array(block).view(pa.string())
-    try:
-        lines.validate(full=True)
-    except pa.ArrowInvalid:
-        return None
-    return lines
 
 
 def _blocks(chunks: Iterator[tuple[int | None, bytes]], path: str) -> Iterator[bytes | LongDocument]:
