@@ -612,13 +612,37 @@ static PyObject *Encoder_encode(Encoder *e, PyObject *text) {
  * None gives length 0 (the caller marks it null). */
 static int encode_pretoken_list(Encoder *e, PyObject *pretokens_obj, IdBuffer *out);
 
+/* The flat result's buffers: *lengths for m texts, and out's ids with room for about guess of
+ * them (the bytes object returned, cut to size by flat_result). 0, or -1 with an error set. */
+static int flat_start(Py_ssize_t m, size_t guess, PyObject **lengths, IdBuffer *out) {
+    *lengths = PyBytes_FromStringAndSize(NULL, m * (Py_ssize_t)sizeof(int64_t));
+    if (*lengths == NULL) return -1;
+    if (guess > (size_t)PY_SSIZE_T_MAX / sizeof(int32_t)) guess = 1024;
+    out->bytes = PyBytes_FromStringAndSize(NULL, (Py_ssize_t)(guess * sizeof(int32_t)));
+    if (out->bytes == NULL) return -1;
+    out->data = (int32_t *)PyBytes_AS_STRING(out->bytes);
+    out->cap = guess;
+    return 0;
+}
+
+/* (ids, lengths), the ids cut to their count; takes both references (NULL with an error set). */
+static PyObject *flat_result(IdBuffer *out, PyObject *lengths) {
+    PyObject *ids = out->bytes, *result = NULL;
+    out->bytes = NULL;
+    if (_PyBytes_Resize(&ids, (Py_ssize_t)(out->n * sizeof(int32_t))) == 0) {
+        result = PyTuple_Pack(2, ids, lengths);
+        Py_DECREF(ids);
+    }
+    Py_DECREF(lengths);
+    return result;
+}
+
 static PyObject *encode_each(Encoder *e, PyObject *texts_obj, int presplit) {
     PyObject *texts = PySequence_Fast(texts_obj, "takes a sequence of texts");
     if (texts == NULL) return NULL;
     Py_ssize_t m = PySequence_Fast_GET_SIZE(texts);
-    PyObject *lengths = PyBytes_FromStringAndSize(NULL, m * (Py_ssize_t)sizeof(int64_t));
+    PyObject *lengths = NULL;
     IdBuffer out = {NULL, 0, 0, NULL};
-    if (lengths == NULL) goto fail;
     /* room for about as many ids as a text of that many code points gives (more are made room
      * for as they come), in the bytes object returned */
     size_t guess = 1024;
@@ -626,11 +650,7 @@ static PyObject *encode_each(Encoder *e, PyObject *texts_obj, int presplit) {
         PyObject *text = PySequence_Fast_GET_ITEM(texts, t);
         if (PyUnicode_Check(text)) guess += (size_t)PyUnicode_GET_LENGTH(text) / 3;
     }
-    if (guess > (size_t)PY_SSIZE_T_MAX / sizeof(int32_t)) guess = 1024;
-    out.bytes = PyBytes_FromStringAndSize(NULL, (Py_ssize_t)(guess * sizeof(int32_t)));
-    if (out.bytes == NULL) goto fail;
-    out.data = (int32_t *)PyBytes_AS_STRING(out.bytes);
-    out.cap = guess;
+    if (flat_start(m, guess, &lengths, &out) < 0) goto fail;
     int64_t *length_of = (int64_t *)PyBytes_AS_STRING(lengths);
     for (Py_ssize_t t = 0; t < m; t++) {
         PyObject *text = PySequence_Fast_GET_ITEM(texts, t);
@@ -648,15 +668,7 @@ static PyObject *encode_each(Encoder *e, PyObject *texts_obj, int presplit) {
         length_of[t] = (int64_t)(out.n - before);
     }
     Py_DECREF(texts);
-    PyObject *ids = out.bytes;
-    if (_PyBytes_Resize(&ids, (Py_ssize_t)(out.n * sizeof(int32_t))) < 0) {
-        Py_DECREF(lengths);
-        return NULL;
-    }
-    PyObject *result = PyTuple_Pack(2, ids, lengths);
-    Py_DECREF(ids);
-    Py_DECREF(lengths);
-    return result;
+    return flat_result(&out, lengths);
 fail:
     Py_DECREF(texts);
     Py_XDECREF(lengths);
@@ -700,35 +712,19 @@ static PyObject *Encoder_encode_utf8(Encoder *e, PyObject *args) {
     Py_ssize_t m;
     int64_t *at = check_pattern(e) < 0 ? NULL : text_offsets(&data, &offsets, &m);
     if (at == NULL) goto done;
-    lengths = PyBytes_FromStringAndSize(NULL, m * (Py_ssize_t)sizeof(int64_t));
-    /* room for about as many ids as a text of a third that many bytes gives (more as they come) */
-    size_t guess = 1024 + (size_t)(at[m] - at[0]) / 4;
-    if (lengths != NULL && guess <= (size_t)PY_SSIZE_T_MAX / sizeof(int32_t))
-        out.bytes = PyBytes_FromStringAndSize(NULL, (Py_ssize_t)(guess * sizeof(int32_t)));
-    if (out.bytes == NULL) {
-        if (!PyErr_Occurred()) PyErr_NoMemory();
-        PyMem_Free(at);
-        goto done;
-    }
-    out.data = (int32_t *)PyBytes_AS_STRING(out.bytes);
-    out.cap = guess;
+    /* room for about as many ids as a quarter of the bytes (more are made room for as they come) */
+    if (flat_start(m, 1024 + (size_t)(at[m] - at[0]) / 4, &lengths, &out) < 0) goto done;
     int64_t *length_of = (int64_t *)PyBytes_AS_STRING(lengths);
     const uint8_t *bytes = (const uint8_t *)data.buf;
     for (Py_ssize_t t = 0; t < m; t++) {
         size_t before = out.n;
-        if (at[t + 1] > at[t] && encode_utf8(e, bytes + at[t], (size_t)(at[t + 1] - at[t]), &out) < 0) {
-            PyMem_Free(at);
-            goto done;
-        }
+        if (at[t + 1] > at[t] && encode_utf8(e, bytes + at[t], (size_t)(at[t + 1] - at[t]), &out) < 0) goto done;
         length_of[t] = (int64_t)(out.n - before);
     }
-    PyMem_Free(at);
-    PyObject *ids = out.bytes;
-    out.bytes = NULL;
-    if (_PyBytes_Resize(&ids, (Py_ssize_t)(out.n * sizeof(int32_t))) < 0) goto done;
-    result = PyTuple_Pack(2, ids, lengths);
-    Py_DECREF(ids);
+    result = flat_result(&out, lengths);
+    lengths = NULL;
 done:
+    PyMem_Free(at);
     Py_XDECREF(lengths);
     Py_XDECREF(out.bytes);
     PyBuffer_Release(&data);

@@ -19,7 +19,7 @@ import regex
 from bpe_spark import _compiled
 from bpe_spark.long_documents import LongDocument, count_pieces
 from bpe_spark.patterns import compile_pattern, pretoken_finder
-from bpe_spark.text import utf8_buffers
+from bpe_spark.text import string_buffers
 
 
 def normalize(text: str, normalization: str | None, lowercase: bool) -> str:
@@ -173,13 +173,13 @@ class Tally:
     def add(self, texts) -> None:
         """Count the pretokens of ``texts``; a batch may also be one
         :class:`~bpe_spark.long_documents.LongDocument`, counted piece by piece when compiled,
-        or an Arrow string column of valid UTF-8 (no null), counted from its buffers when
-        compiled (:func:`~bpe_spark.text.utf8_buffers`: no ``str`` per text)."""
+        or an Arrow string array without nulls whose UTF-8 the caller checked
+        (:func:`~bpe_spark.text.utf8_view`), counted from its buffers when compiled (no ``str``
+        per text)."""
         p = self.pretokenizer
-        if hasattr(texts, "buffers"):  # an Arrow column
-            buffers = utf8_buffers(texts) if self._compiled is not None and self._plain else None
-            if buffers is not None:
-                self._compiled.add_utf8(*buffers)
+        if hasattr(texts, "buffers"):  # an Arrow array
+            if self._compiled is not None and self._plain:
+                self._compiled.add_utf8(*string_buffers(texts))
                 return
             texts = texts.to_pylist()
         if len(texts) == 1 and isinstance(texts[0], LongDocument):

@@ -110,15 +110,19 @@ def utf8_buffers(column) -> tuple | None:
     (b'cd', [2, 2, 4])
     >>> utf8_buffers(pa.array([b"\\xff"]))
     """
+    as_string = utf8_view(column)
+    return None if as_string is None else string_buffers(as_string)
+
+
+def string_buffers(strings) -> tuple:
+    """``(data, int64 offsets)`` of an Arrow (large) string array as it is, its UTF-8 not checked
+    again (:func:`utf8_view` checked it)."""
     import numpy as np
     import pyarrow as pa
 
-    as_string = utf8_view(column)
-    if as_string is None:
-        return None
-    _, offsets, data = as_string.buffers()
-    start, wide = as_string.offset, pa.types.is_large_string(as_string.type)
-    positions = np.frombuffer(offsets, dtype=np.int64 if wide else np.int32)[start:start + len(as_string) + 1]
+    _, offsets, data = strings.buffers()
+    start, wide = strings.offset, pa.types.is_large_string(strings.type)
+    positions = np.frombuffer(offsets, dtype=np.int64 if wide else np.int32)[start:start + len(strings) + 1]
     return (data if data is not None else b""), positions.astype(np.int64)
 
 

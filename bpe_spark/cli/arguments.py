@@ -328,13 +328,11 @@ def start_spark(
     if not args.verbose:
         overrides.setdefault("spark.ui.showConsoleProgress", "false")
 
-    from pyspark.sql import SparkSession
-
     from bpe_spark.spark.io import reads_local_text
-    from bpe_spark.spark.session import build_session
+    from bpe_spark.spark.session import build_session, running_session
 
     light = light_input is not None and reads_local_text(*light_input)
-    running = SparkSession.getActiveSession()
+    running = running_session()
     spark = build_session(f"bpe-spark {command}", master=args.master, conf_file=args.conf,
                           overrides=overrides, light_jvm=light, shared_input=shared_input,
                           quiet=not args.verbose)

@@ -125,7 +125,7 @@ def build_session(
     chosen = dict(read_conf_file(conf_file)) if conf_file is not None else {}
     chosen.update(overrides or {})
     given_master = master or chosen.pop("spark.master", None)
-    running = _running_session()
+    running = running_session()
     outside = _outside_conf(running)
     resolved = given_master or outside.get("spark.master") or os.environ.get("SPARK_MASTER") or "local[*]"
     if given_master or (running is None and _launches_jvm()):
@@ -362,7 +362,7 @@ def _local_cores(master: str) -> int:
     return max(1, int(first))
 
 
-def _running_session() -> SparkSession | None:
+def running_session() -> SparkSession | None:
     """The session of a SparkContext already running in this process (the user's), if any."""
     from pyspark import SparkContext
 
