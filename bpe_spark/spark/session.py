@@ -37,8 +37,12 @@ LOCAL_DEFAULTS = {
 
 
 QUICK_JIT = "-XX:TieredStopAtLevel=1"
-# A local JVM that only coordinates keeps a small heap: the serial collector (no G1 region tables
-# or concurrent threads) and a small initial heap that grows only as its live data needs.
+# A local JVM collects with the serial collector: G1 (the JVM's default) places an array of half a
+# region or more (1 MiB regions on a 1 GiB heap) in whole free regions of its own, and Spark's
+# 64 MiB sort pages and pointer arrays then found none free and ran a 1 GiB local driver out of
+# heap (sorting T8's 11.2 M counts for rounds), where the serial collector compacts and succeeds.
+# It also keeps the footprint small (no region tables or concurrent threads). A local JVM that only
+# coordinates also starts with a small initial heap that grows only as its live data needs.
 LEAN_GC = "-XX:+UseSerialGC"
 LEAN_INITIAL_HEAP = "-Xms32m"
 LOCAL_TASK_FAILURES = 4  # spark.task.maxFailures' default: a local task is tried 4 times, as on a cluster
@@ -150,7 +154,7 @@ def build_session(
     if running is None and _launches_jvm():
         key = "spark.driver.extraJavaOptions"
         existing = " ".join(v for v in (outside.get(key), chosen.get(key)) if v) or None
-        options = launch_java_options(existing, light=light_jvm and local)
+        options = launch_java_options(existing, light=light_jvm and local, local=local)
         if quiet:
             options = quiet_java_options(options)
         if options:
@@ -298,10 +302,11 @@ def with_task_retries(master: str, max_failures: str | None = None) -> str:
     return f"local[{match[1] or 1},{failures}]"
 
 
-def launch_java_options(existing: str | None, *, light: bool) -> str | None:
+def launch_java_options(existing: str | None, *, light: bool, local: bool = False) -> str | None:
     """The driver JVM's options for a JVM bpe-spark starts: the user's, the class archive's
-    (:mod:`jvm_cache`), and for a ``light`` (local, coordinating) JVM C1-only compilation and a
-    lean heap (:func:`lean_heap_options`), each unless the user's options choose otherwise.
+    (:mod:`jvm_cache`); for a ``local`` one the serial collector (:data:`LEAN_GC`); for a
+    ``light`` (local, coordinating) one also C1-only compilation and a small initial heap
+    (:data:`LEAN_INITIAL_HEAP`); each unless the user's options choose otherwise.
 
     >>> launch_java_options("-Xss4m -XX:-TieredCompilation", light=True)  # doctest: +SKIP
     '-Xss4m -XX:-TieredCompilation -XX:SharedArchiveFile=... -XX:+UseSerialGC -Xms32m'
@@ -309,25 +314,28 @@ def launch_java_options(existing: str | None, *, light: bool) -> str | None:
     options = os.environ.get(jvm_cache.ENV_DUMP) or jvm_cache.driver_java_options(existing)
     if light:
         options = light_executor_options(options or "") or options
-        options = lean_heap_options(options or "")
+    if light or local:
+        options = lean_heap_options(options or "", initial=light)
     return options
 
 
-def lean_heap_options(existing: str) -> str:
-    """``existing`` with :data:`LEAN_GC` appended unless it chooses a collector, and
-    :data:`LEAN_INITIAL_HEAP` unless it sets an initial heap. For a local driver JVM whose Python
-    tasks do the work: G1's default start (a large initial heap, its region tables) costs about
-    80 MiB more resident memory for nothing the JVM needs.
+def lean_heap_options(existing: str, *, initial: bool = True) -> str:
+    """``existing`` with :data:`LEAN_GC` appended unless it chooses a collector, and (``initial``)
+    :data:`LEAN_INITIAL_HEAP` unless it sets an initial heap. For a local driver JVM: G1's default
+    start (a large initial heap, its region tables) costs about 80 MiB more resident memory, and
+    its humongous regions failed Spark's large pages (:data:`LEAN_GC`).
 
     >>> lean_heap_options("-Xss4m")
     '-Xss4m -XX:+UseSerialGC -Xms32m'
+    >>> lean_heap_options("-Xss4m", initial=False)
+    '-Xss4m -XX:+UseSerialGC'
     >>> lean_heap_options("-XX:+UseG1GC -Xms1g")
     '-XX:+UseG1GC -Xms1g'
     """
     options = existing
     if not re.search(r"-XX:[+-]Use\w*GC\b", existing):
         options = f"{options} {LEAN_GC}"
-    if not re.search(r"-Xms\d|-XX:InitialHeapSize=", existing):
+    if initial and not re.search(r"-Xms\d|-XX:InitialHeapSize=", existing):
         options = f"{options} {LEAN_INITIAL_HEAP}"
     return options.strip()
 

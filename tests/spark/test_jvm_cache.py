@@ -75,6 +75,10 @@ def test_light_jvm_compiles_with_c1_and_a_lean_heap_unless_the_user_chose(cache)
     lean = f"{LEAN_GC} {LEAN_INITIAL_HEAP}"
     assert launch_java_options(None, light=False) is None
     assert launch_java_options("-Xss4m", light=False) == "-Xss4m"
+    # any local JVM collects serially (G1's humongous regions failed Spark's 64 MiB sort pages)
+    assert launch_java_options(None, light=False, local=True) == LEAN_GC
+    assert launch_java_options("-Xms2g", light=False, local=True) == f"-Xms2g {LEAN_GC}"
+    assert launch_java_options("-XX:+UseG1GC", light=False, local=True) == "-XX:+UseG1GC"
     assert launch_java_options(None, light=True) == f"{QUICK_JIT} {lean}"
     assert launch_java_options("-Xss4m", light=True) == f"-Xss4m {QUICK_JIT} {lean}"
     assert launch_java_options("-XX:-TieredCompilation", light=True) == f"-XX:-TieredCompilation {lean}"
