@@ -17,6 +17,7 @@ from bpe_spark.config import END_OF_WORD_MARKER, TrainerConfig
 from bpe_spark.errors import ConfigError, DisallowedSpecialTokenError, UnknownCharacterError
 from bpe_spark.patterns import compiled_preset
 from bpe_spark.pretokenize import Pretokenizer, SpecialTokenMatcher
+from bpe_spark.shards import model_fingerprint
 from bpe_spark.symbols import missing_bytes
 from bpe_spark.text import clean
 from bpe_spark.words import PRETOKEN_CACHE_LIMIT as _CACHE_LIMIT
@@ -127,6 +128,7 @@ class Tokenizer:
         self._fast_split = False  # compiled end to end (a compiled preset)
         self._fast_pretokens = False  # pretokens split by regex in Python, BPE and cache compiled
         self._line = None  # the compiled encode of one text when no normalization applies
+        self._fingerprint: str | None = None
 
     # --- construction ---------------------------------------------------------------------------
     @classmethod
@@ -189,6 +191,14 @@ class Tokenizer:
         """Merges in rank order, as token values (bytes, or str for the char scheme)."""
         vocab = self._vocab
         return [(vocab[left], vocab[right]) for left, right, _ in self._merge_ids]
+
+    @property
+    def fingerprint(self) -> str:
+        """``sha256:<hex>`` of what decides the ids (:func:`bpe_spark.shards.model_fingerprint`),
+        computed once: a tokenizer does not change after it is built."""
+        if self._fingerprint is None:
+            self._fingerprint = model_fingerprint(self.to_dict())
+        return self._fingerprint
 
     @property
     def merge_ids(self) -> list[tuple[int, int, int]]:

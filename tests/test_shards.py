@@ -175,3 +175,6 @@ def test_model_fingerprint_follows_what_decides_the_ids():
     assert model_fingerprint(fewer) != model_fingerprint(tok)
     other_pattern = Tokenizer.from_dict({**tok.to_dict(), "pattern": "words"})
     assert model_fingerprint(other_pattern) != model_fingerprint(tok)
+    # a tokenizer's own fingerprint is the same digest, computed once (every encode's manifest asks)
+    assert tok.fingerprint == model_fingerprint(tok.to_dict()) and tok.fingerprint is tok.fingerprint
+    assert fewer.fingerprint != tok.fingerprint

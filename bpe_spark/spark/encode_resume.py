@@ -36,7 +36,6 @@ import pyarrow.fs as pafs
 
 from bpe_spark.errors import ConfigError
 from bpe_spark.owners import create_exclusive, held_by_gone_process, lock_record
-from bpe_spark.shards import model_fingerprint
 
 PROGRESS_FILE = "_progress.json"
 LOCK_FILE = "_LOCK"
@@ -61,7 +60,7 @@ def run_fingerprint(df, tok, options: dict[str, Any], settings: dict[str, Any]) 
 
     return {
         "input": input_fingerprint(df)["files"],
-        "model": model_fingerprint(tok.to_dict()),
+        "model": tok.fingerprint,
         "options": json.loads(json.dumps({**{k: sorted(v) if isinstance(v, (set, frozenset)) else v
                                              for k, v in options.items()}, **settings}, default=str)),
     }

@@ -42,7 +42,6 @@ from bpe_spark.errors import (
     UnknownCharacterError,
     option,
 )
-from bpe_spark.shards import model_fingerprint
 from bpe_spark.spark.columns import STRING, check_columns
 from bpe_spark.spark.faults import fail_once
 from bpe_spark.text import InputTally, utf8_buffers, utf8_view
@@ -98,8 +97,8 @@ class ModelBroadcast:
 
     def __init__(self, spark, tok: Tokenizer, options: dict[str, Any]):
         self.options = dict(options)
-        data = tok.to_dict()  # one copy of the model, fingerprinted and broadcast
-        self.fingerprint = model_fingerprint(data)  # the manifest's too: computed once
+        data = tok.to_dict()  # one copy of the model, broadcast
+        self.fingerprint = tok.fingerprint  # the manifest's too
         self.key = (self.fingerprint, *sorted(self.options.items()))
         self.broadcast = spark.sparkContext.broadcast(data)
 
