@@ -114,9 +114,14 @@ class DatatroveWriter(TokenStreamWriter):
         self.size = token_size(self.dtype)
         self.tokenizer = tokenizer
 
-    def _write_index(self, lengths: np.ndarray) -> None:
+    def _write_index(self, lengths: list[np.ndarray]) -> None:
         with self._open(self.prefix + INDEX_SUFFIX) as fh:
-            fh.write(np.cumsum(lengths, dtype=np.int64).astype("<u8").tobytes())
+            total = 0
+            for block in lengths:  # each batch's ends, carried on: the index is never built whole
+                if len(block):
+                    ends = np.cumsum(block, dtype="<u8") + np.uint64(total)
+                    fh.write(memoryview(ends).cast("B"))
+                    total = int(ends[-1])
         with self._open(self.prefix + METADATA_SUFFIX) as fh:
             fh.write(metadata_text(self.tokenizer, self.size, self.tokens).encode("utf-8"))
 

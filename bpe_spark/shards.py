@@ -35,6 +35,8 @@ document), so Megatron-style loaders open ``shard-00000`` as a dataset prefix.
 from __future__ import annotations
 
 import hashlib
+import io
+import itertools
 import json
 import os
 import struct
@@ -125,28 +127,45 @@ def model_fingerprint(model: Any) -> str:
 
 
 # --- the .idx file ----------------------------------------------------------------------------
-def index_bytes(lengths: np.ndarray, dtype: np.dtype) -> bytes:
-    """The ``.idx`` file for documents of ``lengths`` tokens stored as ``dtype``."""
+def write_index(sink: BinaryIO, lengths: np.ndarray | Sequence[np.ndarray], dtype: np.dtype) -> int:
+    """Write the ``.idx`` file for documents of ``lengths`` tokens (one array, or the arrays of
+    consecutive batches) stored as ``dtype``, a block at a time: an index of millions of documents
+    is hundreds of MB, never built whole. Returns the bytes written."""
     dtype = np.dtype(dtype)
-    lengths = np.asarray(lengths, dtype=np.int64)
-    if len(lengths) and (lengths.min() < 0 or lengths.max() >= 2**31):
-        raise ConfigError("a document's token count must be in 0..2**31-1 for the .idx index")
-    pointers = np.zeros(len(lengths), dtype="<i8")
-    if len(lengths) > 1:
-        np.cumsum(lengths[:-1] * dtype.itemsize, out=pointers[1:])
-    n = len(lengths)
-    return b"".join(
-        [
-            INDEX_MAGIC,
-            struct.pack("<Q", INDEX_VERSION),
-            struct.pack("<B", _INDEX_CODES[dtype]),
-            struct.pack("<Q", n),
-            struct.pack("<Q", n + 1),
-            lengths.astype("<i4").tobytes(),
-            pointers.tobytes(),
-            np.arange(n + 1, dtype="<i8").tobytes(),
-        ]
-    )
+    blocks = [np.asarray(lengths)] if isinstance(lengths, np.ndarray) else [np.asarray(b) for b in lengths]
+    blocks = [block[at : at + _WRITE_BLOCK] for block in blocks for at in range(0, len(block), _WRITE_BLOCK)]
+    for block in blocks:
+        if block.min() < 0 or block.max() >= 2**31:
+            raise ConfigError("a document's token count must be in 0..2**31-1 for the .idx index")
+    n = sum(len(block) for block in blocks)
+    parts: Iterator[np.ndarray] = itertools.chain(
+        (block.astype("<i4") for block in blocks),  # the sequence lengths
+        _pointers(blocks, dtype.itemsize),  # each sequence's byte offset in the .bin
+        (np.arange(at, min(at + _WRITE_BLOCK, n + 1), dtype="<i8") for at in range(0, n + 1, _WRITE_BLOCK)),
+    )  # the document indices: one sequence each
+    header = b"".join((INDEX_MAGIC, struct.pack("<Q", INDEX_VERSION), struct.pack("<B", _INDEX_CODES[dtype]),
+                       struct.pack("<Q", n), struct.pack("<Q", n + 1)))
+    sink.write(header)
+    written = len(header)
+    for part in parts:
+        sink.write(memoryview(part).cast("B"))
+        written += part.nbytes
+    return written
+
+
+def _pointers(blocks: list[np.ndarray], itemsize: int) -> Iterator[np.ndarray]:
+    total = 0
+    for block in blocks:
+        ends = np.cumsum(block, dtype="<i8")
+        yield (ends - block + total) * itemsize
+        total += int(ends[-1])
+
+
+def index_bytes(lengths: np.ndarray, dtype: np.dtype) -> bytes:
+    """The ``.idx`` file for documents of ``lengths`` tokens stored as ``dtype``, as one bytes."""
+    sink = io.BytesIO()
+    write_index(sink, np.asarray(lengths, dtype=np.int64), dtype)
+    return sink.getvalue()
 
 
 def read_index(path: str | os.PathLike) -> tuple[np.dtype, np.ndarray, np.ndarray]:
@@ -222,9 +241,10 @@ class TokenStreamWriter:
             return
         self._data.close()
         self._data = None
-        self._write_index(np.concatenate(self._lengths) if self._lengths else np.zeros(0, np.int64))
+        self._write_index(self._lengths)
 
-    def _write_index(self, lengths: np.ndarray) -> None:
+    def _write_index(self, lengths: list[np.ndarray]) -> None:
+        """Write the format's index for the documents of ``lengths`` (one array per batch)."""
         raise NotImplementedError
 
     def __enter__(self):
@@ -240,11 +260,9 @@ class ShardWriter(TokenStreamWriter):
 
     idx_bytes = 0
 
-    def _write_index(self, lengths: np.ndarray) -> None:
-        data = index_bytes(lengths, self.dtype)
+    def _write_index(self, lengths: list[np.ndarray]) -> None:
         with self._open(self.prefix + ".idx") as fh:
-            fh.write(data)
-        self.idx_bytes = len(data)
+            self.idx_bytes = write_index(fh, lengths, self.dtype)
 
 
 # --- reading ------------------------------------------------------------------------------------
