@@ -196,7 +196,7 @@ def write_token_stream(sink: BinaryIO, ids: np.ndarray, dtype: np.dtype) -> int:
     """Write ``ids`` to ``sink`` as ``dtype`` (little-endian), a block at a time (a long document
     is never copied whole); the bytes written. An id that does not fit is a ``ConfigError``."""
     info = np.iinfo(dtype)
-    if len(ids) and (ids.min() < info.min or ids.max() > info.max):
+    if len(ids) and ids.dtype != dtype and (ids.min() < info.min or ids.max() > info.max):
         raise ConfigError(f"token id {int(ids.max())} does not fit {dtype.name}")
     written = 0
     for block in range(0, len(ids), _WRITE_BLOCK):

@@ -31,6 +31,7 @@ from collections.abc import Collection, Sequence
 from typing import Any, Literal
 
 import numpy as np
+import pyarrow as pa
 from pyspark.sql import DataFrame
 
 from bpe_spark import datatrove_shards
@@ -174,7 +175,8 @@ def encode_dataset(
             model = ModelBroadcast(df.sparkSession, tok, options)
             short = (min_tokens, (options["bos_id"] is not None) + (options["eos_id"] is not None))
             pieces, reading = encode_pieces.encode_to_pieces(df, model, text_col=text_col, id_cols=id_cols, fs=fs,
-                                                pieces_dir=pieces_dir, short=short, resumed=resumed)
+                                                pieces_dir=pieces_dir, short=short, resumed=resumed,
+                                                id_type=pa.from_numpy_dtype(numpy_dtype))
         _check_pieces_seen(fs, pieces_dir, pieces, output.uri)
         read_stats = with_reader_stats(None if "skipped_records" in reading else df, {
             "replaced_sequences": sum(piece["replaced"] for piece in pieces),

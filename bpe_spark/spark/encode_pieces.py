@@ -26,16 +26,20 @@ from bpe_spark.spark.encode_tasks import (
     segment_key,
     segment_runs,
     segmented,
+    stored_ids,
 )
 from bpe_spark.spark.output import PIECE_SCHEMA, PieceWriter
 from bpe_spark.spark.sidecar import keep_long_enough
 from bpe_spark.text import InputTally
 
+IDS = pa.int32()  # the ids' type in pieces unless the shards take another
+
 
 def encode_to_pieces(df, model: ModelBroadcast, *, text_col, id_cols, fs, pieces_dir, short=(0, 0),
-                      resumed=None) -> tuple[list[dict], int | None]:
-    """Run the encoding job (then unpersist ``model``): one Arrow piece per input segment; the
-    pieces in document order, and what reading counted: ``skipped_files``, the corrupt files
+                      resumed=None, id_type: pa.DataType = IDS) -> tuple[list[dict], int | None]:
+    """Run the encoding job (then unpersist ``model``): one Arrow piece per input segment, its
+    ids as ``id_type`` (the shards' token type: for ``bin`` shards of uint16 the pieces hold half
+    the bytes, and the shards take them as they are); the pieces in document order, and what reading counted: ``skipped_files``, the corrupt files
     skipped (None when Spark's reader read the files: it skips without telling), and, when the
     tasks parsed JSON Lines themselves, ``skipped_records``."""
     spark = df.sparkSession
@@ -84,7 +88,8 @@ def encode_to_pieces(df, model: ModelBroadcast, *, text_col, id_cols, fs, pieces
             batches = _table_batches(batches, tables)
         yield from _encode_pieces(batches, model=model, keep_names=list(id_cols), fs=fs, pieces_dir=pieces_dir,
                                   attempt_tag=tag, read=read, skip=skip, recorder=recorder, name_tag=name_tag,
-                                  short=short, skipped_records=lambda: reader.skipped if reader else 0)
+                                  short=short, skipped_records=lambda: reader.skipped if reader else 0,
+                                  id_type=id_type)
 
     try:
         rows = [row.asDict() for row in frame.mapInArrow(run, PIECE_SCHEMA).collect()]
@@ -103,7 +108,7 @@ def encode_to_pieces(df, model: ModelBroadcast, *, text_col, id_cols, fs, pieces
 
 def _encode_pieces(batches, *, model: ModelBroadcast, keep_names: list[str], fs, pieces_dir, attempt_tag,
                    read: InputTally, skip: Collection[tuple] = (), recorder=None, name_tag: str = "", short=(0, 0),
-                   skipped_records=lambda: 0):
+                   skipped_records=lambda: 0, id_type: pa.DataType = IDS):
     """Task body: encode the task's rows into one piece per input segment (its documents in
     input order); yield the pieces' keys and totals (and the files ``read`` skipped, and
     ``skipped_records()``: the bad records the task's reader skipped, asked once all is read).
@@ -124,6 +129,7 @@ def _encode_pieces(batches, *, model: ModelBroadcast, keep_names: list[str], fs,
             if pieces.key != segment:
                 pieces.start(segment)
             input_ids, n_tokens = id_columns(*encoder.encode_long(batch.document))
+            input_ids = stored_ids(input_ids, id_type)
             long_row = pa.RecordBatch.from_arrays([input_ids, n_tokens], ["input_ids", "n_tokens"])
             keep, dropped = keep_long_enough(input_ids, n_tokens, *short)
             pieces.write(long_row if keep is None else long_row.filter(pa.array(keep)),
@@ -147,6 +153,7 @@ def _encode_pieces(batches, *, model: ModelBroadcast, keep_names: list[str], fs,
                 pieces.start(segment)
             run = batch.slice(lo, hi - lo)
             for _, part, input_ids, n_tokens, byte_lengths in encoded_slices(encoder, run, text_index, read):
+                input_ids = stored_ids(input_ids, id_type)
                 columns = [part.column(i) for i in range(text_index)] + [input_ids, n_tokens]
                 encoded = pa.RecordBatch.from_arrays(columns, [*keep_names, "input_ids", "n_tokens"])
                 keep, dropped = keep_long_enough(input_ids, n_tokens, *short)  # --min-tokens

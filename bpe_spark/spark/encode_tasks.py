@@ -224,6 +224,18 @@ def id_columns(values: np.ndarray, offsets: np.ndarray, nulls: np.ndarray) -> tu
     return input_ids, pa.array(np.diff(offsets).astype(np.int32), type=pa.int32())
 
 
+def stored_ids(input_ids: pa.ListArray, id_type: pa.DataType) -> pa.ListArray:
+    """``input_ids`` with its ids as ``id_type`` (a cast checked by Arrow: every id fits the type
+    the model's largest id chose), or as it is when they already are.
+
+    >>> stored_ids(pa.array([[5, 300], None], pa.list_(pa.int32())), pa.uint16()).type
+    ListType(list<item: uint16>)
+    """
+    if input_ids.type.value_type == id_type:
+        return input_ids
+    return input_ids.cast(pa.list_(id_type))
+
+
 def arrow_text(column: pa.Array, tally: InputTally | None = None) -> list[str | None]:
     """The texts of a (large) string or binary column by the rule of :mod:`bpe_spark.text`. Fast path:
     Arrow checks the whole column is UTF-8 at once; only a column that is not is decoded row by
