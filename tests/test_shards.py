@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import io
 import json
 import struct
 
@@ -22,6 +23,7 @@ from bpe_spark.shards import (
     read_shards,
     shard_name,
     token_dtype,
+    write_index,
 )
 
 DOCS = [[5, 6, 7], [], [65535, 0], [42]]
@@ -178,3 +180,26 @@ def test_model_fingerprint_follows_what_decides_the_ids():
     # a tokenizer's own fingerprint is the same digest, computed once (every encode's manifest asks)
     assert tok.fingerprint == model_fingerprint(tok.to_dict()) and tok.fingerprint is tok.fingerprint
     assert fewer.fingerprint != tok.fingerprint
+
+
+def test_an_index_written_in_blocks_is_the_index_built_whole(monkeypatch):
+    from bpe_spark import shards
+
+    monkeypatch.setattr(shards, "_WRITE_BLOCK", 3)  # batches cut into blocks, and blocks across batches
+    lengths = np.array([4, 0, 7, 1, 65535, 2, 9, 3], dtype=np.int64)
+    whole = index_bytes(lengths, np.uint16)
+    sink = io.BytesIO()
+    assert write_index(sink, [lengths[:5], lengths[5:5], lengths[5:]], np.uint16) == len(whole)
+    assert sink.getvalue() == whole
+    _, sizes, pointers = read_index_bytes(whole)
+    assert sizes.tolist() == lengths.tolist() and pointers.tolist() == (np.cumsum(lengths) - lengths).tolist()
+    with pytest.raises(ConfigError, match="0..2"):
+        write_index(io.BytesIO(), [lengths, np.array([-1])], np.uint16)
+
+
+def read_index_bytes(raw: bytes):
+    """dtype code, sizes and token offsets of an index (the offsets in bytes / 2: uint16)."""
+    _, code, n, _ = struct.unpack_from("<QBQQ", raw, 9)
+    sizes = np.frombuffer(raw, dtype="<i4", count=n, offset=34)
+    pointers = np.frombuffer(raw, dtype="<i8", count=n, offset=34 + 4 * n) // 2
+    return code, sizes, pointers

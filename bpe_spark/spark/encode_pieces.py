@@ -39,9 +39,10 @@ def encode_to_pieces(df, model: ModelBroadcast, *, text_col, id_cols, fs, pieces
                       resumed=None, id_type: pa.DataType = IDS) -> tuple[list[dict], int | None]:
     """Run the encoding job (then unpersist ``model``): one Arrow piece per input segment, its
     ids as ``id_type`` (the shards' token type: for ``bin`` shards of uint16 the pieces hold half
-    the bytes, and the shards take them as they are); the pieces in document order, and what reading counted: ``skipped_files``, the corrupt files
-    skipped (None when Spark's reader read the files: it skips without telling), and, when the
-    tasks parsed JSON Lines themselves, ``skipped_records``."""
+    the bytes, and the shards take them as they are); the pieces in document order, and what
+    reading counted: ``skipped_files``, the corrupt files skipped (None when Spark's reader read
+    the files: it skips without telling), and, when the tasks parsed JSON Lines themselves,
+    ``skipped_records``."""
     spark = df.sparkSession
     source, parquet, records = textsplits.source_of(df), parquetsplits.source_of(df), jsonl.source_of(df)
     splits = tables = None
