@@ -22,6 +22,7 @@ from bpe_spark.spark.encode_tasks import (
     ModelBroadcast,
     encoded_slices,
     id_columns,
+    narrowed,
     segment_columns,
     segment_key,
     segment_runs,
@@ -129,8 +130,9 @@ def _encode_pieces(batches, *, model: ModelBroadcast, keep_names: list[str], fs,
                 continue
             if pieces.key != segment:
                 pieces.start(segment)
-            input_ids, n_tokens = id_columns(*encoder.encode_long(batch.document))
-            input_ids = stored_ids(input_ids, id_type)
+            values, offsets, nulls = encoder.encode_long(batch.document)
+            input_ids, n_tokens = id_columns(narrowed(values, id_type), offsets, nulls)  # ids stored once
+            del values
             long_row = pa.RecordBatch.from_arrays([input_ids, n_tokens], ["input_ids", "n_tokens"])
             keep, dropped = keep_long_enough(input_ids, n_tokens, *short)
             pieces.write(long_row if keep is None else long_row.filter(pa.array(keep)),

@@ -218,10 +218,43 @@ def encode_column(encoder: BatchEncoder, column: pa.Array, tally: InputTally | N
 def id_columns(values: np.ndarray, offsets: np.ndarray, nulls: np.ndarray) -> tuple[pa.ListArray, pa.Array]:
     """``input_ids`` (list<int32>, null where ``nulls``) and ``n_tokens`` (int32) of
     :meth:`~bpe_spark.batch_encoder.BatchEncoder.encode_texts`' output; the ids are not copied."""
+    value_type = pa.from_numpy_dtype(values.dtype) if values.dtype in _NARROW else pa.int32()
     input_ids = pa.ListArray.from_arrays(
-        pa.array(offsets.astype(np.int32)), pa.array(values, type=pa.int32()), mask=pa.array(nulls)
+        pa.array(offsets.astype(np.int32)), pa.array(values, type=value_type), mask=pa.array(nulls)
     )
     return input_ids, pa.array(np.diff(offsets).astype(np.int32), type=pa.int32())
+
+
+_NARROW = (np.dtype(np.uint16), np.dtype(np.uint32))  # the shards' token types besides int32
+_NARROW_BLOCK = 1 << 20
+
+
+def narrowed(values: np.ndarray, id_type: pa.DataType) -> np.ndarray:
+    """Int32 ``values`` (ids) as ``id_type``, over their own buffer when they may be written (a
+    long document's ids: never a second copy of them), else copied. Every id fits the type
+    the model's largest id chose.
+
+    >>> narrowed(np.array([5, 300, 65535, 7], dtype=np.int32), pa.uint16()).tolist()
+    [5, 300, 65535, 7]
+    """
+    dtype = np.dtype(id_type.to_pandas_dtype())
+    if values.dtype == dtype:
+        return values
+    if values.dtype.itemsize == dtype.itemsize:
+        return values.view(dtype)  # int32 to uint32: the same bits (ids are not negative)
+    if not (values.flags.writeable and values.flags.c_contiguous) or values.dtype.itemsize != 2 * dtype.itemsize:
+        return values.astype(dtype)
+    out, n = values.view(dtype), len(values)
+    # Element i goes to bytes [2i, 2i+2), inside the ids before i/2 + 1: a block [at, end) with
+    # end <= 2 * at overwrites only ids already moved, and never the ones it reads.
+    if n:
+        out[0] = values[0]
+    at = 1
+    while at < n:
+        end = min(n, 2 * at, at + _NARROW_BLOCK)
+        out[at:end] = values[at:end]
+        at = end
+    return out[:n]
 
 
 def stored_ids(input_ids: pa.ListArray, id_type: pa.DataType) -> pa.ListArray:

@@ -7,12 +7,13 @@ from __future__ import annotations
 import gzip
 from pathlib import Path
 
+import numpy as np
 import pyarrow as pa
 import pytest
 
 from bpe_spark import TrainerConfig, train
 from bpe_spark.batch_encoder import BatchEncoder
-from bpe_spark.spark.encode_tasks import arrow_text, encode_column
+from bpe_spark.spark.encode_tasks import arrow_text, encode_column, narrowed
 from bpe_spark.text import InputTally, utf8_buffers
 
 SAMPLE = Path(__file__).resolve().parents[2] / "data" / "sample" / "tiny_shakespeare.txt.gz"
@@ -54,3 +55,16 @@ def test_nulls_and_invalid_utf8_take_the_str_path(encoder):
     assert tally.replaced == 1
     for a, b in zip(got, by_str(encoder, invalid)):
         assert a.tolist() == b.tolist()
+
+
+@pytest.mark.parametrize("n", [0, 1, 2, 3, 1000, 3 * (1 << 20) + 7])
+def test_a_long_documents_ids_narrow_over_their_own_buffer(n):
+    ids = np.random.default_rng(n).integers(0, 65536, n).astype(np.int32)
+    writable = ids.copy()
+    out = narrowed(writable, pa.uint16())
+    assert out.dtype == np.uint16 and out.tolist() == ids.tolist()
+    assert n == 0 or np.shares_memory(out, writable)  # no second copy of a long document's ids
+    frozen = ids.copy()
+    frozen.flags.writeable = False  # the encoder's usual output (over bytes): copied
+    assert narrowed(frozen, pa.uint16()).tolist() == ids.tolist()
+    assert narrowed(ids, pa.uint32()).tolist() == ids.tolist() and narrowed(ids, pa.int32()) is ids
