@@ -18,22 +18,19 @@ from pyspark.sql import functions as F
 from bpe_spark.long_documents import LongDocument
 from bpe_spark.spark import encode_resume, jsonl, parquetsplits, textsplits
 from bpe_spark.spark.encode_tasks import (
+    IDS,
     TEXT,
     ModelBroadcast,
     encoded_slices,
     id_columns,
-    narrowed,
     segment_columns,
     segment_key,
     segment_runs,
     segmented,
-    stored_ids,
 )
 from bpe_spark.spark.output import PIECE_SCHEMA, PieceWriter
 from bpe_spark.spark.sidecar import keep_long_enough
 from bpe_spark.text import InputTally
-
-IDS = pa.int32()  # the ids' type in pieces unless the shards take another
 
 
 def encode_to_pieces(df, model: ModelBroadcast, *, text_col, id_cols, fs, pieces_dir, short=(0, 0),
@@ -130,9 +127,7 @@ def _encode_pieces(batches, *, model: ModelBroadcast, keep_names: list[str], fs,
                 continue
             if pieces.key != segment:
                 pieces.start(segment)
-            values, offsets, nulls = encoder.encode_long(batch.document)
-            input_ids, n_tokens = id_columns(narrowed(values, id_type), offsets, nulls)  # ids stored once
-            del values
+            input_ids, n_tokens = id_columns(*encoder.encode_long(batch.document), id_type)
             long_row = pa.RecordBatch.from_arrays([input_ids, n_tokens], ["input_ids", "n_tokens"])
             keep, dropped = keep_long_enough(input_ids, n_tokens, *short)
             pieces.write(long_row if keep is None else long_row.filter(pa.array(keep)),
@@ -155,8 +150,8 @@ def _encode_pieces(batches, *, model: ModelBroadcast, keep_names: list[str], fs,
             if pieces.key != segment:
                 pieces.start(segment)
             run = batch.slice(lo, hi - lo)
-            for _, part, input_ids, n_tokens, byte_lengths in encoded_slices(encoder, run, text_index, read):
-                input_ids = stored_ids(input_ids, id_type)
+            for _, part, input_ids, n_tokens, byte_lengths in encoded_slices(encoder, run, text_index, read,
+                                                                              id_type):
                 columns = [part.column(i) for i in range(text_index)] + [input_ids, n_tokens]
                 encoded = pa.RecordBatch.from_arrays(columns, [*keep_names, "input_ids", "n_tokens"])
                 keep, dropped = keep_long_enough(input_ids, n_tokens, *short)  # --min-tokens

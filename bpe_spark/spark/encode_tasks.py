@@ -91,6 +91,8 @@ def segmented(df: DataFrame) -> DataFrame:
     return getattr(df, _SEGMENTED, df)
 
 
+IDS = pa.int32()  # the ids' type unless the shards take another (encode_dataset's pieces)
+
 class ModelBroadcast:
     """The model, broadcast once as plain data with the resolved encoder options
     (:func:`~bpe_spark.batch_encoder.batch_options`); on an executor, the process's encoder."""
@@ -192,15 +194,15 @@ def segment_runs(batch: pa.RecordBatch, partition: int) -> list[tuple[int, int, 
 
 
 def encoded_slices(encoder: BatchEncoder, rows: pa.RecordBatch, text_index: int,
-                   tally: InputTally | None = None) -> Iterator[tuple]:
+                   tally: InputTally | None = None, id_type: pa.DataType = IDS) -> Iterator[tuple]:
     """``(start, slice, input_ids, n_tokens, text_bytes)`` for each slice of ``rows`` holding at
-    most ``SLICE_BYTES`` of text: ``input_ids`` list<int32> (null for null text), ``n_tokens``
+    most ``SLICE_BYTES`` of text: ``input_ids`` list<``id_type``> (null for null text), ``n_tokens``
     int32, ``text_bytes`` each row's size as read. The text rule's work on a slice is counted
     in ``tally`` before the slice is yielded."""
     byte_lengths = text_bytes(rows.column(text_index))
     for start, stop in itertools.pairwise(slice_points(byte_lengths, SLICE_BYTES)):
         part = rows.slice(start, stop - start)
-        input_ids, n_tokens = id_columns(*encode_column(encoder, part.column(text_index), tally))
+        input_ids, n_tokens = id_columns(*encode_column(encoder, part.column(text_index), tally), id_type)
         yield start, part, input_ids, n_tokens, byte_lengths[start:stop]
     fail_once("encode")  # the test hook (faults.py), after a batch went out: off unless a test asks
 
@@ -215,22 +217,22 @@ def encode_column(encoder: BatchEncoder, column: pa.Array, tally: InputTally | N
     return encoder.encode_texts(arrow_text(column, tally), nulls=column.is_null().to_numpy(zero_copy_only=False))
 
 
-def id_columns(values: np.ndarray, offsets: np.ndarray, nulls: np.ndarray) -> tuple[pa.ListArray, pa.Array]:
-    """``input_ids`` (list<int32>, null where ``nulls``) and ``n_tokens`` (int32) of
-    :meth:`~bpe_spark.batch_encoder.BatchEncoder.encode_texts`' output; the ids are not copied."""
-    value_type = pa.from_numpy_dtype(values.dtype) if values.dtype in _NARROW else pa.int32()
+def id_columns(values: np.ndarray, offsets: np.ndarray, nulls: np.ndarray,
+               id_type: pa.DataType = IDS) -> tuple[pa.ListArray, pa.Array]:
+    """``input_ids`` (list<``id_type``>, null where ``nulls``) and ``n_tokens`` (int32) of
+    :meth:`~bpe_spark.batch_encoder.BatchEncoder.encode_texts`' output; int32 ids are not copied,
+    others are :func:`narrowed`."""
     input_ids = pa.ListArray.from_arrays(
-        pa.array(offsets.astype(np.int32)), pa.array(values, type=value_type), mask=pa.array(nulls)
+        pa.array(offsets.astype(np.int32)), pa.array(narrowed(values, id_type), type=id_type), mask=pa.array(nulls)
     )
     return input_ids, pa.array(np.diff(offsets).astype(np.int32), type=pa.int32())
 
 
-_NARROW = (np.dtype(np.uint16), np.dtype(np.uint32))  # the shards' token types besides int32
 _NARROW_BLOCK = 1 << 20
 
 
 def narrowed(values: np.ndarray, id_type: pa.DataType) -> np.ndarray:
-    """Int32 ``values`` (ids) as ``id_type``, over their own buffer when they may be written (a
+    """The ids ``values`` as ``id_type``, over their own buffer when they may be written (a
     long document's ids: never a second copy of them), else copied. Every id fits the type
     the model's largest id chose.
 
@@ -255,18 +257,6 @@ def narrowed(values: np.ndarray, id_type: pa.DataType) -> np.ndarray:
         out[at:end] = values[at:end]
         at = end
     return out[:n]
-
-
-def stored_ids(input_ids: pa.ListArray, id_type: pa.DataType) -> pa.ListArray:
-    """``input_ids`` with its ids as ``id_type`` (a cast checked by Arrow: every id fits the type
-    the model's largest id chose), or as it is when they already are.
-
-    >>> stored_ids(pa.array([[5, 300], None], pa.list_(pa.int32())), pa.uint16()).type
-    ListType(list<item: uint16>)
-    """
-    if input_ids.type.value_type == id_type:
-        return input_ids
-    return input_ids.cast(pa.list_(id_type))
 
 
 def arrow_text(column: pa.Array, tally: InputTally | None = None) -> list[str | None]:
