@@ -29,7 +29,7 @@ java:
 	  echo "bpe-spark needs Java 17 or newer for Spark; install it (e.g. Temurin 17) and put 'java' on the PATH" >&2; exit 1; \
 	fi
 
-$(STAMP): pyproject.toml setup.py bpe_spark/_fastbpe.c bpe_spark/_fastenc.c bpe_spark/_bpe_common.h bpe_spark/_pretokenizer.h bpe_spark/_bpe_merge.h bpe_spark/_pretoken_cache.h
+$(STAMP): pyproject.toml setup.py bpe_spark/_fastbpe.c bpe_spark/_fastenc.c bpe_spark/_bpe_common.h bpe_spark/_pretokenizer.h bpe_spark/_bpe_merge.h bpe_spark/_pretoken_cache.h bpe_spark/_jsonl_scan.h
 	@test -x $(PY) || python3 -m venv $(VENV)
 	$(PY) -m pip install -q --upgrade pip
 	$(PY) -m pip install -q -e '.[dev]'

@@ -15,7 +15,8 @@ optional = os.environ.get("BPE_SPARK_REQUIRE_EXTENSION", "") != "1"
 
 # What both extensions include (allocation, growth, hashing, tables): a change rebuilds both, and
 # the sdist ships it.
-common = ["bpe_spark/_bpe_common.h", "bpe_spark/_pretokenizer.h", "bpe_spark/_bpe_merge.h", "bpe_spark/_pretoken_cache.h"]
+common = ["bpe_spark/_bpe_common.h", "bpe_spark/_pretokenizer.h", "bpe_spark/_bpe_merge.h", "bpe_spark/_pretoken_cache.h",
+          "bpe_spark/_jsonl_scan.h"]
 
 setup(
     # The wheel holds the built extensions, not their sources (the sdist has those).

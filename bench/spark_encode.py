@@ -119,10 +119,9 @@ def spark_way(args: dict) -> dict:
         if cached is not None:
             encode(cached, tok).write.format("noop").mode("overwrite").save()
             return
-        source = {"text -> parquet": ("text", "text"), "text -> bin": ("text", "text"),
-                  "parquet -> parquet": ("parquet", "parquet"), "jsonl -> parquet": ("jsonl", "jsonl")}[way]
-        docs = read_documents(spark, args[source[0]], input_format=source[1])
-        encode_dataset(docs, tok, out, output_format="bin" if way.endswith("bin") else "parquet", overwrite=True)
+        source, _, output = way.partition(" -> ")
+        docs = read_documents(spark, args[source], input_format=source)
+        encode_dataset(docs, tok, out, output_format=output, overwrite=True)
 
     started = time.perf_counter()
     once()

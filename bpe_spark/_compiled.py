@@ -25,7 +25,7 @@ from bpe_spark.patterns import compiled_preset
 # place and not versioned, so a `git pull` without `pip install -e .` leaves them stale) is
 # ignored, with a warning, rather than half used.
 FASTBPE_API = 8
-FASTENC_API = 6
+FASTENC_API = 7
 
 _WHAT = {"_fastbpe": "the merge engine", "_fastenc": "the pretokenizer, counter and encoder"}
 # What pure Python costs, measured on en_books on one core (README, Performance).

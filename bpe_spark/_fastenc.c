@@ -16,6 +16,7 @@
  *   looked up first. A text's pretokens are looked up in groups (GROUP), their slots asked for
  *   first. Lists of ids share one int object per id (id_objects).
  * - PretokenCounter counts the pretokens of texts with the same pretokenizer.
+ * - jsonl_texts (_jsonl_scan.h) finds the text field of JSON Lines records.
  *
  * Text comes in as str, so its UTF-8 is well formed; the decoder still never reads past the end
  * of its buffer (a cut-short sequence counts as one byte of no class). Lone surrogates, which
@@ -26,6 +27,7 @@
 #include "_pretokenizer.h"
 #include "_bpe_merge.h"
 #include "_pretoken_cache.h"
+#include "_jsonl_scan.h"
 
 /* --- the encoder ---------------------------------------------------------------------------- */
 
@@ -1132,6 +1134,7 @@ static PyMethodDef module_methods[] = {
     {"has_char_classes", (PyCFunction)has_char_classes, METH_NOARGS, "True once set_char_classes ran."},
     {"_pretoken_ends", (PyCFunction)pretoken_ends, METH_VARARGS,
      "Test hook: _pretoken_ends(pattern, data: bytes) -> the end offset of each pretoken."},
+    JSONL_TEXTS_METHOD,
     FAIL_ALLOCATIONS_METHOD,
     {NULL, NULL, 0, NULL},
 };
@@ -1145,7 +1148,7 @@ PyMODINIT_FUNC PyInit__fastenc(void) {
     PyObject *m = PyModule_Create(&fastenc_module);
     if (m == NULL) return NULL;
     /* bpe_spark/_compiled.py checks this: a stale build (older source) is not used */
-    if (PyModule_AddIntConstant(m, "API_VERSION", 6) < 0) {
+    if (PyModule_AddIntConstant(m, "API_VERSION", 7) < 0) {
         Py_DECREF(m);
         return NULL;
     }

@@ -24,9 +24,12 @@ Line numbers: Spark cuts a file into blocks and a task knows only its block's st
 number of a record in a local file is found by counting the newlines before the block (only
 when a record is bad), else the message names the block and the line within it.
 
-Parsing: a line that is exactly one JSON object is scanned in place by the scanner ``json.loads``
-runs (:func:`parse_spans`), without a ``str`` per line or ``json.loads``' checks around it; any
-other line takes :func:`parse_record`, so both give ``json.loads``' answer.
+Parsing: with the compiled encoder, the raw lines go to its JSON scanner (:func:`scan_lines`,
+``_jsonl_scan.h``), which answers the lines it is sure of (a string or null text, a blank line)
+and leaves every other line to :func:`parse_record`. Without it, a line that is exactly one JSON
+object is scanned in place by the scanner ``json.loads`` runs (:func:`parse_spans`), without a
+``str`` per line or ``json.loads``' checks around it; any other line takes
+:func:`parse_record`. All three give ``json.loads``' answer.
 """
 
 from __future__ import annotations
@@ -42,6 +45,7 @@ from pyspark.sql import DataFrame, Observation
 from pyspark.sql import functions as F
 from pyspark.sql.types import LongType, StringType, StructField, StructType
 
+from bpe_spark import _compiled
 from bpe_spark.errors import BadInputError, option
 from bpe_spark.long_documents import LongDocument
 from bpe_spark.spark.encode_tasks import BLOCK, FILE, carry_segments, segment_runs
@@ -106,11 +110,15 @@ class ParsedBatch:
         keep[self.blank] = False
         return keep
 
+    def column(self) -> pa.Array:
+        """The texts of the lines that hold a record, as an Arrow string array."""
+        return self.texts if isinstance(self.texts, pa.Array) else pa.array(self.texts, pa.string())
+
     def arrays(self) -> list[pa.Array]:
         keep = self.keep()
         replaced = np.where(self.bad[keep] > 0, 0, self.replaced[keep])  # a bad record's are not counted
         kept = self.kept if len(self.kept) == len(self.texts) else [None] * len(self.texts)
-        return [pa.array(self.texts, pa.string()), pa.array(kept, pa.string()), pa.array(self.bad[keep]),
+        return [self.column(), pa.array(kept, pa.string()), pa.array(self.bad[keep]),
                 pa.array(replaced), pa.array((replaced > 0).astype(np.int64))]
 
 
@@ -120,6 +128,9 @@ def parse_batch(raw: pa.Array, text_col: str, keep_columns: tuple[str, ...]) -> 
     that is not UTF-8 is decoded line by line by the text rule (counted)."""
     n = len(raw)
     offsets = np.frombuffer(raw.buffers()[1], dtype=np.int32)[raw.offset:raw.offset + n + 1].astype(np.int64)
+    if not keep_columns and (scanned := scan_lines(raw.buffers()[2] or b"", offsets[:-1], offsets[1:],
+                                                   text_col)) is not None:
+        return scanned
     replaced = np.zeros(n, dtype=np.int64)
     try:
         raw.cast(pa.string()).validate(full=True)
@@ -158,6 +169,58 @@ def char_offsets(data: bytes, offsets: np.ndarray) -> np.ndarray:
     return offsets - before
 
 
+def scan_lines(data, starts: np.ndarray, ends: np.ndarray, text_col: str) -> ParsedBatch | None:
+    """Parse the raw lines ``data[starts[i]:ends[i]]`` (UTF-8 bytes, no ``\\n``) with the
+    compiled scanner (``_jsonl_scan.h``), its texts one Arrow array over the bytes it unescaped
+    (no ``str`` per line); None without the compiled encoder. The scanner answers a line only
+    where ``json.loads`` gives the same answer (a string or null text, a blank line); every
+    other line takes :func:`parse_record` here, decoded by the text rule, so the result is
+    :func:`parse_spans`' own."""
+    if not _compiled.encoder_available():
+        return None
+    try:
+        key = text_col.encode("utf-8")
+    except UnicodeEncodeError:  # a lone surrogate: no record's field can match it as bytes
+        return None
+    starts, ends = np.ascontiguousarray(starts, dtype=np.int64), np.ascontiguousarray(ends, dtype=np.int64)
+    answers, offsets, texts = _compiled._fastenc.jsonl_texts(data, starts, ends, key)
+    answers = np.frombuffer(answers, dtype=np.uint8).copy()
+    n = len(answers)
+    parsed = ParsedBatch(n)
+    column = pa.StringArray.from_buffers(n, pa.py_buffer(offsets), pa.py_buffer(texts))
+    patch: list[str | None] = []  # the values of the lines answered here, then one null
+    index = None
+    unsure = np.flatnonzero(answers == _UNSURE)
+    if len(unsure):
+        view, index = memoryview(data), np.arange(n)
+        for i in unsure.tolist():
+            line, replaced = decode_counted(view[starts[i]:ends[i]].tobytes())
+            value, _, problem, surrogates = parse_record(line, text_col)
+            if problem == "":
+                answers[i] = _BLANK
+                continue
+            if problem is not None:
+                parsed.bad[i] = 1
+                parsed.problem = parsed.problem or (i, problem)
+            parsed.replaced[i] = replaced + surrogates
+            index[i] = n + len(patch)
+            patch.append(value)
+    nulls = answers == _NULL
+    if nulls.any():
+        index = np.arange(n) if index is None else index
+        index[nulls] = n + len(patch)
+        patch.append(None)
+    if index is not None:
+        column = pa.concat_arrays([column, pa.array(patch, pa.string())]).take(pa.array(index))
+    keep = answers != _BLANK
+    if not keep.all():
+        parsed.blank = np.flatnonzero(~keep).tolist()
+        column = column.filter(pa.array(keep))
+    parsed.texts = column
+    return parsed
+
+
+_NULL, _BLANK, _UNSURE = 1, 2, 3  # the scanner's answers other than a text (_jsonl_scan.h)
 _SCAN = json.JSONDecoder().scan_once  # what json.loads runs, without its checks around it
 
 
@@ -346,9 +409,11 @@ class SplitRecords:
             replaced = parsed.replaced[keep][good]  # a bad record's are not counted
             self.tally.count(int(replaced.sum()), int(np.count_nonzero(replaced)))
             self.skipped += len(good) - int(good.sum())
-            texts = parsed.texts if good.all() else [text for text, ok in zip(parsed.texts, good.tolist()) if ok]
-            if texts:
-                yield pa.array(texts, pa.string())
+            texts = parsed.column()
+            if not good.all():
+                texts = texts.filter(pa.array(good))
+            if len(texts):
+                yield texts
 
     def _parse(self, block) -> ParsedBatch:
         text_col = self.source.text_col
@@ -360,6 +425,8 @@ class SplitRecords:
         ends = np.flatnonzero(np.frombuffer(block, dtype=np.uint8) == 10)
         starts = np.zeros(len(ends), dtype=np.int64)
         starts[1:] = ends[:-1] + 1
+        if (scanned := scan_lines(block, starts, ends, text_col)) is not None:
+            return scanned
         try:
             text = block.decode("utf-8")
         except UnicodeDecodeError:
