@@ -6,10 +6,10 @@ rate per core, for every way in. Each way in is measured in a fresh child proces
 the whole input (Python workers start, the encoders' caches and the JIT warm), then ``runs``
 timed encodes in the same session, median. The ways in, all on en_books (one document per line):
 
-- ``text -> parquet`` / ``text -> bin``: ``encode_dataset(read_documents(text file))``, the text
-  read by the tasks themselves (:mod:`bpe_spark.spark.textsplits`);
-- ``parquet -> parquet``: a Parquet file (one ``text`` row per line) read by Spark's reader;
-- ``jsonl -> parquet``: a JSON Lines file (``{"text": line}``) through ``read_documents``;
+- ``X -> Y``: ``encode_dataset(read_documents(file of format X), output_format=Y)``, for a text
+  file, a Parquet file (one ``text`` row per line, row groups of 32k rows) and a JSON Lines file
+  (``{"text": line}``), each read by the encoding tasks themselves, to ``bin`` shards (the way
+  in alone) and to Parquet (the output's cost beside it);
 - ``encode(df), cached``: ``encode(df, tok)`` of a cached DataFrame of that Parquet file, forced
   by a ``noop`` write (every row's ids built in the JVM, nothing written).
 
@@ -34,10 +34,12 @@ from bench.run import SPARK_CORES, Context, Row, Sample, median, run_worker, spa
 from bench.workers import IdDigest, _emit, _lines
 
 TARGET = 0.5  # Spark per core / in-process flat, one thread
-WAYS = ("text -> parquet", "text -> bin", "parquet -> parquet", "jsonl -> parquet", "encode(df), cached")
-# the same ways on en_books SCALE times over (403 MB): where a job's fixed costs no longer dominate
+# "X -> Y": local files of format X read by read_documents, encoded to output format Y
+WAYS = ("text -> bin", "parquet -> bin", "jsonl -> bin", "encode(df), cached", "text -> parquet",
+        "parquet -> parquet", "jsonl -> parquet")
+# the ways on en_books SCALE times over (403 MB): where a job's fixed costs no longer dominate
 SCALE = 10
-SCALED_WAYS = ("text -> bin", "parquet -> parquet")
+SCALED_WAYS = ("text -> bin", "parquet -> bin", "jsonl -> bin", "encode(df), cached", "parquet -> parquet")
 
 
 # --- inputs -------------------------------------------------------------------------------------
@@ -180,10 +182,12 @@ def _digest(spark, cached, tok, out: str, way: str) -> dict:
     if cached is not None:
         from bpe_spark.spark import encode
 
-        table = encode(cached, tok).toArrow().sort_by("doc_id")
-        if table.column("doc_id").to_pylist() != list(range(table.num_rows)):
+        # through Spark's Parquet writer: 100M ids collected to the driver would not fit its heap
+        encode(cached, tok).select("doc_id", "input_ids").write.mode("overwrite").parquet(out)
+        table = pq.read_table(out).sort_by("doc_id")
+        if not np.array_equal(table.column("doc_id").to_numpy(), np.arange(table.num_rows)):
             raise RuntimeError("encode(df): doc_id is not 0..n-1")
-        rows = table.column("input_ids").to_pylist()
+        rows = _rows(table)
     elif way.endswith("bin"):
         from bpe_spark.shards import read_shards
 
@@ -197,12 +201,19 @@ def _digest(spark, cached, tok, out: str, way: str) -> dict:
             if not np.array_equal(doc_ids, np.arange(expected, expected + len(doc_ids))):
                 raise RuntimeError(f"{out}: doc_id is not 0..n-1 in file order")
             expected += len(doc_ids)
-            for chunk in table.column("input_ids").chunks:  # numpy views, not a Python int per id
-                values, offsets = chunk.values.to_numpy(), chunk.offsets.to_numpy()
-                rows += [values[a:b] for a, b in itertools.pairwise(offsets)]
+            rows += _rows(table)
     for row in rows:
         digest.add(np.asarray(row, dtype=np.int32))
     return {"digest": digest.hexdigest(), "tokens": digest.tokens, "documents": digest.documents}
+
+
+def _rows(table) -> list:
+    """The ``input_ids`` of ``table``, one numpy view per row (not a Python int per id)."""
+    rows = []
+    for chunk in table.column("input_ids").chunks:
+        values, offsets = chunk.values.to_numpy(), chunk.offsets.to_numpy()
+        rows += [values[a:b] for a, b in itertools.pairwise(offsets)]
+    return rows
 
 
 TASKS = {"flat": flat, "spark_way": spark_way}
@@ -225,6 +236,7 @@ def case_e4(ctx: Context) -> None:
     scaled = {} if ctx.quick else {"text": str(inputs.scaled_text(text, SCALE))}
     if scaled:
         scaled["parquet"] = str(parquet_of(Path(scaled["text"])))
+        scaled["jsonl"] = str(jsonl_of(Path(scaled["text"])))
     ways = [*WAYS, *(f"{way} @{SCALE}x" for way in (SCALED_WAYS if scaled else ()))]
     samples: dict[str, list[Sample]] = {"flat": [], **{way: [] for way in ways}}
     events = ctx.scratch / "E4-events"
