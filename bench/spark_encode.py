@@ -183,8 +183,10 @@ def _digest(spark, cached, tok, out: str, way: str) -> dict:
         from bpe_spark.spark import encode
 
         # through Spark's Parquet writer: 100M ids collected to the driver would not fit its heap
-        encode(cached, tok).select("doc_id", "input_ids").write.mode("overwrite").parquet(out)
-        table = pq.read_table(out).sort_by("doc_id")
+        written = f"{out}-df"
+        encode(cached, tok).select("doc_id", "input_ids").write.mode("overwrite").parquet(written)
+        table = pq.read_table(written).sort_by("doc_id")
+        shutil.rmtree(written)
         if not np.array_equal(table.column("doc_id").to_numpy(), np.arange(table.num_rows)):
             raise RuntimeError("encode(df): doc_id is not 0..n-1")
         rows = _rows(table)
