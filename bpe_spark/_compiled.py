@@ -6,8 +6,8 @@ Without them bpe_spark runs its pure-Python code, with the same results (tests p
 says so once per process in the ``bpe_spark`` log (a Spark executor's log shows it too).
 
 Environment: ``BPE_SPARK_ENGINE=python`` forces the pure-Python merge engine and
-``BPE_SPARK_ENCODER=python`` the pure-Python pretokenizer, counter and encoder (for comparison
-and debugging).
+``BPE_SPARK_ENCODER=python`` the pure-Python pretokenizer, counter, encoder and JSON Lines
+parsing (for comparison and debugging).
 """
 
 from __future__ import annotations
@@ -27,7 +27,7 @@ from bpe_spark.patterns import compiled_preset
 FASTBPE_API = 8
 FASTENC_API = 7
 
-_WHAT = {"_fastbpe": "the merge engine", "_fastenc": "the pretokenizer, counter and encoder"}
+_WHAT = {"_fastbpe": "the merge engine", "_fastenc": "the pretokenizer, counter, encoder and JSON scanner"}
 # What pure Python costs, measured on en_books on one core (README, Performance).
 _COST = {"_fastbpe": "merging about 10x", "_fastenc": "encoding about 15x, 2 MB/s per core instead of 30+"}
 _not_built: list[str] = []

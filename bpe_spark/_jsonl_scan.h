@@ -87,6 +87,19 @@ static uint8_t *jl_put_utf8(uint8_t *o, uint32_t cp) {
     return o;
 }
 
+#define JL_ONES 0x0101010101010101ULL
+#define JL_HIGH 0x8080808080808080ULL
+#define JL_ZERO_BYTE(v) (((v) - JL_ONES) & ~(v) & JL_HIGH)
+
+/* Whether any of the 8 bytes at p ends a plain run of a string: a quote, a backslash, a control
+ * character or a byte of a multi-byte sequence (the byte loop then finds which). */
+static inline int jl_special8(const uint8_t *p) {
+    uint64_t w;
+    memcpy(&w, p, 8);
+    return ((w & JL_HIGH) | ((w - JL_ONES * 0x20) & ~w & JL_HIGH) | JL_ZERO_BYTE(w ^ (JL_ONES * '"')) |
+            JL_ZERO_BYTE(w ^ (JL_ONES * '\\'))) != 0;
+}
+
 /* A string at c->p (its opening quote); its value goes to c->out when that is set. *escaped
  * tells whether it held a backslash. 0, or -1: not one this scanner is sure of. */
 static int jl_string(JlCursor *c, int *escaped) {
@@ -95,6 +108,7 @@ static int jl_string(JlCursor *c, int *escaped) {
     *escaped = 0;
     while (p < end) {
         const uint8_t *run = p;
+        while (end - p >= 8 && !jl_special8(p)) p += 8;
         while (p < end && *p >= 0x20 && *p < 0x80 && *p != '"' && *p != '\\') p++;
         if (o != NULL && p > run) {
             memcpy(o, run, (size_t)(p - run));

@@ -177,5 +177,5 @@ def test_a_missing_extension_is_logged_once_per_process():
     logged = [line for line in lines if line.startswith("bpe_spark ")]
     assert len(logged) == 1, done.stdout  # one line for both, with what it costs
     assert "bpe_spark._fastbpe and bpe_spark._fastenc are not built" in logged[0]
-    assert "the merge engine and the pretokenizer, counter and encoder run in pure Python" in logged[0]
+    assert "the merge engine and the pretokenizer, counter, encoder and JSON scanner run in pure Python" in logged[0]
     assert "encoding about 15x" in logged[0] and "pip install -e ." in logged[0]
