@@ -1,15 +1,16 @@
 /* _jsonl_scan.h: the text field of JSON Lines records, scanned in C (included by _fastenc.c).
  *
- * jsonl_texts(data, starts, ends, key) reads line i = data[starts[i]:ends[i]] and answers, per
- * line, one of: JL_TEXT (the line is one JSON object whose last `key` field is a string: its
- * value, unescaped to UTF-8, is written out), JL_NULL (that field is JSON null), JL_BLANK (only
- * JSON whitespace) or JL_UNSURE. It answers the first three only where `json.loads` of the line
- * (bpe_spark/spark/jsonl.py, parse_record) gives the same: the grammar accepted is a subset of
- * Python's, strictly RFC 8259. Everything else is JL_UNSURE, and Python decides that line:
- * invalid UTF-8, lone surrogate escapes, control characters in strings, NaN and Infinity, keys
- * with escapes longer than JL_MAX_ESCAPED_KEY bytes, integers of more than JL_MAX_INT_DIGITS digits, nesting deeper than
- * JL_MAX_DEPTH, a BOM, other Unicode whitespace, a missing text field or one of another type,
- * anything after the object. Python's dict keeps a repeated key's last value; so does this.
+ * jsonl_texts(data, starts, ends, key) reads line i = data[starts[i]:ends[i]] (or data's lines,
+ * cut at each newline) and answers, per line, one of: JL_TEXT (the line is one JSON object
+ * whose last `key` field is a string: its value, unescaped to UTF-8, is written out), JL_NULL
+ * (that field is JSON null), JL_BLANK (only JSON whitespace) or JL_UNSURE. It answers the first
+ * three only where `json.loads` of the line (bpe_spark/spark/jsonl.py, parse_record) gives the
+ * same: the grammar accepted is a subset of Python's, strictly RFC 8259. Everything else is
+ * JL_UNSURE, and Python decides that line: invalid UTF-8, lone surrogate escapes, control
+ * characters in strings, NaN and Infinity, escaped keys longer than JL_MAX_ESCAPED_KEY bytes,
+ * integers of more than JL_MAX_INT_DIGITS digits, nesting deeper than JL_MAX_DEPTH, a BOM,
+ * other Unicode whitespace, a missing text field or one of another type, anything after the
+ * object. Python's dict keeps a repeated key's last value; so does this.
  *
  * An unescaped string is never longer than its JSON form, so the output buffer is sized once.
  */
@@ -305,27 +306,43 @@ static int jl_line(const uint8_t *p, const uint8_t *end, const uint8_t *key, siz
     return found;
 }
 
-/* jsonl_texts(data, starts: int64 bytes, ends: int64 bytes, key: bytes)
- *   -> (answers: uint8 per line, offsets: int32 per line + 1, texts: bytes) */
+/* jsonl_texts(data, starts: int64 buffer | None, ends: int64 buffer | None, key: bytes)
+ *   -> (answers: uint8 per line, offsets: int32 per line + 1, texts: bytes)
+ * Without starts and ends, the lines are data's, each ending with a newline (not part of it;
+ * bytes after the last newline are no line). */
 static PyObject *jsonl_texts(PyObject *self, PyObject *args) {
     (void)self;
-    Py_buffer data, starts, ends, key;
-    if (!PyArg_ParseTuple(args, "y*y*y*y*", &data, &starts, &ends, &key)) return NULL;
+    Py_buffer data, key, starts = {0}, ends = {0};
+    PyObject *starts_obj, *ends_obj;
+    if (!PyArg_ParseTuple(args, "y*OOy*", &data, &starts_obj, &ends_obj, &key)) return NULL;
     PyObject *answers = NULL, *offsets = NULL, *texts = NULL, *result = NULL;
-    Py_ssize_t n = starts.len / (Py_ssize_t)sizeof(int64_t);
-    const int64_t *lo = (const int64_t *)starts.buf, *hi = (const int64_t *)ends.buf;
-    if (starts.len % (Py_ssize_t)sizeof(int64_t) || ends.len != starts.len) {
-        PyErr_SetString(PyExc_ValueError, "starts and ends must be int64 buffers of one length");
+    const uint8_t *bytes = (const uint8_t *)data.buf;
+    int given = starts_obj != Py_None;
+    if (given != (ends_obj != Py_None)) {
+        PyErr_SetString(PyExc_ValueError, "give both starts and ends, or neither");
         goto done;
     }
-    Py_ssize_t total = 0;
-    for (Py_ssize_t i = 0; i < n; i++) {
-        if (lo[i] < 0 || lo[i] > hi[i] || hi[i] > data.len) {
-            PyErr_Format(PyExc_ValueError, "line %zd [%lld, %lld) is outside the data", i, (long long)lo[i],
-                         (long long)hi[i]);
+    if (given && (PyObject_GetBuffer(starts_obj, &starts, PyBUF_SIMPLE) < 0 ||
+                  PyObject_GetBuffer(ends_obj, &ends, PyBUF_SIMPLE) < 0)) goto done;
+    Py_ssize_t n = 0, total = 0;
+    const int64_t *lo = (const int64_t *)starts.buf, *hi = (const int64_t *)ends.buf;
+    if (given) {
+        n = starts.len / (Py_ssize_t)sizeof(int64_t);
+        if (starts.len % (Py_ssize_t)sizeof(int64_t) || ends.len != starts.len) {
+            PyErr_SetString(PyExc_ValueError, "starts and ends must be int64 buffers of one length");
             goto done;
         }
-        total += (Py_ssize_t)(hi[i] - lo[i]);
+        for (Py_ssize_t i = 0; i < n; i++) {
+            if (lo[i] < 0 || lo[i] > hi[i] || hi[i] > data.len) {
+                PyErr_Format(PyExc_ValueError, "line %zd [%lld, %lld) is outside the data", i, (long long)lo[i],
+                             (long long)hi[i]);
+                goto done;
+            }
+            total += (Py_ssize_t)(hi[i] - lo[i]);
+        }
+    } else {
+        for (const uint8_t *p = bytes, *stop = bytes + data.len; (p = memchr(p, '\n', (size_t)(stop - p))) != NULL; p++) n++;
+        total = data.len;
     }
     if (total > INT32_MAX) {
         PyErr_SetString(PyExc_OverflowError, "the lines hold more than 2 GiB");
@@ -338,11 +355,20 @@ static PyObject *jsonl_texts(PyObject *self, PyObject *args) {
     uint8_t *answer = (uint8_t *)PyBytes_AS_STRING(answers), *base = (uint8_t *)PyBytes_AS_STRING(texts);
     int32_t *offset = (int32_t *)PyBytes_AS_STRING(offsets);
     uint8_t *out = base;
-    const uint8_t *bytes = (const uint8_t *)data.buf;
     offset[0] = 0;
     Py_BEGIN_ALLOW_THREADS
+    const uint8_t *line = bytes, *stop = bytes + data.len;
     for (Py_ssize_t i = 0; i < n; i++) {
-        answer[i] = (uint8_t)jl_line(bytes + lo[i], bytes + hi[i], (const uint8_t *)key.buf, (size_t)key.len, &out);
+        const uint8_t *a, *b;
+        if (given) {
+            a = bytes + lo[i];
+            b = bytes + hi[i];
+        } else {
+            a = line;
+            b = memchr(line, '\n', (size_t)(stop - line));
+            line = b + 1;
+        }
+        answer[i] = (uint8_t)jl_line(a, b, (const uint8_t *)key.buf, (size_t)key.len, &out);
         offset[i + 1] = (int32_t)(out - base);
     }
     Py_END_ALLOW_THREADS
@@ -353,8 +379,8 @@ done:
     Py_XDECREF(offsets);
     Py_XDECREF(texts);
     PyBuffer_Release(&data);
-    PyBuffer_Release(&starts);
-    PyBuffer_Release(&ends);
+    if (starts.obj != NULL) PyBuffer_Release(&starts);
+    if (ends.obj != NULL) PyBuffer_Release(&ends);
     PyBuffer_Release(&key);
     return result;
 }

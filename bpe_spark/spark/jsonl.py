@@ -169,12 +169,13 @@ def char_offsets(data: bytes, offsets: np.ndarray) -> np.ndarray:
     return offsets - before
 
 
-def scan_lines(data, starts: np.ndarray, ends: np.ndarray, text_col: str) -> ParsedBatch | None:
-    """Parse the raw lines ``data[starts[i]:ends[i]]`` (UTF-8 bytes, no ``\\n``) with the
-    compiled scanner (``_jsonl_scan.h``), its texts one Arrow array over the bytes it unescaped
-    (no ``str`` per line); None without the compiled encoder. The scanner answers a line only
-    where ``json.loads`` gives the same answer (a string or null text, a blank line); every
-    other line takes :func:`parse_record` here, decoded by the text rule, so the result is
+def scan_lines(data, starts: np.ndarray | None, ends: np.ndarray | None, text_col: str) -> ParsedBatch | None:
+    """Parse the raw lines ``data[starts[i]:ends[i]]`` (UTF-8 bytes, no ``\\n``; without
+    ``starts`` and ``ends``: each line of ``data`` up to its ``\\n``) with the compiled scanner
+    (``_jsonl_scan.h``), its texts one Arrow array over the bytes it unescaped (no ``str`` per
+    line); None without the compiled encoder. The scanner answers a line only where
+    ``json.loads`` gives the same answer (a string or null text, a blank line); every other line
+    takes :func:`parse_record` here, decoded by the text rule, so the result is
     :func:`parse_spans`' own."""
     if not _compiled.encoder_available():
         return None
@@ -182,7 +183,8 @@ def scan_lines(data, starts: np.ndarray, ends: np.ndarray, text_col: str) -> Par
         key = text_col.encode("utf-8")
     except UnicodeEncodeError:  # a lone surrogate: no record's field can match it as bytes
         return None
-    starts, ends = np.ascontiguousarray(starts, dtype=np.int64), np.ascontiguousarray(ends, dtype=np.int64)
+    if starts is not None:
+        starts, ends = np.ascontiguousarray(starts, dtype=np.int64), np.ascontiguousarray(ends, dtype=np.int64)
     answers, offsets, texts = _compiled._fastenc.jsonl_texts(data, starts, ends, key)
     answers = np.frombuffer(answers, dtype=np.uint8).copy()
     n = len(answers)
@@ -192,6 +194,8 @@ def scan_lines(data, starts: np.ndarray, ends: np.ndarray, text_col: str) -> Par
     index = None
     unsure = np.flatnonzero(answers == _UNSURE)
     if len(unsure):
+        if starts is None:
+            starts, ends = _line_bounds(data)
         view, index = memoryview(data), np.arange(n)
         for i in unsure.tolist():
             line, replaced = decode_counted(view[starts[i]:ends[i]].tobytes())
@@ -218,6 +222,14 @@ def scan_lines(data, starts: np.ndarray, ends: np.ndarray, text_col: str) -> Par
         column = column.filter(pa.array(keep))
     parsed.texts = column
     return parsed
+
+
+def _line_bounds(block) -> tuple[np.ndarray, np.ndarray]:
+    """Where each line of ``block`` (each ending with ``\\n``) starts and ends (its ``\\n``)."""
+    ends = np.flatnonzero(np.frombuffer(block, dtype=np.uint8) == 10)
+    starts = np.zeros(len(ends), dtype=np.int64)
+    starts[1:] = ends[:-1] + 1
+    return starts, ends
 
 
 _NULL, _BLANK, _UNSURE = 1, 2, 3  # the scanner's answers other than a text (_jsonl_scan.h)
@@ -422,11 +434,9 @@ class SplitRecords:
             line = block.text()
             return parse_spans(line, np.zeros(1, np.int64), np.array([len(line) - 1]), text_col, (),
                                np.array([tally.replaced]))
-        ends = np.flatnonzero(np.frombuffer(block, dtype=np.uint8) == 10)
-        starts = np.zeros(len(ends), dtype=np.int64)
-        starts[1:] = ends[:-1] + 1
-        if (scanned := scan_lines(block, starts, ends, text_col)) is not None:
+        if (scanned := scan_lines(block, None, None, text_col)) is not None:
             return scanned
+        starts, ends = _line_bounds(block)
         try:
             text = block.decode("utf-8")
         except UnicodeDecodeError:
