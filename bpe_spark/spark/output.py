@@ -169,7 +169,12 @@ class PieceWriter:
             return
         piece["writer"].close()
         piece["sink"].close()
-        self.fs.move(piece["tmp"], piece["final"])
+        if self.on_piece is not None and self.fs.get_file_info(f"{piece['final']}.json").type != pafs.FileType.NotFound:
+            # a retried task of a resumable run: an earlier attempt finished and recorded this
+            # piece (the same bytes), and a resumed run may be reading it; it stays as it is
+            self.fs.delete_file(piece["tmp"])
+        else:
+            self.fs.move(piece["tmp"], piece["final"])
         self.stats.append((*self.key, piece["seq"], piece["name"], piece["documents"], piece["tokens"],
                            piece["text_bytes"], piece["nulls"], piece["replaced"], piece["affected"], 0,
                            piece["dropped"], 0))
