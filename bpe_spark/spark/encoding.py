@@ -14,7 +14,8 @@ within each file, so ``doc_id`` is the same whatever the partitioning. For other
 partition order, then row order in each partition; after a shuffle (``repartition``) that order
 is not stable, so pass ``id_cols`` there. Since the result is lazy, the documents of each input
 segment are counted first (a JVM-only pass) and each task numbers its rows from its segments'
-first positions (:class:`_Positions`).
+first positions (:class:`_Positions`). When no row was read from a file, the segments are the
+partitions, and the rows go to Python without a segment column.
 
 Null and empty texts: empty text gives ``[]`` (plus BOS/EOS when asked); a null text gives a
 null ``input_ids`` and ``n_tokens`` 0 (no BOS/EOS).
@@ -97,11 +98,14 @@ def encode(
     check_input(df, text_col, id_cols, added)
 
     projection = [F.col(f"`{c}`") for c in id_cols] + [F.col(f"`{text_col}`").alias(TEXT)]
-    segments = None
+    segments, by_partition = None, False
     if position_col is not None:
         df = segmented(df)
-        projection += segment_columns(df)
         segments = _segment_counts(df)
+        # rows not read from files are numbered by partition alone: no segment columns per row
+        # (Spark writes and sizes each column of each row it hands to Python)
+        by_partition = not any(file for file, _, _ in segments)
+        projection += [] if by_partition else segment_columns(df)
     fields = [df.schema[c] for c in id_cols]
     if position_col is not None:
         fields.append(T.StructField(position_col, T.LongType(), False))
@@ -116,7 +120,8 @@ def encode(
 
     def run(batches):
         with interface(speaking):
-            yield from _encode_batches(batches, model=model, text_index=text_index, segments=segments)
+            yield from _encode_batches(batches, model=model, text_index=text_index, segments=segments,
+                                       by_partition=by_partition)
 
     schema = T.StructType([T.StructField(str(i), f.dataType, f.nullable) for i, f in enumerate(fields)])
     return df.select(*projection).mapInArrow(run, schema).toDF(*[f.name for f in fields])
@@ -137,12 +142,15 @@ def _segment_counts(df: DataFrame) -> dict[tuple, tuple[int, int]]:
     return segments
 
 
-def _encode_batches(batches, *, model: ModelBroadcast, text_index: int, segments: dict | None):
-    """mapInArrow body: encode each batch's texts, keep the id columns, add positions."""
+def _encode_batches(batches, *, model: ModelBroadcast, text_index: int, segments: dict | None,
+                    by_partition: bool = False):
+    """mapInArrow body: encode each batch's texts, keep the id columns, add positions (by the
+    segment columns ending each batch, or ``by_partition``: the task's partition is the segment)."""
     from pyspark import TaskContext
 
     encoder = model.encoder()
-    positions = _Positions(segments, TaskContext.get().partitionId()) if segments is not None else None
+    partition = TaskContext.get().partitionId()
+    positions = _Positions(segments, partition, by_partition) if segments is not None else None
     for batch in batches:
         if batch.num_rows == 0:
             continue
@@ -161,14 +169,17 @@ class _Positions:
     """Document positions in a task: its segment's first position + the row's index within the
     segment, checked against the counting pass."""
 
-    def __init__(self, segments: dict[tuple, tuple[int, int]], partition: int):
+    def __init__(self, segments: dict[tuple, tuple[int, int]], partition: int, by_partition: bool = False):
         self.segments = segments
         self.partition = partition
+        self.by_partition = by_partition
         self.seen: dict[tuple, int] = {}
 
     def of(self, batch: pa.RecordBatch) -> np.ndarray:
         out = np.empty(batch.num_rows, dtype=np.int64)
-        for lo, hi, key in segment_runs(batch, self.partition):
+        runs = [(0, batch.num_rows, segment_key("", -1, self.partition))] if self.by_partition \
+            else segment_runs(batch, self.partition)
+        for lo, hi, key in runs:
             entry = self.segments.get(key)
             if entry is None:
                 raise ConfigError(

@@ -228,6 +228,22 @@ def test_documents_not_read_from_files_are_numbered_in_order(spark, tok):
     got = encode(df, tok).toArrow()
     assert got.column("doc_id").to_pylist() == list(range(50))
     assert got.column("input_ids").to_pylist() == [tok.encode(t) for t in texts]
+    # several partitions (no file: numbered by partition, with no segment column per row)
+    spread = spark.sparkContext.parallelize([(t,) for t in texts], 4).toDF("text string")
+    got = encode(spread, tok).toArrow().sort_by("doc_id")
+    assert got.column("doc_id").to_pylist() == list(range(50))
+    assert got.column("input_ids").to_pylist() == [tok.encode(t) for t in texts]
+
+
+def test_rows_from_files_and_from_memory_are_numbered_together(spark, tok, tmp_path):
+    path = tmp_path / "lines.txt"
+    path.write_text("from a file\nand another\n", encoding="utf-8")
+    files = read_documents(spark, str(path))
+    memory = spark.createDataFrame([("in memory",)], "text string")
+    got = encode(files.unionByName(memory), tok).toArrow().sort_by("doc_id")
+    assert got.column("doc_id").to_pylist() == [0, 1, 2]
+    texts = ["in memory", "from a file\n", "and another\n"]  # rows of no file first, then by file
+    assert got.column("input_ids").to_pylist() == [tok.encode(t) for t in texts]
 
 
 def test_special_token_policy(spark, tok, tmp_path):
