@@ -89,6 +89,11 @@ def encoder_available() -> bool:
     return _fastenc is not None and os.environ.get("BPE_SPARK_ENCODER", "auto") != "python"
 
 
+def jsonl_scanner():
+    """The compiled JSON Lines text scanner (``_fastenc.jsonl_texts``, ``_jsonl_scan.h``), or None."""
+    return _fastenc.jsonl_texts if encoder_available() else None
+
+
 def ensure_char_classes() -> None:
     """Give the compiled pretokenizer the ``\\p{L}``, ``\\p{N}`` and ``\\s`` code points of the
     ``regex`` module in use, and o200k's two letter classes, so that it splits exactly as

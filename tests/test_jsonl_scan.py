@@ -80,7 +80,7 @@ def test_the_scanner_answers_plain_records_itself_and_leaves_the_rest_to_python(
              b'{"text": 5}', b'\xef\xbb\xbf{"text": "bom"}']
     data = b"\n".join(lines)
     ends = np.cumsum([len(line) + 1 for line in lines]) - 1
-    answers, offsets, texts = _compiled._fastenc.jsonl_texts(data, ends - [len(line) for line in lines], ends, b"text")
+    answers, offsets, texts = _compiled.jsonl_scanner()(data, ends - [len(line) for line in lines], ends, b"text")
     assert list(answers) == [0, 1, 2, 3, 0, 3, 3]
     offsets = np.frombuffer(offsets, dtype=np.int32)
     assert [texts[a:b].decode() for a, b in itertools.pairwise(offsets)] == ["aé", "", "", "", "k", "", ""]

@@ -93,6 +93,7 @@ def segmented(df: DataFrame) -> DataFrame:
 
 IDS = pa.int32()  # the ids' type unless the shards take another (encode_dataset's pieces)
 
+
 class ModelBroadcast:
     """The model, broadcast once as plain data with the resolved encoder options
     (:func:`~bpe_spark.batch_encoder.batch_options`); on an executor, the process's encoder."""

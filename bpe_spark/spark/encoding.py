@@ -105,7 +105,8 @@ def encode(
         # rows not read from files are numbered by partition alone: no segment columns per row
         # (Spark writes and sizes each column of each row it hands to Python)
         by_partition = not any(file for file, _, _ in segments)
-        projection += [] if by_partition else segment_columns(df)
+        if not by_partition:
+            projection += segment_columns(df)
     fields = [df.schema[c] for c in id_cols]
     if position_col is not None:
         fields.append(T.StructField(position_col, T.LongType(), False))

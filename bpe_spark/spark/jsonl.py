@@ -177,7 +177,8 @@ def scan_lines(data, starts: np.ndarray | None, ends: np.ndarray | None, text_co
     ``json.loads`` gives the same answer (a string or null text, a blank line); every other line
     takes :func:`parse_record` here, decoded by the text rule, so the result is
     :func:`parse_spans`' own."""
-    if not _compiled.encoder_available():
+    scanner = _compiled.jsonl_scanner()
+    if scanner is None:
         return None
     try:
         key = text_col.encode("utf-8")
@@ -185,7 +186,7 @@ def scan_lines(data, starts: np.ndarray | None, ends: np.ndarray | None, text_co
         return None
     if starts is not None:
         starts, ends = np.ascontiguousarray(starts, dtype=np.int64), np.ascontiguousarray(ends, dtype=np.int64)
-    answers, offsets, texts = _compiled._fastenc.jsonl_texts(data, starts, ends, key)
+    answers, offsets, texts = scanner(data, starts, ends, key)
     answers = np.frombuffer(answers, dtype=np.uint8).copy()
     n = len(answers)
     parsed = ParsedBatch(n)
