@@ -156,11 +156,16 @@ def read_documents(
         return _tag_reader(docs, {"skipped_records": 0})
     # JSON Lines: look at the first lines for the columns, then parse every line in the Python
     # tasks (bpe_spark.spark.jsonl), so that Spark does not scan the whole input to infer a schema.
-    sample = _load(lambda p: reader.text(p), paths).limit(JSON_SAMPLE_LINES).collect()
+    # Local files' first lines are read on the driver (Spark's limit() is a job of its own).
+    lines = _load(lambda p: reader.text(p, lineSep="\n"), paths)
+    sample = textsplits.head_lines(lines.inputFiles(), JSON_SAMPLE_LINES) \
+        if shared_input or _local_master(spark) else None
+    if sample is None:
+        sample = [row.value for row in _load(lambda p: reader.text(p), paths).limit(JSON_SAMPLE_LINES).collect()]
     seen: dict[str, None] = {}
-    for row in sample:
+    for line in sample:
         try:
-            record = json.loads(row.value)
+            record = json.loads(line)
         except ValueError:
             continue
         if isinstance(record, dict):
@@ -170,10 +175,9 @@ def read_documents(
                       source=f"the first {JSON_SAMPLE_LINES} records of {', '.join(paths)}")
     keep_fields = [StructField(c, StringType()) for c in keep_columns]
     if keep_columns:
-        inferred = spark.read.json(spark.sparkContext.parallelize([r.value for r in sample])).schema
+        inferred = spark.read.json(spark.sparkContext.parallelize(sample)).schema
         keep_fields = [inferred[c] if c in inferred.fieldNames() else StructField(c, StringType())
                        for c in keep_columns]
-    lines = _load(lambda p: reader.text(p, lineSep="\n"), paths)
     docs, observation = jsonl.read_jsonl(lines, text_col, keep_fields, on_bad_input)
     if not keep_columns and (shared_input or _local_master(spark)):  # encoding tasks may read the files
         docs = jsonl.tag(docs, lines.inputFiles(), text_col, on_bad_input)

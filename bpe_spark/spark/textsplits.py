@@ -98,6 +98,31 @@ def local_files(files: Sequence[str], refused_suffixes: tuple[str, ...] = ()) ->
     return local
 
 
+def head_lines(files: Sequence[str], limit: int) -> list[str] | None:
+    """The first ``limit`` lines of local ``files`` (URI order), read on the driver: each cut at
+    ``\n`` and decoded as UTF-8 with replacement (for a look at JSON Lines' first records, which
+    Spark's text reader would take a job to give). None when a file is not local, is compressed
+    by a codec other than gzip / bzip2, or cannot be read: the caller then asks Spark."""
+    local = local_files(files, refused_suffixes=_PLAIN_SUFFIXES_REFUSED)
+    if not local and files:
+        return None
+    lines: list[str] = []
+    try:
+        for path, _ in local:
+            opener = _COMPRESSED.get(os.path.splitext(path)[1], open)
+            with opener(path, "rb") as fh:
+                while len(lines) < limit:
+                    line = fh.readline()
+                    if not line:
+                        break
+                    lines.append(line.rstrip(b"\n").decode("utf-8", errors="replace"))
+            if len(lines) >= limit:
+                break
+    except _CORRUPT:
+        return None
+    return lines
+
+
 def source_of(df) -> TextSource | None:
     return getattr(df, _ATTRIBUTE, None)
 

@@ -119,3 +119,44 @@ def test_empty_text_files_are_an_empty_corpus(spark, tmp_path):
     (tmp_path / "c.txt").write_bytes(b"\xff\xfe not utf-8 \xc3\x28")  # replaced by U+FFFD, as the JVM does
     tok = train(read_documents(spark, str(tmp_path)), TrainerConfig(vocab_size=260))
     assert tok.metadata["stats"]["documents"] == 1 and tok.metadata["stats"]["bytes"] == 16
+
+
+def test_head_lines_reads_the_first_lines_of_local_files_in_uri_order(tmp_path):
+    with gzip.open(tmp_path / "b.jsonl.gz", "wb") as fh:
+        fh.write(b'{"text": "b1"}\r\n{"text": "b2"}\n')
+    with bz2.open(tmp_path / "c.jsonl.bz2", "wb") as fh:
+        fh.write(b'{"text": "c1"}\n')
+    (tmp_path / "a.jsonl").write_bytes(b'{"text": "\xff"}\n\n')
+    files = sorted(str(p) for p in tmp_path.iterdir())
+    assert textsplits.head_lines(files, 100) == ['{"text": "\ufffd"}', "", '{"text": "b1"}\r', '{"text": "b2"}',
+                                                  '{"text": "c1"}']
+    assert textsplits.head_lines(files, 3) == ['{"text": "\ufffd"}', "", '{"text": "b1"}\r']
+    assert textsplits.head_lines([], 3) == []
+    # not local, another codec, or unreadable: None (the caller asks Spark)
+    assert textsplits.head_lines(["s3a://bucket/a.jsonl"], 3) is None
+    (tmp_path / "d.jsonl.zst").write_bytes(b"\x28\xb5\x2f\xfd")
+    assert textsplits.head_lines([str(tmp_path / "d.jsonl.zst")], 3) is None
+    (tmp_path / "e.jsonl.gz").write_bytes(b"not gzip")
+    assert textsplits.head_lines([str(tmp_path / "e.jsonl.gz")], 3) is None
+
+
+def test_local_jsonl_columns_are_checked_on_the_driver_without_a_job(spark, tmp_path):
+    from bpe_spark.errors import ColumnError
+
+    with gzip.open(tmp_path / "d.jsonl.gz", "wt", encoding="utf-8") as fh:
+        fh.write('{"body": "first doc", "id": 7}\n')
+    context = spark.sparkContext
+    context.setJobGroup("bpe-spark-head-lines", "head lines")
+    try:
+        with pytest.raises(ColumnError, match="'text' not found.*body"):
+            read_documents(spark, str(tmp_path / "d.jsonl.gz"), input_format="jsonl")
+        docs = read_documents(spark, str(tmp_path / "d.jsonl.gz"), input_format="jsonl", text_col="body")
+        assert context.statusTracker().getJobIdsForGroup("bpe-spark-head-lines") == []
+        # kept columns take their types from the same first lines
+        kept = read_documents(spark, str(tmp_path / "d.jsonl.gz"), input_format="jsonl", text_col="body",
+                              keep_columns=["id"])
+    finally:
+        context.setLocalProperty("spark.jobGroup.id", None)
+    assert [tuple(r) for r in docs.collect()] == [("first doc",)]
+    assert kept.schema["id"].dataType.typeName() == "long"
+    assert [tuple(r) for r in kept.collect()] == [("first doc", 7)]
