@@ -349,6 +349,21 @@ def case_t1(ctx: Context) -> None:
                 "tokenizers (2 threads)", "s", ours_s / peer_s, f"<= {T1_TARGET:g}", ours_s / peer_s <= T1_TARGET,
                 same, note=_phases_note(mine, theirs),
                 samples={"ours": [s.wall_seconds for s in mine], "peer": [s.wall_seconds for s in theirs]}))
+    # Spark's floor: the same command on a one-line file (JVM, session, the first Python job,
+    # saving the model and its report), against tokenizers' whole training on the corpus
+    one_line = ctx.scratch / "T1-one-line.txt"
+    one_line.write_text("hello world\n", encoding="utf-8")
+    floor_argv = ["train", "--input", str(one_line), "--vocab-size", "260", "--out", str(ctx.scratch / "T1-floor"),
+                  "--master", f"local[{SPARK_CORES}]", "--overwrite"]
+    floor = [run_cli(floor_argv) for _ in range(ctx.repeat)]
+    floor_s = median(s.wall_seconds for s in floor)
+    ctx.add(Row("T1", "floor: the same command on a one-line file (Spark's fixed cost)", floor_s, peer_s,
+                f"tokenizers (2 threads) on {text.name}", "s", floor_s / peer_s, "", None, None,
+                note="what bpe-spark train costs before any data: JVM and session start, the first Python "
+                     "workers, the count, save and report of an empty model; T1's target needs all of "
+                     f"{text.name}'s training within tokenizers' time; bpe-spark says "
+                     f"{sorted(floor, key=lambda s: s.wall_seconds)[len(floor) // 2].result.get('phases') or '?'}",
+                samples={"ours": [s.wall_seconds for s in floor]}))
 
 
 def case_t2(ctx: Context) -> None:

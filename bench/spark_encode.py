@@ -11,7 +11,13 @@ timed encodes in the same session, median. The ways in, all on en_books (one doc
   (``{"text": line}``), each read by the encoding tasks themselves, to ``bin`` shards (the way
   in alone) and to Parquet (the output's cost beside it);
 - ``encode(df), cached``: ``encode(df, tok)`` of a cached DataFrame of that Parquet file, forced
-  by a ``noop`` write (every row's ids built in the JVM, nothing written).
+  by a ``noop`` write (every row's ids built in the JVM, nothing written); in the same session,
+  Spark's hand-off alone (the counting pass, and the text handed to Python workers that only count
+  rows), against the target's whole budget; at scale also ``encode(df), cached, size check off``,
+  with the Spark property a user may set for short rows (:data:`WAY_CONF`).
+
+Beside ``text -> bin``, the same session also times a one-line file (a Spark encode's fixed
+cost); both floors are reference rows against the target's whole budget for the input's size.
 
 The peer row is the in-process flat rate of the same run: ``Tokenizer.encode_ordinary_flat``
 over the same lines, one thread (``flat`` task, median of ``runs`` after a warm-up call). Every
@@ -39,7 +45,12 @@ WAYS = ("text -> bin", "parquet -> bin", "jsonl -> bin", "encode(df), cached", "
         "parquet -> parquet", "jsonl -> parquet")
 # the ways on en_books SCALE times over (403 MB): where a job's fixed costs no longer dominate
 SCALE = 10
-SCALED_WAYS = ("text -> bin", "parquet -> bin", "jsonl -> bin", "encode(df), cached", "parquet -> parquet")
+SCALED_WAYS = ("text -> bin", "parquet -> bin", "jsonl -> bin", "encode(df), cached", "parquet -> parquet",
+               "encode(df), cached, size check off")
+# ways measured with Spark properties a user may set: Spark sizes the Arrow batch it hands to Python
+# after every row (spark.sql.execution.arrow.maxBytesPerBatch, 64 MiB by default); Int.MaxValue
+# turns that check off (safe for rows far shorter than the limit / maxRecordsPerBatch)
+WAY_CONF = {"encode(df), cached, size check off": {"spark.sql.execution.arrow.maxBytesPerBatch": "2147483647"}}
 
 
 # --- inputs -------------------------------------------------------------------------------------
@@ -113,7 +124,7 @@ def spark_way(args: dict) -> dict:
     tok = Tokenizer.load(args["model"])
     way, out = args["way"], args["out"]
     cached = None
-    if way == "encode(df), cached":
+    if way.startswith("encode(df), cached"):
         cached = spark.read.parquet(args["parquet"]).cache()
         cached.count()
 
@@ -136,9 +147,59 @@ def spark_way(args: dict) -> dict:
         runs.append(time.perf_counter() - started)
         after = tree_cpu()
         cpu.append({kind: round(after[kind] - before.get(kind, 0.0), 2) for kind in after})
+    floor = {}
+    if cached is not None:
+        floor["handoff_seconds"] = _handoff_seconds(cached, int(args.get("runs", 3)))
+    elif way == "text -> bin":
+        floor["fixed_seconds"] = _fixed_seconds(spark, tok, out, int(args.get("runs", 3)))
     digest = _digest(spark, cached, tok, out, way)
     spark.stop()
-    return {"seconds": statistics.median(runs), "runs": runs, "warmup_seconds": warmup, "cpu": cpu, **digest}
+    return {"seconds": statistics.median(runs), "runs": runs, "warmup_seconds": warmup, "cpu": cpu, **floor,
+            **digest}
+
+
+def _fixed_seconds(spark, tok, out: str, runs: int) -> float:
+    """A Spark encode's fixed cost: ``text -> bin`` of a one-line file in the warm session
+    (median of ``runs``): its jobs, the driver's planning, the shards and the manifest."""
+    from bpe_spark.spark import encode_dataset
+    from bpe_spark.spark.io import read_documents
+
+    one_line = Path(f"{out}-one-line.txt")
+    one_line.write_text("hello world\n", encoding="utf-8")
+    seconds = []
+    for _ in range(runs + 1):
+        started = time.perf_counter()
+        encode_dataset(read_documents(spark, str(one_line)), tok, f"{out}-one-line", output_format="bin",
+                       overwrite=True)
+        seconds.append(time.perf_counter() - started)
+    shutil.rmtree(f"{out}-one-line", ignore_errors=True)
+    one_line.unlink()
+    return statistics.median(seconds[1:])
+
+
+def _handoff_seconds(cached, runs: int) -> float:
+    """What ``encode(df)`` costs before any encoding: its document-counting pass, then Spark's
+    hand-off of the text to Python workers that only count their rows (median of ``runs``)."""
+    import pyarrow as pa
+
+    from bpe_spark.spark.encode_tasks import segmented
+    from bpe_spark.spark.encoding import _segment_counts
+
+    def rows(batches):
+        for batch in batches:
+            yield pa.RecordBatch.from_arrays([pa.array([batch.num_rows], pa.int64())], ["rows"])
+
+    def once() -> None:
+        _segment_counts(segmented(cached))
+        cached.select("text").mapInArrow(rows, "rows long").write.format("noop").mode("overwrite").save()
+
+    once()
+    seconds = []
+    for _ in range(runs):
+        started = time.perf_counter()
+        once()
+        seconds.append(time.perf_counter() - started)
+    return statistics.median(seconds)
 
 
 def tree_cpu() -> dict[str, float]:
@@ -253,7 +314,7 @@ def case_e4(ctx: Context) -> None:
             way, _, times = name.partition(" @")
             inputs_of = {**common, **scaled} if times else common
             sample = run_task("spark_way", {**inputs_of, "way": way, "out": str(ctx.scratch / "E4-out"),
-                                            "event_dir": str(events)})
+                                            "event_dir": str(events), "conf": WAY_CONF.get(way, {})})
             sample.result["spark"] = spark_timeline(events)
             samples[name].append(sample)
     flat_rate = megabytes / median(s.result["seconds"] for s in samples["flat"])
@@ -279,6 +340,26 @@ def case_e4(ctx: Context) -> None:
                          f"{_cpu_note(last, size)}; Spark event log (last run): {last.get('spark') or '?'}",
                     samples={"ours": [s.result["seconds"] for s in samples[name]],
                              "peer": [s.result["seconds"] for s in samples["flat"]]}))
+        if "fixed_seconds" in last:
+            _floor_row(ctx, samples[name], "fixed_seconds", size, flat_rate,
+                       f"{way}: a one-line file (a Spark encode's fixed cost)",
+                       "the encoding job, the shard job, the driver's planning and the manifest, with no data")
+        if "handoff_seconds" in last:
+            _floor_row(ctx, samples[name], "handoff_seconds", size, flat_rate,
+                       f"{way}: Spark's hand-off alone (counting pass, text to Python workers that encode nothing)",
+                       f"the flat encoder's own work on {SPARK_CORES} cores is {size / flat_rate / SPARK_CORES:.2f} s")
+
+
+def _floor_row(ctx: Context, samples: list[Sample], key: str, megabytes: float, flat_rate: float, what: str,
+               note: str) -> None:
+    """A reference row: what Spark spends on ``megabytes`` before encoding (``key`` of each sample),
+    against the target's whole budget for that size (wall time at :data:`TARGET` of the flat rate)."""
+    budget = megabytes / (TARGET * flat_rate * SPARK_CORES)
+    seconds = median(s.result[key] for s in samples)
+    ctx.add(Row("E4", f"{what}, against the target's whole budget for {megabytes:,.0f} MB", seconds, budget,
+                f"wall time at {TARGET} of the flat rate", "s", seconds / budget, "", None, None,
+                note=f"{what}: {note}, of the {budget:.2f} s budget",
+                samples={"ours": [s.result[key] for s in samples]}))
 
 
 def _median_cpu(result: dict) -> dict[str, float]:
