@@ -64,6 +64,11 @@ def scaled_text(text: Path, times: int) -> Path:
     return _write_once(text.with_name(f"{text.stem}.x{times}{text.suffix}"), build)
 
 
+def floor_text() -> Path:
+    """One short line: what a Spark job costs with no data (the floors of T1 and E4)."""
+    return _write_once(CACHE / "one_short_line.txt", lambda p: p.write_text("hello world\n", encoding="utf-8"))
+
+
 def warmup_text() -> Path:
     """A 1 MB slice of en_books: encoded once before T5's timed run, in the same session."""
     return _write_once(CACHE / "en_books.1mb.txt", lambda p: p.write_bytes(_read_corpus("en_books", 1_000_000)))

@@ -351,9 +351,7 @@ def case_t1(ctx: Context) -> None:
                 samples={"ours": [s.wall_seconds for s in mine], "peer": [s.wall_seconds for s in theirs]}))
     # Spark's floor: the same command on a one-line file (JVM, session, the first Python job,
     # saving the model and its report), against tokenizers' whole training on the corpus
-    one_line = ctx.scratch / "T1-one-line.txt"
-    one_line.write_text("hello world\n", encoding="utf-8")
-    floor_argv = ["train", "--input", str(one_line), "--vocab-size", "260", "--out", str(ctx.scratch / "T1-floor"),
+    floor_argv = ["train", "--input", str(inputs.floor_text()), "--vocab-size", "260", "--out", str(ctx.scratch / "T1-floor"),
                   "--master", f"local[{SPARK_CORES}]", "--overwrite"]
     floor = [run_cli(floor_argv) for _ in range(ctx.repeat)]
     floor_s = median(s.wall_seconds for s in floor)

@@ -158,23 +158,30 @@ def spark_way(args: dict) -> dict:
             **digest}
 
 
+def _median_seconds(once, runs: int) -> float:
+    """The median wall time of ``runs`` calls of ``once`` after an untimed one."""
+    once()
+    seconds = []
+    for _ in range(runs):
+        started = time.perf_counter()
+        once()
+        seconds.append(time.perf_counter() - started)
+    return statistics.median(seconds)
+
+
 def _fixed_seconds(spark, tok, out: str, runs: int) -> float:
     """A Spark encode's fixed cost: ``text -> bin`` of a one-line file in the warm session
     (median of ``runs``): its jobs, the driver's planning, the shards and the manifest."""
     from bpe_spark.spark import encode_dataset
     from bpe_spark.spark.io import read_documents
 
-    one_line = Path(f"{out}-one-line.txt")
-    one_line.write_text("hello world\n", encoding="utf-8")
-    seconds = []
-    for _ in range(runs + 1):
-        started = time.perf_counter()
-        encode_dataset(read_documents(spark, str(one_line)), tok, f"{out}-one-line", output_format="bin",
-                       overwrite=True)
-        seconds.append(time.perf_counter() - started)
+    def once() -> None:
+        encode_dataset(read_documents(spark, str(inputs.floor_text())), tok, f"{out}-one-line",
+                       output_format="bin", overwrite=True)
+
+    seconds = _median_seconds(once, runs)
     shutil.rmtree(f"{out}-one-line", ignore_errors=True)
-    one_line.unlink()
-    return statistics.median(seconds[1:])
+    return seconds
 
 
 def _handoff_seconds(cached, runs: int) -> float:
@@ -193,13 +200,7 @@ def _handoff_seconds(cached, runs: int) -> float:
         _segment_counts(segmented(cached))
         cached.select("text").mapInArrow(rows, "rows long").write.format("noop").mode("overwrite").save()
 
-    once()
-    seconds = []
-    for _ in range(runs):
-        started = time.perf_counter()
-        once()
-        seconds.append(time.perf_counter() - started)
-    return statistics.median(seconds)
+    return _median_seconds(once, runs)
 
 
 def tree_cpu() -> dict[str, float]:

@@ -158,8 +158,9 @@ def read_documents(
     # tasks (bpe_spark.spark.jsonl), so that Spark does not scan the whole input to infer a schema.
     # Local files' first lines are read on the driver (Spark's limit() is a job of its own).
     lines = _load(lambda p: reader.text(p, lineSep="\n"), paths)
-    sample = textsplits.head_lines(lines.inputFiles(), JSON_SAMPLE_LINES) \
-        if shared_input or _local_master(spark) else None
+    tasks_see_files = shared_input or _local_master(spark)  # every task (and the driver) sees them
+    files = lines.inputFiles() if tasks_see_files else []
+    sample = textsplits.head_lines(files, JSON_SAMPLE_LINES) if tasks_see_files else None
     if sample is None:
         sample = [row.value for row in _load(lambda p: reader.text(p), paths).limit(JSON_SAMPLE_LINES).collect()]
     seen: dict[str, None] = {}
@@ -179,8 +180,8 @@ def read_documents(
         keep_fields = [inferred[c] if c in inferred.fieldNames() else StructField(c, StringType())
                        for c in keep_columns]
     docs, observation = jsonl.read_jsonl(lines, text_col, keep_fields, on_bad_input)
-    if not keep_columns and (shared_input or _local_master(spark)):  # encoding tasks may read the files
-        docs = jsonl.tag(docs, lines.inputFiles(), text_col, on_bad_input)
+    if not keep_columns and tasks_see_files:  # encoding tasks may read the files
+        docs = jsonl.tag(docs, files, text_col, on_bad_input)
     return _tag_reader(docs, observation)
 
 
