@@ -13,10 +13,10 @@ export PYSPARK_DRIVER_PYTHON := $(abspath $(PY))
 
 install: java $(STAMP) jvm-cache
 
-# A JVM class archive that shortens Spark start-up (bpe_spark/spark/jvm_cache_build.py);
+# A JVM class archive that shortens Spark start-up (bpe_spark/spark/runtime/jvm_cache_build.py);
 # built once per Java + Spark installation, never fails the install.
 jvm-cache: java $(STAMP)
-	@$(PY) -m bpe_spark.spark.jvm_cache_build build --quiet-if-present
+	@$(PY) -m bpe_spark.spark.runtime.jvm_cache_build build --quiet-if-present
 
 java:
 	@if command -v java >/dev/null 2>&1 && java -version 2>&1 | grep -qE 'version "(1[7-9]|2[0-9])'; then \
@@ -29,7 +29,7 @@ java:
 	  echo "bpe-spark needs Java 17 or newer for Spark; install it (e.g. Temurin 17) and put 'java' on the PATH" >&2; exit 1; \
 	fi
 
-$(STAMP): pyproject.toml setup.py bpe_spark/_fastbpe.c bpe_spark/_fastenc.c bpe_spark/_bpe_common.h bpe_spark/_pretokenizer.h bpe_spark/_bpe_merge.h bpe_spark/_pretoken_cache.h bpe_spark/_jsonl_scan.h
+$(STAMP): pyproject.toml setup.py bpe_spark/native/_fastbpe.c bpe_spark/native/_fastenc.c bpe_spark/native/_bpe_common.h bpe_spark/native/_pretokenizer.h bpe_spark/native/_bpe_merge.h bpe_spark/native/_pretoken_cache.h bpe_spark/native/_jsonl_scan.h
 	@test -x $(PY) || python3 -m venv $(VENV)
 	$(PY) -m pip install -q --upgrade pip
 	$(PY) -m pip install -q -e '.[dev]'
@@ -63,7 +63,7 @@ DIST := dist
 # matplotlib (the driver's training report) is not even installed there
 ENV_EXCLUDE := lib/python*/site-packages/*/tests/* lib/python*/site-packages/*/*/tests/* \
   lib/python*/site-packages/pyarrow/include/* lib/python*/site-packages/pyarrow/src/*
-DIST_SOURCES := pyproject.toml setup.py $(wildcard bpe_spark/*.py bpe_spark/*/*.py bpe_spark/*.c bpe_spark/*.h)
+DIST_SOURCES := pyproject.toml setup.py $(shell find bpe_spark -name "*.py" -o -name "*.c" -o -name "*.h")
 dist: install $(DIST)/env.tar.gz
 
 $(DIST)/env.tar.gz: $(STAMP) $(DIST_SOURCES)
@@ -79,7 +79,7 @@ $(DIST)/env.tar.gz: $(STAMP) $(DIST_SOURCES)
 	$(PY) -m venv --without-pip $(DIST)/env
 	$(PY) -m pip --python $(DIST)/env/bin/python install -q -r $(DIST)/env-requirements.txt
 	$(PY) -m pip --python $(DIST)/env/bin/python install -q --no-deps $(DIST)/bpe_spark-*.whl
-	$(DIST)/env/bin/python -c "import bpe_spark._compiled as c; assert c._fastbpe and c._fastenc, 'no compiled extensions'"
+	$(DIST)/env/bin/python -c "import bpe_spark.native.compiled as c; assert c._fastbpe and c._fastenc, 'no compiled extensions'"
 	$(VENV)/bin/venv-pack -q -p $(DIST)/env -o $(DIST)/env.tar.gz $(foreach p,$(ENV_EXCLUDE),--exclude '$(p)')
 	rm -rf $(DIST)/env build
 	@ls -l $(DIST)

@@ -1,6 +1,6 @@
 """Build hook for the optional C extensions; all metadata lives in pyproject.toml.
 
-``bpe_spark._fastbpe`` speeds the merge engine up and ``bpe_spark._fastenc`` the encoder. When
+``bpe_spark.native._fastbpe`` speeds the merge engine up and ``bpe_spark.native._fastenc`` the encoder. When
 they cannot be compiled (no C compiler or no Python headers) the install goes on and bpe_spark
 uses its pure-Python code; BPE_SPARK_REQUIRE_EXTENSION=1 makes a failed build an error instead.
 """
@@ -15,19 +15,19 @@ optional = os.environ.get("BPE_SPARK_REQUIRE_EXTENSION", "") != "1"
 
 # What both extensions include (allocation, growth, hashing, tables): a change rebuilds both, and
 # the sdist ships it.
-common = ["bpe_spark/_bpe_common.h", "bpe_spark/_pretokenizer.h", "bpe_spark/_bpe_merge.h", "bpe_spark/_pretoken_cache.h",
-          "bpe_spark/_jsonl_scan.h"]
+common = ["bpe_spark/native/_bpe_common.h", "bpe_spark/native/_pretokenizer.h", "bpe_spark/native/_bpe_merge.h", "bpe_spark/native/_pretoken_cache.h",
+          "bpe_spark/native/_jsonl_scan.h"]
 
 setup(
     # The wheel holds the built extensions, not their sources (the sdist has those).
-    exclude_package_data={"bpe_spark": ["*.c", "*.h"]},
+    exclude_package_data={"bpe_spark.native": ["*.c", "*.h"]},
     ext_modules=[
         Extension(
             name, sources=[source], depends=common, extra_compile_args=compile_args, optional=optional
         )
         for name, source in (
-            ("bpe_spark._fastbpe", "bpe_spark/_fastbpe.c"),  # the merge engine's core
-            ("bpe_spark._fastenc", "bpe_spark/_fastenc.c"),  # pretokenizer + cached BPE encoder
+            ("bpe_spark.native._fastbpe", "bpe_spark/native/_fastbpe.c"),  # the merge engine's core
+            ("bpe_spark.native._fastenc", "bpe_spark/native/_fastenc.c"),  # pretokenizer + cached BPE encoder
         )
     ]
 )

@@ -57,7 +57,7 @@ def timed_train(setup: str, text: Path, vocab_size: int, number: int) -> tuple[f
     else:
         options = {"environment": environment, "wait_for_executors": False}
         if environment == "node":  # installed on the nodes, pyspark too: our daemon imports it (no zip)
-            options["conf"] = {"spark.python.daemon.module": "bpe_spark.spark.daemon"}
+            options["conf"] = {"spark.python.daemon.module": "bpe_spark.spark.runtime.daemon"}
     started = time.perf_counter()
     submission.submit(TRAIN_JOB, args, name=f"bench-{setup}-{number}", cwd=cwd, **options).check()
     seconds = time.perf_counter() - started

@@ -99,7 +99,7 @@ def pretoken_counts(text_path: Path) -> Path:
 
     def build(path: Path) -> None:
         from bpe_spark import TrainerConfig
-        from bpe_spark.trainer import count_pretokens
+        from bpe_spark.training.trainer import count_pretokens
 
         with open(text_path, encoding="utf-8", newline="") as fh:
             lines = fh.read().splitlines(keepends=True)
@@ -115,7 +115,7 @@ def trained_model(text_path: Path, vocab_size: int) -> tuple[Path, Path]:
     hf_json = CACHE / f"{text_path.stem}.{vocab_size}.tokenizer.json"
     if not model.exists() or not hf_json.exists():
         from bpe_spark import TrainerConfig, train_from_counts
-        from bpe_spark.formats import export_model
+        from bpe_spark.models.load import export_model
 
         counts = json.loads(pretoken_counts(text_path).read_text(encoding="utf-8"))
         tok = train_from_counts(counts, TrainerConfig(vocab_size=vocab_size, pattern="gpt2"))

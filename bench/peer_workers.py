@@ -63,7 +63,7 @@ def _version(distribution: str) -> str | None:
 
 
 def _gpt2_pattern() -> str:
-    from bpe_spark.patterns import PRESETS
+    from bpe_spark.bpe.patterns import PRESETS
 
     return PRESETS["gpt2"]
 
@@ -99,7 +99,7 @@ def _train_tokenizers(lines, vocab_size):
     tokenizers = _import("tokenizers")
     from tokenizers import models, pre_tokenizers, trainers
 
-    from bpe_spark.symbols import display_to_bytes
+    from bpe_spark.bpe.symbols import display_to_bytes
 
     tok = tokenizers.Tokenizer(models.BPE())
     tok.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False, use_regex=True)
@@ -217,7 +217,7 @@ def first_differences(args: dict) -> dict:
     """For each peer's token list: the first index it parts from ours, the two tokens there, and
     the count of the pair making each at that point (our engine replayed up to it)."""
     from bpe_spark import TrainerConfig
-    from bpe_spark.trainer import build_engine
+    from bpe_spark.training.trainer import build_engine
 
     ours = [bytes.fromhex(t) for t in json.loads(Path(args["ours"]).read_text(encoding="utf-8"))]
     found = {}
@@ -272,7 +272,7 @@ def prepare_models(args: dict) -> dict:
     import tiktoken
 
     from bpe_spark import Tokenizer
-    from bpe_spark.formats import export_model
+    from bpe_spark.models.load import export_model
 
     folder = Path(args["folder"])
     folder.mkdir(parents=True, exist_ok=True)

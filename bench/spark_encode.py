@@ -111,8 +111,8 @@ def spark_way(args: dict) -> dict:
     """One way in on a warm ``local[N]`` session: an untimed encode, then ``runs`` timed ones."""
     from bpe_spark import Tokenizer
     from bpe_spark.spark import encode, encode_dataset
-    from bpe_spark.spark.io import read_documents
-    from bpe_spark.spark.session import build_session
+    from bpe_spark.spark.read.documents import read_documents
+    from bpe_spark.spark.runtime.session import build_session
 
     overrides = {"spark.ui.enabled": "false", "spark.ui.showConsoleProgress": "false"}
     if args.get("event_dir"):
@@ -173,7 +173,7 @@ def _fixed_seconds(spark, tok, out: str, runs: int) -> float:
     """A Spark encode's fixed cost: ``text -> bin`` of a one-line file in the warm session
     (median of ``runs``): its jobs, the driver's planning, the shards and the manifest."""
     from bpe_spark.spark import encode_dataset
-    from bpe_spark.spark.io import read_documents
+    from bpe_spark.spark.read.documents import read_documents
 
     def once() -> None:
         encode_dataset(read_documents(spark, str(inputs.floor_text())), tok, f"{out}-one-line",
@@ -189,8 +189,8 @@ def _handoff_seconds(cached, runs: int) -> float:
     hand-off of the text to Python workers that only count their rows (median of ``runs``)."""
     import pyarrow as pa
 
-    from bpe_spark.spark.encode_tasks import segmented
-    from bpe_spark.spark.encoding import _segment_counts
+    from bpe_spark.spark.encode.tasks import segmented
+    from bpe_spark.spark.encode.dataframe import _segment_counts
 
     def rows(batches):
         for batch in batches:
@@ -253,7 +253,7 @@ def _digest(spark, cached, tok, out: str, way: str) -> dict:
             raise RuntimeError("encode(df): doc_id is not 0..n-1")
         rows = _rows(table)
     elif way.endswith("bin"):
-        from bpe_spark.shards import read_shards
+        from bpe_spark.datasets.megatron import read_shards
 
         rows = read_shards(out)
     else:

@@ -163,7 +163,7 @@ def build(path: Path, gigabytes: float = GIGABYTES, pool_size: int = POOL, draws
 
 
 def _counter():
-    from bpe_spark import _compiled
+    from bpe_spark.native import compiled as _compiled
 
     counter = _compiled.new_counter("gpt2")
     if counter is None:

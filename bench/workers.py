@@ -88,8 +88,8 @@ def hf_train(args: dict) -> dict:
 def ours_train_from_counts(args: dict) -> dict:
     """``train_from_counts`` on a JSON file of pretoken counts (the merge engine, T3)."""
     from bpe_spark import TrainerConfig, train_from_counts
-    from bpe_spark.symbols import bytes_to_display
-    from bpe_spark.trainer import compiled_core_available
+    from bpe_spark.bpe.symbols import bytes_to_display
+    from bpe_spark.training.trainer import compiled_core_available
 
     with open(args["counts"], encoding="utf-8") as fh:
         counts = json.load(fh)
@@ -110,13 +110,13 @@ def ours_train_from_counts(args: dict) -> dict:
 def model_merges(args: dict) -> dict:
     """The merges of a bpe-spark model directory, in tokenizers' display form."""
     from bpe_spark import Tokenizer
-    from bpe_spark.symbols import bytes_to_display
+    from bpe_spark.bpe.symbols import bytes_to_display
 
     tok = Tokenizer.load(args["model"])
     merges = [f"{bytes_to_display(a)} {bytes_to_display(b)}" for a, b in tok.merges]
     _write_merges(args.get("merges_out"), merges)
     if args.get("tokenizer_json_out"):
-        from bpe_spark.formats import export_model
+        from bpe_spark.models.load import export_model
 
         export_model(tok, "tokenizer.json", args["tokenizer_json_out"])
     return {"merges": len(merges), "digest": _digest_merges(merges)}
@@ -125,7 +125,7 @@ def model_merges(args: dict) -> dict:
 def cs336(args: dict) -> dict:
     """CS336's training test: corpus.en, vocab 500, <|endoftext|>, lexicographic tie-break."""
     from bpe_spark import TrainerConfig, train
-    from bpe_spark.symbols import bytes_to_display
+    from bpe_spark.bpe.symbols import bytes_to_display
 
     text = Path(args["corpus"]).read_text(encoding="utf-8")
     cfg = TrainerConfig(
@@ -181,7 +181,7 @@ def tiktoken_encode(args: dict) -> dict:
     import tiktoken
 
     from bpe_spark import Tokenizer
-    from bpe_spark.patterns import PRESETS
+    from bpe_spark.bpe.patterns import PRESETS
 
     tok = Tokenizer.load(args["model"])
     ranks = {value: token_id for token_id, value in tok.vocab.items()}
@@ -221,8 +221,8 @@ def ours_spark_encode(args: dict) -> dict:
     """
     from bpe_spark import Tokenizer
     from bpe_spark.spark import encode_dataset
-    from bpe_spark.spark.io import read_documents
-    from bpe_spark.spark.session import build_session
+    from bpe_spark.spark.read.documents import read_documents
+    from bpe_spark.spark.runtime.session import build_session
 
     started = time.perf_counter()
     overrides = {"spark.ui.enabled": "false", "spark.ui.showConsoleProgress": "false"}

@@ -4,7 +4,7 @@ The core (this package outside ``bpe_spark.spark``) is pure Python and never imp
 """
 
 from bpe_spark._version import __version__
-from bpe_spark.config import TrainerConfig
+from bpe_spark.bpe.config import TrainerConfig
 from bpe_spark.errors import (
     BpeSparkError,
     ConfigError,
@@ -13,10 +13,10 @@ from bpe_spark.errors import (
     ModelFormatError,
     UnknownCharacterError,
 )
-from bpe_spark.patterns import PRESETS
-from bpe_spark.pretokenize import Pretokenizer
-from bpe_spark.tokenizer import Tokenizer
-from bpe_spark.trainer import count_pretokens, train, train_from_counts
+from bpe_spark.bpe.patterns import PRESETS
+from bpe_spark.bpe.pretokenize import Pretokenizer
+from bpe_spark.encoding.tokenizer import Tokenizer
+from bpe_spark.training.trainer import count_pretokens, train, train_from_counts
 
 __all__ = [
     "PRESETS",

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import pytest
 
-from bpe_spark import _compiled
+from bpe_spark.native import compiled as _compiled
 
 
 def _built(name: str):
@@ -22,14 +22,14 @@ def _built(name: str):
 
 @pytest.fixture
 def fastbpe(monkeypatch):
-    """``bpe_spark._fastbpe``, with the default engine backend ("auto": the compiled one)."""
+    """``bpe_spark.native._fastbpe``, with the default engine backend ("auto": the compiled one)."""
     monkeypatch.delenv("BPE_SPARK_ENGINE", raising=False)
     return _built("_fastbpe")
 
 
 @pytest.fixture
 def fastenc(monkeypatch):
-    """``bpe_spark._fastenc`` with its character classes set, and the compiled encoder in use."""
+    """``bpe_spark.native._fastenc`` with its character classes set, and the compiled encoder in use."""
     monkeypatch.delenv("BPE_SPARK_ENCODER", raising=False)
     module = _built("_fastenc")
     _compiled.ensure_char_classes()

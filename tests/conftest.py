@@ -86,7 +86,7 @@ def encode_output_bytes(directory: Path) -> dict[str, bytes]:
 def spark():
     """The one session-scoped local[2] SparkSession of the suite: two cores, each task tried
     twice (``local[2,2]``), so that an injected task failure is retried (tests/spark/test_faults.py)."""
-    from bpe_spark.spark.session import build_session
+    from bpe_spark.spark.runtime.session import build_session
 
     session = build_session(
         "bpe-spark-tests",

@@ -2,7 +2,7 @@
 
 It does what the seed articles do: at every step recount every adjacent pair of every word,
 take the best one, and rewrite every word. Slow and obviously right; used only by tests.
-It shares no code with ``bpe_spark.trainer`` or ``bpe_spark.symbols`` (the GPT-2 byte order is
+It shares no code with ``bpe_spark.training.trainer`` or ``bpe_spark.bpe.symbols`` (the GPT-2 byte order is
 rebuilt here from its definition).
 
 >>> naive_train({"low": 5, "lower": 2}, scheme="char", end_of_word="separate",

@@ -134,7 +134,7 @@ def test_core_and_cli_help_run_without_pyspark():
     """At run time too: training, encoding and every ``bpe-spark --help`` load no pyspark."""
     code = (
         "import contextlib, io, sys\n"
-        "import bpe_spark, bpe_spark.trainer, bpe_spark.tokenizer, bpe_spark.formats, bpe_spark.cli\n"
+        "import bpe_spark, bpe_spark.training.trainer, bpe_spark.encoding.tokenizer, bpe_spark.models.load, bpe_spark.cli\n"
         "from bpe_spark import TrainerConfig, train\n"
         "tok = train(['hello world'], TrainerConfig(vocab_size=260))\n"
         "assert tok.decode(tok.encode('hello')) == 'hello'\n"

@@ -1,4 +1,4 @@
-"""The core batch encoder (bpe_spark.batch_encoder), without Spark: flat ids and offsets equal
+"""The core batch encoder (bpe_spark.encoding.batch_encoder), without Spark: flat ids and offsets equal
 Tokenizer.encode text for text, on the compiled and the Python path, for every special-token
 policy, with null and empty texts and BOS/EOS."""
 
@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from bpe_spark import ConfigError, DisallowedSpecialTokenError, TrainerConfig, train
-from bpe_spark.batch_encoder import BatchEncoder, batch_options, resolve_token
+from bpe_spark.encoding.batch_encoder import BatchEncoder, batch_options, resolve_token
 
 EOT = "<|endoftext|>"
 PAD = "<|pad|>"
@@ -78,7 +78,7 @@ def test_compiled_and_python_paths_give_tokenizer_encode_ids(tok, lines, policy)
                 for text in texts]
     compiled = BatchEncoder(tok, bos_id=5, eos_id=7, **kwargs)
     # the C encoder must be built (make install): else both paths below would be the Python one
-    assert compiled.compiled, "bpe_spark._fastenc is not built or BPE_SPARK_ENCODER=python; run make install"
+    assert compiled.compiled, "bpe_spark.native._fastenc is not built or BPE_SPARK_ENCODER=python; run make install"
     python = BatchEncoder(tok, bos_id=5, eos_id=7, **kwargs)
     python.compiled = False  # the Python regex + slot-cache path
     for encoder in (compiled, python):

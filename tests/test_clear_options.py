@@ -9,7 +9,7 @@ import pytest
 from conftest import PEERS
 
 from bpe_spark import ConfigError, Tokenizer, TrainerConfig, train
-from bpe_spark.batch_encoder import batch_options, resolve_token
+from bpe_spark.encoding.batch_encoder import batch_options, resolve_token
 from bpe_spark.cli import main
 from bpe_spark.cli.arguments import check_input_paths
 from bpe_spark.errors import InputError, interface

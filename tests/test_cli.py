@@ -13,7 +13,7 @@ import pytest
 
 from bpe_spark.cli import COMMANDS, build_parser, main
 from bpe_spark.cli.train import train_options, trainer_config
-from bpe_spark.config import TrainerConfig
+from bpe_spark.bpe.config import TrainerConfig
 
 ROOT = Path(__file__).resolve().parent.parent
 SPARK_OPTIONS = ("--master", "--conf", "--set")

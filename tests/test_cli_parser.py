@@ -18,8 +18,8 @@ import pytest
 from bpe_spark import TrainerConfig, train
 from bpe_spark.cli import build_parser, main
 from bpe_spark.errors import ConfigError, OutputExistsError, interface, option
-from bpe_spark.formats.hf_config import set_transformers_config
-from bpe_spark.shards import token_dtype
+from bpe_spark.models.huggingface.transformers_config import set_transformers_config
+from bpe_spark.datasets.megatron import token_dtype
 
 
 def _fails(argv, capsys) -> str:

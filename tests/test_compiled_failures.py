@@ -12,7 +12,7 @@ import random
 import pytest
 
 from bpe_spark import TrainerConfig
-from bpe_spark.trainer import MergeEngine, build_engine
+from bpe_spark.training.trainer import MergeEngine, build_engine
 
 pytest_plugins = ("compiled_fixtures",)  # the fastbpe and fastenc fixtures
 
@@ -155,8 +155,8 @@ def test_the_counter_refuses_partial_counts(fastenc):
 
 FALLBACK_SCRIPT = """
 import logging, sys
-sys.modules["bpe_spark._fastbpe"] = None  # as if it were not built: importing it fails
-sys.modules["bpe_spark._fastenc"] = None
+sys.modules["bpe_spark.native._fastbpe"] = None  # as if it were not built: importing it fails
+sys.modules["bpe_spark.native._fastenc"] = None
 logging.basicConfig(level=logging.WARNING, format="%(name)s %(message)s", stream=sys.stdout)
 from bpe_spark import TrainerConfig, train
 for _ in range(3):  # batch after batch: the log says it once
@@ -176,6 +176,6 @@ def test_a_missing_extension_is_logged_once_per_process():
     assert lines[-1] == "[(b'a', b'b'), (b' ', b'ab')]"  # trained, in pure Python
     logged = [line for line in lines if line.startswith("bpe_spark ")]
     assert len(logged) == 1, done.stdout  # one line for both, with what it costs
-    assert "bpe_spark._fastbpe and bpe_spark._fastenc are not built" in logged[0]
+    assert "bpe_spark.native._fastbpe and bpe_spark.native._fastenc are not built" in logged[0]
     assert "the merge engine and the pretokenizer, counter, encoder and JSON scanner run in pure Python" in logged[0]
     assert "encoding about 15x" in logged[0] and "pip install -e ." in logged[0]

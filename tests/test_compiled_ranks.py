@@ -16,10 +16,11 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from test_encoder_equivalence import _python_twin
 
-from bpe_spark import Tokenizer, TrainerConfig, _compiled, train_from_counts
-from bpe_spark.batch_encoder import BatchEncoder
-from bpe_spark.trainer import count_pretokens
-from bpe_spark.words import bpe_merge
+from bpe_spark import Tokenizer, TrainerConfig, train_from_counts
+from bpe_spark.native import compiled as _compiled
+from bpe_spark.encoding.batch_encoder import BatchEncoder
+from bpe_spark.training.trainer import count_pretokens
+from bpe_spark.bpe.words import bpe_merge
 
 pytest_plugins = ("compiled_fixtures",)  # the fastenc fixture
 pytestmark = pytest.mark.usefixtures("fastenc")

@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 
 from bpe_spark import ConfigError, ModelFormatError
-from bpe_spark.datatrove_shards import (
+from bpe_spark.datasets.datatrove import (
     DatatroveReader,
     DatatroveWriter,
     data_paths_text,

@@ -1,4 +1,4 @@
-"""The pure rules of shuffled and split datasets (bpe_spark.doc_order): seeded order keys,
+"""The pure rules of shuffled and split datasets (bpe_spark.datasets.doc_order): seeded order keys,
 buckets as ranges of the order, split assignment and the --split syntax."""
 
 from __future__ import annotations
@@ -6,7 +6,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from bpe_spark.doc_order import (
+from bpe_spark.datasets.doc_order import (
     bucket_bits,
     buckets,
     check_seed,

@@ -5,8 +5,8 @@ from __future__ import annotations
 
 import pytest
 
-from bpe_spark import driver_budget
-from bpe_spark.driver_budget import (
+from bpe_spark.training import driver_budget
+from bpe_spark.training.driver_budget import (
     DriverMemory,
     absolute_budget,
     available_memory,

@@ -1,4 +1,4 @@
-"""The compiled encoder (``bpe_spark._fastenc``) gives exactly what the pure-Python encoder
+"""The compiled encoder (``bpe_spark.native._fastenc``) gives exactly what the pure-Python encoder
 gives: the same pretokens as ``regex.findall`` for the gpt2, cl100k and o200k presets, the same BPE as
 ``bpe_merge``, and the same ids from ``Tokenizer.encode_ordinary`` / ``encode_ordinary_flat``,
 on the real corpora and on random text; and tiktoken's ids with the same vocabulary. Every test
@@ -13,10 +13,11 @@ import pytest
 import regex
 from conftest import corpus_lines, corpus_text
 
-from bpe_spark import Tokenizer, TrainerConfig, _compiled, train_from_counts
-from bpe_spark.patterns import PRESETS
-from bpe_spark.trainer import count_pretokens
-from bpe_spark.words import bpe_merge
+from bpe_spark import Tokenizer, TrainerConfig, train_from_counts
+from bpe_spark.native import compiled as _compiled
+from bpe_spark.bpe.patterns import PRESETS
+from bpe_spark.training.trainer import count_pretokens
+from bpe_spark.bpe.words import bpe_merge
 
 pytest_plugins = ("compiled_fixtures",)  # the fastenc fixture
 pytestmark = pytest.mark.usefixtures("fastenc")
@@ -166,7 +167,7 @@ def test_same_ids_as_tiktoken(models):
     ],
 )
 def test_compiled_counting_equals_python(options, monkeypatch):
-    from bpe_spark.pretokenize import Pretokenizer
+    from bpe_spark.bpe.pretokenize import Pretokenizer
 
     rng = random.Random(8)
     fuzz = ["".join(rng.choice(FUZZ_ALPHABET) for _ in range(rng.randint(0, 30))) for _ in range(2000)]
@@ -191,7 +192,7 @@ SURROGATE_TEXTS = [
 def test_lone_surrogates_split_and_count_as_in_python(pattern, monkeypatch):
     """A str may hold lone surrogates: the compiled pretokenizer splits and counts them as the
     regex does (their "surrogatepass" bytes), where the strict UTF-8 codec would refuse them."""
-    from bpe_spark.pretokenize import Pretokenizer
+    from bpe_spark.bpe.pretokenize import Pretokenizer
 
     rng = random.Random(13)
     alphabet = FUZZ_ALPHABET + ["\ud800", "\udbff", "\udc00", "\udfff"]
@@ -206,7 +207,7 @@ def test_lone_surrogates_split_and_count_as_in_python(pattern, monkeypatch):
 
 @pytest.mark.parametrize("kind", ["gpt2", "cl100k"])
 def test_lone_surrogates_encode_as_replacement_characters(models, kind, monkeypatch):
-    """The text rule (bpe_spark.text): each lone surrogate is one U+FFFD, in the compiled and
+    """The text rule (bpe_spark.bpe.text): each lone surrogate is one U+FFFD, in the compiled and
     the pure-Python encoder alike, one text or many."""
     tok = Tokenizer.from_dict(models[kind].to_dict())
     python = _python_twin(tok, monkeypatch)

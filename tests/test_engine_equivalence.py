@@ -1,4 +1,4 @@
-"""The compiled merge engine (``bpe_spark._fastbpe``) gives exactly what the pure-Python engine
+"""The compiled merge engine (``bpe_spark.native._fastbpe``) gives exactly what the pure-Python engine
 gives, and both give ``tokenizers``' BpeTrainer merges: on slices of the real corpora, and on
 many random small corpora (both tie-breaks, both schemes, floor / stop_after_reuse / budgets,
 runs resumed in steps). A test of the compiled engine fails when it is not built
@@ -16,8 +16,8 @@ from tokenizers import models, pre_tokenizers, trainers
 
 from bpe_spark import TrainerConfig, train, train_from_counts
 from bpe_spark.errors import ConfigError
-from bpe_spark.symbols import bytes_to_display
-from bpe_spark.trainer import (
+from bpe_spark.bpe.symbols import bytes_to_display
+from bpe_spark.training.trainer import (
     MergeEngine,
     PackedWords,
     build_engine,
@@ -204,7 +204,7 @@ def test_compiled_core_counts_beyond_64_bits_fall_back_to_python():
 
 @needs_compiled
 def test_compiled_core_rejects_ids_outside_its_table():
-    from bpe_spark import _fastbpe
+    from bpe_spark.native import _fastbpe
 
     with pytest.raises(ValueError, match="outside the engine's table"):
         _fastbpe.Engine([[0, 300]], [1], list(range(256)), 0, False)
@@ -316,7 +316,7 @@ def test_compiled_words_are_compacted_as_they_shrink():
 def test_compiled_engine_lists_an_unlisted_pair_a_reuse_raised():
     """Pairs far below the top keep no holder list; only a merge that reuses an existing token
     can raise one to the top, and the engine then finds its words by a scan."""
-    from bpe_spark import _fastbpe
+    from bpe_spark.native import _fastbpe
 
     words = [[1, 2]] * 3 + [[3, 1, 2], [3, 5]]
     engine = _fastbpe.Engine(words, [100, 100, 100, 200, 1], list(range(8)), 0, False)
@@ -333,7 +333,7 @@ def test_compiled_engine_lists_an_unlisted_pair_a_reuse_raised():
 def test_compiled_symbols_widen_past_65535():
     """The compiled engine keeps ids as uint16 while they fit and widens its buffer the moment a
     merge makes id 65536: the merges and words equal those of an engine wide from the start."""
-    from bpe_spark import _fastbpe
+    from bpe_spark.native import _fastbpe
 
     rng = random.Random(5)
     words = [[rng.randrange(12) for _ in range(rng.randint(1, 40))] for _ in range(300)]

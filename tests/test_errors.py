@@ -16,7 +16,7 @@ from bpe_spark import (
     train,
     train_from_counts,
 )
-from bpe_spark.formats.subword_nmt import read_codes
+from bpe_spark.models.subword_nmt import read_codes
 
 
 def test_every_error_is_a_bpe_spark_error_and_a_value_error():

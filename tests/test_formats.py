@@ -19,10 +19,10 @@ from tokenizers import Tokenizer as HfTokenizer
 from bpe_spark import ConfigError, ModelFormatError, Tokenizer, TrainerConfig, train
 from bpe_spark.cli import main as cli_main
 from bpe_spark.errors import OutputExistsError
-from bpe_spark.formats import detect_format, export_model
-from bpe_spark.formats.hf_json import to_hf_dict
-from bpe_spark.formats.hf_regex import onig_pattern, python_pattern
-from bpe_spark.patterns import PRESETS
+from bpe_spark.models.load import detect_format, export_model
+from bpe_spark.models.huggingface.tokenizer_json_write import to_hf_dict
+from bpe_spark.bpe.oniguruma import onig_pattern, python_pattern
+from bpe_spark.bpe.patterns import PRESETS
 
 SPECIALS = ("<|endoftext|>", "<|pad|>")
 TEXT = (
@@ -216,7 +216,7 @@ def test_existing_target_is_an_error_unless_overwrite(tmp_path, byte_tok):
 
 
 def test_failed_save_leaves_nothing_behind(tmp_path, byte_tok, monkeypatch):
-    from bpe_spark.formats import hf_json
+    from bpe_spark.models.huggingface import tokenizer_json_write as hf_json
 
     def broken(tok):  # tokenizer.json is open for writing when its content fails
         raise RuntimeError("disk full")

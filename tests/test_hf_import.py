@@ -27,7 +27,7 @@ from tokenizers import Tokenizer as HfTokenizer
 
 from bpe_spark import Tokenizer, TrainerConfig, train
 from bpe_spark.errors import ModelFormatError
-from bpe_spark.formats.hf_json import to_hf_dict
+from bpe_spark.models.huggingface.tokenizer_json_write import to_hf_dict
 
 CL100K_FILE = PEERS / "tiktoken_cache" / "9b5ad71b2ce5302211f9c61530b329a4922fc6a4"
 N_LINES = 1000
@@ -353,7 +353,7 @@ def test_model_options_match_tokenizers(options):
 
 
 def test_inspect_shows_the_pipeline_steps(tmp_path, byte_tok):
-    from bpe_spark.model_summary import describe
+    from bpe_spark.inspect.summary import describe
 
     data = to_hf_dict(byte_tok)
     data["model"]["ignore_merges"] = True  # the pipeline's route

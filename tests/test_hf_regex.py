@@ -10,14 +10,14 @@ import regex
 from conftest import require_shared
 from hf_cases import CL100K_PATTERN, CORPUS_NAMES, EDGE_CASES, HUB_PATTERNS, corpus_lines
 
-from bpe_spark.formats.hf_regex import (
+from bpe_spark.bpe.oniguruma import (
     UnsupportedPattern,
     compile_onig,
     onig_pattern,
     onig_preset_name,
     python_pattern,
 )
-from bpe_spark.patterns import PRESETS
+from bpe_spark.bpe.patterns import PRESETS
 from bpe_spark.pipeline.pre_tokenizers import find_matches
 
 tokenizers = pytest.importorskip("tokenizers")

@@ -13,7 +13,7 @@ from hf_cases import CORPUS_NAMES, EDGE_CASES, HUB_PRE_TOKENIZERS, corpus_lines
 from bpe_spark.pipeline.decoders import build_decoder
 from bpe_spark.pipeline.normalizers import build_normalizer
 from bpe_spark.pipeline.pre_tokenizers import build_pre_tokenizer
-from bpe_spark.symbols import bytes_to_unicode
+from bpe_spark.bpe.symbols import bytes_to_unicode
 
 tokenizers = pytest.importorskip("tokenizers")
 

@@ -16,8 +16,8 @@ from conftest import PEERS, ROOT, require_shared
 
 from bpe_spark import Tokenizer, TrainerConfig, train
 from bpe_spark.cli import main
-from bpe_spark.model_summary import describe_text, length_bars
-from bpe_spark.token_display import readable, show_tokens, use_colour
+from bpe_spark.inspect.summary import describe_text, length_bars
+from bpe_spark.inspect.token_display import readable, show_tokens, use_colour
 
 SAMPLE = ROOT / "data" / "sample" / "tiny_shakespeare.txt.gz"
 TEXT = "To be, or not to be: 中文\n"

@@ -1,4 +1,4 @@
-"""The compiled JSON Lines scanner (bpe_spark/_jsonl_scan.h, :func:`bpe_spark.spark.jsonl.scan_lines`)
+"""The compiled JSON Lines scanner (bpe_spark/native/_jsonl_scan.h, :func:`bpe_spark.spark.read.jsonl.scan_lines`)
 gives the pure-Python parse's answer for every line: texts, nulls, blank lines, bad records and
 the text rule's replacements, on crafted and generated lines."""
 
@@ -9,9 +9,9 @@ import random
 import numpy as np
 import pytest
 
-from bpe_spark import _compiled
-from bpe_spark.spark import jsonl
-from bpe_spark.text import InputTally
+from bpe_spark.native import compiled as _compiled
+from bpe_spark.spark.read import jsonl
+from bpe_spark.bpe.text import InputTally
 
 pytestmark = pytest.mark.skipif(not _compiled.encoder_available(), reason="the compiled encoder is not built")
 

@@ -1,4 +1,4 @@
-"""One very long document: read, counted and encoded in pieces (bpe_spark.long_documents),
+"""One very long document: read, counted and encoded in pieces (bpe_spark.bpe.long_documents),
 with exactly the pretokens, counts, ids and text-rule replacements of the whole text; and BPE
 on one very long pretoken gives the naive BPE's ids (the memory and time figures are in
 ``make bench``, case R1 / R2)."""
@@ -17,13 +17,14 @@ from naive_bpe import naive_train
 from test_encoder_equivalence import FUZZ_ALPHABET
 from test_o200k_pretokenizer import O200K_PIECES
 
-from bpe_spark import Tokenizer, TrainerConfig, _compiled, train_from_counts
-from bpe_spark.long_documents import LongDocument, count_pieces, encode_pieces
-from bpe_spark.patterns import PRESETS
-from bpe_spark.pretokenize import Pretokenizer
-from bpe_spark.spark import textsplits
-from bpe_spark.spark.textsplits import Split, iter_lines
-from bpe_spark.text import InputTally, decode_counted
+from bpe_spark import Tokenizer, TrainerConfig, train_from_counts
+from bpe_spark.native import compiled as _compiled
+from bpe_spark.bpe.long_documents import LongDocument, count_pieces, encode_pieces
+from bpe_spark.bpe.patterns import PRESETS
+from bpe_spark.bpe.pretokenize import Pretokenizer
+from bpe_spark.spark.read import text_splits as textsplits
+from bpe_spark.spark.read.text_splits import Split, iter_lines
+from bpe_spark.bpe.text import InputTally, decode_counted
 
 pytest_plugins = ("compiled_fixtures",)  # the fastenc fixture
 
@@ -78,7 +79,7 @@ def test_encoding_in_pieces_equals_encoding_the_whole_text(pattern, en_tokenizer
 
 @pytest.mark.usefixtures("fastenc")
 def test_a_long_document_grows_the_pretoken_cache_to_its_cap_only(en_tokenizer, monkeypatch):
-    from bpe_spark import long_documents
+    from bpe_spark.bpe import long_documents
 
     text = _fuzz_text(8, 2000) + " the quick brown fox, 12345 jumps" * 20
     plain = _compiled._fastenc.Encoder(en_tokenizer.merge_ids, list(range(256)), "gpt2")
@@ -203,7 +204,7 @@ def test_a_100k_pretoken_encodes_as_the_naive_bpe(runs_tokenizer, pretoken, monk
 
 @pytest.mark.usefixtures("fastenc")
 def test_batch_encoder_encodes_a_long_document_like_its_text(en_tokenizer):
-    from bpe_spark.batch_encoder import BatchEncoder
+    from bpe_spark.encoding.batch_encoder import BatchEncoder
 
     text = _fuzz_text(11, 3000) + "<|endoftext|> tail"
     doc = LongDocument(bytearray(text.encode()), piece_bytes=100)

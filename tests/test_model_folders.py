@@ -17,8 +17,8 @@ from bpe_spark import Tokenizer, TrainerConfig, train
 from bpe_spark.cli import main as cli_main
 from bpe_spark.cli.arguments import FOLDER_OPTIONS
 from bpe_spark.errors import ConfigError, UnknownCharacterError
-from bpe_spark.formats import export_model
-from bpe_spark.formats.hf_config import NO_LIMIT, OPTIONS, set_transformers_config
+from bpe_spark.models.load import export_model
+from bpe_spark.models.huggingface.transformers_config import NO_LIMIT, OPTIONS, set_transformers_config
 
 transformers = pytest.importorskip("transformers")
 tokenizers = pytest.importorskip("tokenizers")
@@ -246,7 +246,7 @@ def test_export_help_shows_every_format(capsys):
     shown = capsys.readouterr().out
     for fmt in ("tokenizer.json", "gpt2", "tiktoken", "subword-nmt"):
         assert f"--format {fmt} " in shown
-    from bpe_spark.formats.tiktoken_file import encoding_line
+    from bpe_spark.models.tiktoken_file import encoding_line
 
     assert all(line in shown for line in encoding_line("en32k.tiktoken").splitlines())
     assert "AutoTokenizer.from_pretrained(" in shown and "padding=True" in shown

@@ -1,4 +1,4 @@
-"""The compiled o200k pretokenizer (bpe_spark/_pretokenizer.h, o200k_scan) splits exactly as
+"""The compiled o200k pretokenizer (bpe_spark/native/_pretokenizer.h, o200k_scan) splits exactly as
 ``regex.findall(PRESETS["o200k"], text)``: on the shared corpora, on every code point, on
 hypothesis text from an alphabet that stresses its overlapping letter classes and its
 backtracking, on hand-picked edge cases, and on bytes that are not UTF-8 (no read past the end);
@@ -16,9 +16,10 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from test_encoder_equivalence import FUZZ_ALPHABET, _truncated_and_invalid
 
-from bpe_spark import Tokenizer, TrainerConfig, _compiled, train
-from bpe_spark.patterns import COMPILED_PRESETS, PRESETS
-from bpe_spark.pretokenize import Pretokenizer
+from bpe_spark import Tokenizer, TrainerConfig, train
+from bpe_spark.native import compiled as _compiled
+from bpe_spark.bpe.patterns import COMPILED_PRESETS, PRESETS
+from bpe_spark.bpe.pretokenize import Pretokenizer
 
 pytest_plugins = ("compiled_fixtures",)  # the fastenc fixture
 pytestmark = pytest.mark.usefixtures("fastenc")

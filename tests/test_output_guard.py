@@ -1,4 +1,4 @@
-"""The output rules (bpe_spark.output_guard) on real directories: placement, writability, what an
+"""The output rules (bpe_spark.storage.output_guard) on real directories: placement, writability, what an
 overwrite may replace, the marker, staging owners and the removal of dead runs' staging."""
 
 from __future__ import annotations
@@ -11,9 +11,10 @@ import time
 
 import pytest
 
-from bpe_spark import TrainerConfig, output_guard, owners, train
+from bpe_spark import TrainerConfig, train
+from bpe_spark.storage import output_guard, owners
 from bpe_spark.errors import OutputExistsError, OutputRefusedError
-from bpe_spark.formats import export_model
+from bpe_spark.models.load import export_model
 
 
 @pytest.fixture(scope="module")

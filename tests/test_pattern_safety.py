@@ -2,7 +2,7 @@
 characters a pattern leaves unmatched are counted and warned about (item 6).
 
 Custom patterns, from a model file, a tokenizer.json import or the user, run under a time limit
-that grows with the text (bpe_spark.patterns.match_time_limit); the presets run as before, with
+that grows with the text (bpe_spark.bpe.patterns.match_time_limit); the presets run as before, with
 the plain regex findall. The limit's base is lowered here so that the tests stay short; the
 pathological pattern takes seconds per extra character, so it meets any limit."""
 
@@ -15,15 +15,16 @@ import warnings
 import pytest
 import regex
 
-from bpe_spark import ConfigError, Tokenizer, TrainerConfig, patterns, train
-from bpe_spark.batch_encoder import BatchEncoder
+from bpe_spark import ConfigError, Tokenizer, TrainerConfig, train
+from bpe_spark.bpe import patterns
+from bpe_spark.encoding.batch_encoder import BatchEncoder
 from bpe_spark.errors import PatternTimeoutError
-from bpe_spark.formats.hf_json import to_hf_dict
-from bpe_spark.formats.hf_regex import python_pattern
-from bpe_spark.patterns import PRESETS, DroppedTextWarning, match_time_limit, pretoken_finder
-from bpe_spark.pretokenize import Pretokenizer
+from bpe_spark.models.huggingface.tokenizer_json_write import to_hf_dict
+from bpe_spark.bpe.oniguruma import python_pattern
+from bpe_spark.bpe.patterns import PRESETS, DroppedTextWarning, match_time_limit, pretoken_finder
+from bpe_spark.bpe.pretokenize import Pretokenizer
 
-pytestmark = pytest.mark.filterwarnings("ignore::bpe_spark.patterns.DroppedTextWarning")
+pytestmark = pytest.mark.filterwarnings("ignore::bpe_spark.bpe.patterns.DroppedTextWarning")
 
 EVIL = r"(?:a|a)+$"
 EVIL_TEXT = "a" * 25 + "b"  # 26 characters: about 24 s of backtracking without a limit

@@ -9,7 +9,7 @@ import pytest
 from conftest import PEERS, require_shared
 
 from bpe_spark import TrainerConfig, train
-from bpe_spark.symbols import display_to_bytes
+from bpe_spark.bpe.symbols import display_to_bytes
 
 CS336 = PEERS / "cs336"
 CFG = TrainerConfig(

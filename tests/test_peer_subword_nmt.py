@@ -14,7 +14,7 @@ from bpe_spark import (
     train,
     train_from_counts,
 )
-from bpe_spark.formats.subword_nmt import (
+from bpe_spark.models.subword_nmt import (
     SUBWORD_NMT_WORDS,
     Segmenter,
     read_codes,

@@ -15,7 +15,7 @@ import tiktoken
 from conftest import CORPUS_NAMES, PEERS, corpus_text, require_shared
 
 from bpe_spark import DisallowedSpecialTokenError, Tokenizer
-from bpe_spark.formats import export_model
+from bpe_spark.models.load import export_model
 
 CL100K_SPECIALS = {
     "<|endoftext|>": 100257,

@@ -13,8 +13,8 @@ from tokenizers import Tokenizer as HfTokenizer
 from tokenizers import decoders, models, pre_tokenizers, trainers
 
 from bpe_spark import Tokenizer, TrainerConfig, train
-from bpe_spark.formats import export_model
-from bpe_spark.symbols import bytes_to_display
+from bpe_spark.models.load import export_model
+from bpe_spark.bpe.symbols import bytes_to_display
 
 VOCAB_SIZE = 8000
 CORPUS_BYTES = 4_000_000

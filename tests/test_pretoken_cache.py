@@ -1,4 +1,4 @@
-"""The compiled encoder's pretoken cache (bpe_spark/_pretoken_cache.h) and its int objects
+"""The compiled encoder's pretoken cache (bpe_spark/native/_pretoken_cache.h) and its int objects
 (_fastenc.c): keys held in their slot (up to 16 bytes) or in the arena, ids in the slot (up to
 two) or in the arena, a cache that starts over when full, ids past the table of shared int
 objects, an encoder with no byte ids, a call made while a list of ids is being built, and a rank
@@ -13,8 +13,8 @@ import random
 
 import pytest
 
-from bpe_spark import _compiled
-from bpe_spark.words import bpe_merge
+from bpe_spark.native import compiled as _compiled
+from bpe_spark.bpe.words import bpe_merge
 
 pytest_plugins = ("compiled_fixtures",)  # the fastenc fixture
 pytestmark = pytest.mark.usefixtures("fastenc")

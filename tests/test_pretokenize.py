@@ -9,8 +9,8 @@ import tiktoken
 from conftest import corpus_text
 
 from bpe_spark import PRESETS, ConfigError, Pretokenizer
-from bpe_spark.patterns import compile_pattern
-from bpe_spark.pretokenize import SpecialTokenMatcher, normalize
+from bpe_spark.bpe.patterns import compile_pattern
+from bpe_spark.bpe.pretokenize import SpecialTokenMatcher, normalize
 
 GPT2_ENCODER_PY = r"""'s|'t|'re|'ve|'m|'ll|'d| ?\p{L}+| ?\p{N}+| ?[^\s\p{L}\p{N}]+|\s+(?!\S)|\s+"""
 SAMPLES = [

@@ -1,4 +1,4 @@
-"""The progress reporter (bpe_spark.progress): the lines it writes, their rate and time-left
+"""The progress reporter (bpe_spark.spark.runtime.progress): the lines it writes, their rate and time-left
 arithmetic on a fake clock, the modes of --progress, and that merging with it on changes no merge."""
 
 from __future__ import annotations
@@ -7,9 +7,9 @@ import io
 
 import pytest
 
-from bpe_spark.config import TrainerConfig
-from bpe_spark.progress import FAILURE_WORDS, OFF, Progress, log_line, merge_callback, resolve_mode
-from bpe_spark.trainer import train
+from bpe_spark.bpe.config import TrainerConfig
+from bpe_spark.spark.runtime.progress import FAILURE_WORDS, OFF, Progress, log_line, merge_callback, resolve_mode
+from bpe_spark.training.trainer import train
 
 
 class FakeClock:

@@ -11,9 +11,9 @@ from hypothesis import strategies as st
 from naive_bpe import naive_train
 
 from bpe_spark import TrainerConfig, train, train_from_counts
-from bpe_spark.formats.subword_nmt import Segmenter
-from bpe_spark.trainer import MergeEngine, initial_table, new_token_budget
-from bpe_spark.words import word_symbols
+from bpe_spark.models.subword_nmt import Segmenter
+from bpe_spark.training.trainer import MergeEngine, initial_table, new_token_budget
+from bpe_spark.bpe.words import word_symbols
 
 SPECIALS = ("<|endoftext|>", "<|pad|>", "<|end|>")
 

@@ -15,10 +15,11 @@ import pyarrow.fs as pafs
 import pyarrow.parquet as pq
 import pytest
 
-from bpe_spark import TrainerConfig, output_guard, train
+from bpe_spark import TrainerConfig, train
+from bpe_spark.storage import output_guard
 from bpe_spark.cli import main
-from bpe_spark.file_systems import ArrowFiles
-from bpe_spark.shards import ShardWriter
+from bpe_spark.storage.file_systems import ArrowFiles
+from bpe_spark.datasets.megatron import ShardWriter
 
 TEXT = ("low lower lowest newer wider new wide <|endoftext|> the quick brown fox jumps over the lazy dog\n"
         "hello world, hello spark; élan naïve café\n") * 6
@@ -234,7 +235,7 @@ def test_a_file_export_off_object_stores_is_staged_and_renamed(models, tmp_path)
     """Where a directory can be renamed (HDFS through pyarrow: here pyarrow's local file system),
     a file export goes up into a hidden staging sibling first and is renamed into place."""
     from bpe_spark.errors import OutputExistsError
-    from bpe_spark.remote_files import put_file
+    from bpe_spark.storage.remote import put_file
 
     files = ArrowFiles(pafs.LocalFileSystem())
     target = str(tmp_path / "out" / "m.tiktoken")

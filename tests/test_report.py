@@ -1,5 +1,5 @@
-"""The vocabulary figures (bpe_spark.vocab_stats) on real models, the training report's page and
-plots (bpe_spark.report), and ``bpe-spark report`` through ``main(argv)`` (issue 16, item 5)."""
+"""The vocabulary figures (bpe_spark.inspect.vocab_stats) on real models, the training report's page and
+plots (bpe_spark.inspect.report), and ``bpe-spark report`` through ``main(argv)`` (issue 16, item 5)."""
 
 from __future__ import annotations
 
@@ -12,12 +12,12 @@ from conftest import PEERS, corpus_lines, corpus_text, require_shared
 from report_checks import ReportPage, check_plot
 
 from bpe_spark import TrainerConfig, train
-from bpe_spark import vocab_stats as vs
+from bpe_spark.inspect import vocab_stats as vs
 from bpe_spark.cli import main
-from bpe_spark.file_systems import LOCAL
-from bpe_spark.output_guard import check_replaceable, kind_of
-from bpe_spark.remote_files import Store, fetch_model
-from bpe_spark.report import (
+from bpe_spark.storage.file_systems import LOCAL
+from bpe_spark.storage.output_guard import check_replaceable, kind_of
+from bpe_spark.storage.remote import Store, fetch_model
+from bpe_spark.inspect.report import (
     REPORT_FILE,
     Sample,
     merge_count_plot,
@@ -25,7 +25,7 @@ from bpe_spark.report import (
     read_sample,
     render_report,
 )
-from bpe_spark.tokenizer import Tokenizer
+from bpe_spark.encoding.tokenizer import Tokenizer
 
 
 @pytest.fixture(scope="module")
@@ -238,8 +238,8 @@ def test_a_remote_model_gets_its_report_uploaded(shakespeare, model_dir, tmp_pat
     import pyarrow.fs as pafs
 
     from bpe_spark.cli.report import train_report
-    from bpe_spark.file_systems import ArrowFiles
-    from bpe_spark.spark import storage
+    from bpe_spark.storage.file_systems import ArrowFiles
+    from bpe_spark.spark.storage.uris import uris as storage
 
     remote = tmp_path / "bucket" / "model"
     shutil.copytree(model_dir, remote)

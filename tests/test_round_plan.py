@@ -1,12 +1,12 @@
-"""The plan of the rounds (bpe_spark.round_plan): the frequent pretokens' cut and the partitions."""
+"""The plan of the rounds (bpe_spark.training.round_plan): the frequent pretokens' cut and the partitions."""
 
 from __future__ import annotations
 
 import doctest
 import random
 
-from bpe_spark import round_plan
-from bpe_spark.round_plan import frequent_cut, partitions_for
+from bpe_spark.training import round_plan
+from bpe_spark.training.round_plan import frequent_cut, partitions_for
 
 
 def test_docstring_examples():

@@ -1,4 +1,4 @@
-"""The driver's side of exact rounds (bpe_spark.round_replay), with the executors played in
+"""The driver's side of exact rounds (bpe_spark.training.round_replay), with the executors played in
 process: rounds over frequent and rare pretokens give the core engine's merges, whatever the
 split, the room for shipped pairs, the speculation's length, the scheme and the backend."""
 
@@ -12,9 +12,9 @@ import numpy as np
 import pytest
 from conftest import corpus_lines
 
-from bpe_spark import round_replay
-from bpe_spark.config import TrainerConfig
-from bpe_spark.round_replay import (
+from bpe_spark.training import round_replay
+from bpe_spark.bpe.config import TrainerConfig
+from bpe_spark.training.round_replay import (
     MARK,
     PAIR_SHIFT,
     RoundDriver,
@@ -23,14 +23,14 @@ from bpe_spark.round_replay import (
     gathered,
     spec_deltas,
 )
-from bpe_spark.trainer import (
+from bpe_spark.training.trainer import (
     MergeEngine,
     PackedWords,
     build_engine,
     compiled_core_available,
     count_pretokens,
 )
-from bpe_spark.words import apply_merges, pair_rank_index
+from bpe_spark.bpe.words import apply_merges, pair_rank_index
 
 BACKENDS = ["python"] + (["compiled"] if compiled_core_available() else [])
 
@@ -51,7 +51,7 @@ def _pair_counts(words, counts) -> Counter:
 
 def simulate(counts: dict, cfg: TrainerConfig, frequent: float, *, room: int | None = None, limit: int = 10_000,
              backend: str = "compiled", monkeypatch=None, max_rows: int | None = None) -> tuple[list, list[dict]]:
-    """Rounds as :mod:`bpe_spark.spark.rounds` runs them, the executors' work done here: the
+    """Rounds as :mod:`bpe_spark.spark.train.rounds` runs them, the executors' work done here: the
     ``frequent`` share of pretokens (by count) in the driver's engine, at most ``room`` pairs a
     shipping, the rare ones in two partitions sending at most ``max_rows`` rows each. Returns
     the merges and a record per round."""

@@ -21,7 +21,7 @@ from hf_cases import CORPUS_NAMES, EDGE_CASES, corpus_lines
 
 from bpe_spark import Tokenizer
 from bpe_spark.errors import ConfigError, ModelFormatError
-from bpe_spark.formats import detect_format
+from bpe_spark.models.load import detect_format
 
 MISTRAL_DATA = Path(mistral_common.__file__).parent / "data"
 EXTRA = {

@@ -11,8 +11,9 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
-from bpe_spark import ConfigError, ModelFormatError, Tokenizer, TrainerConfig, output_guard, train
-from bpe_spark.shards import (
+from bpe_spark import ConfigError, ModelFormatError, Tokenizer, TrainerConfig, train
+from bpe_spark.storage import output_guard
+from bpe_spark.datasets.megatron import (
     MANIFEST_NAME,
     ShardReader,
     ShardWriter,
@@ -183,7 +184,7 @@ def test_model_fingerprint_follows_what_decides_the_ids():
 
 
 def test_an_index_written_in_blocks_is_the_index_built_whole(monkeypatch):
-    from bpe_spark import shards
+    from bpe_spark.datasets import megatron as shards
 
     monkeypatch.setattr(shards, "_WRITE_BLOCK", 3)  # batches cut into blocks, and blocks across batches
     lengths = np.array([4, 0, 7, 1, 65535, 2, 9, 3], dtype=np.int64)

@@ -23,7 +23,7 @@ from mistral_common.tokens.tokenizers.tekken import Tekkenizer
 
 from bpe_spark import Tokenizer
 from bpe_spark.errors import ModelFormatError
-from bpe_spark.formats import detect_format
+from bpe_spark.models.load import detect_format
 
 NEMO = Path(mistral_common.__file__).parent / "data" / "tekken_240718.json"
 SMALL_SPECIALS = ["<unk>", "<s>", "</s>", "[INST]", "[/INST]", "[TOOL_CALLS]", "<pad>", "[THINK]"]

@@ -1,4 +1,4 @@
-"""The text rule (bpe_spark.text): one U+FFFD per maximal invalid subpart of UTF-8, one per lone
+"""The text rule (bpe_spark.bpe.text): one U+FFFD per maximal invalid subpart of UTF-8, one per lone
 surrogate in str, counted exactly; and Tokenizer.encode applies it instead of raising."""
 
 from __future__ import annotations
@@ -9,7 +9,7 @@ import random
 import pytest
 
 from bpe_spark import TrainerConfig, train
-from bpe_spark.text import InputTally, clean, clean_counted, decode_counted, decode_lines
+from bpe_spark.bpe.text import InputTally, clean, clean_counted, decode_counted, decode_lines
 
 # every kind of ill-formed UTF-8, with the U+FFFD count the Unicode Standard's practice gives
 CRAFTED = {

@@ -25,7 +25,7 @@ from hf_cases import CORPUS_NAMES, EDGE_CASES, corpus_lines
 
 from bpe_spark import Tokenizer, TrainerConfig, train
 from bpe_spark.errors import ConfigError, ModelFormatError
-from bpe_spark.formats.tiktoken_file import (
+from bpe_spark.models.tiktoken_file import (
     KNOWN_FILES,
     encoding_line,
     known_file,

@@ -16,7 +16,7 @@ from bpe_spark import (
     UnknownCharacterError,
     train,
 )
-from bpe_spark.words import bpe_merge
+from bpe_spark.bpe.words import bpe_merge
 
 EOT, PAD = "<|endoftext|>", "<|pad|>"
 

@@ -16,9 +16,9 @@ from bpe_spark import (
     train,
     train_from_counts,
 )
-from bpe_spark.symbols import SymbolTable
-from bpe_spark.trainer import Merge, MergeEngine, build_engine, new_token_budget
-from bpe_spark.words import merge_symbols
+from bpe_spark.bpe.symbols import SymbolTable
+from bpe_spark.training.trainer import Merge, MergeEngine, build_engine, new_token_budget
+from bpe_spark.bpe.words import merge_symbols
 
 A, B, C = ord("a"), ord("b"), ord("c")
 

@@ -1,5 +1,5 @@
 """Untrusted model files (issue 12, item 5): loading runs no code from a file and every reader
-bounds what it reads (bpe_spark/formats/fields.py: file size, entries, ids, token length, regex
+bounds what it reads (bpe_spark/bpe/fields.py: file size, entries, ids, token length, regex
 length), with an error naming the file and the field, line or row. Limits too large to reach in
 a test (file size, 2**24 entries) are lowered with monkeypatch: the check is the same."""
 
@@ -15,8 +15,9 @@ import pyarrow.parquet as pq
 import pytest
 
 from bpe_spark import ModelFormatError, Tokenizer, TrainerConfig, train
-from bpe_spark.formats import export_model, fields
-from bpe_spark.formats.hf_json import to_hf_dict
+from bpe_spark.models.load import export_model
+from bpe_spark.bpe import fields
+from bpe_spark.models.huggingface.tokenizer_json_write import to_hf_dict
 
 BIG_ID = 2**31  # one past the largest id
 LONG = "a" * (fields.MAX_TOKEN_BYTES + 1)
@@ -175,7 +176,7 @@ def test_tiktoken_limits(tmp_path, tok, monkeypatch):
 
 
 def test_subword_nmt_limits(tmp_path, monkeypatch):
-    from bpe_spark.formats.subword_nmt import read_codes
+    from bpe_spark.models.subword_nmt import read_codes
 
     path = tmp_path / "codes"
     path.write_text(f"#version: 0.2\na b\n{LONG} a</w>\n")

@@ -17,12 +17,12 @@ import threading
 import weakref
 from collections.abc import Mapping, Sequence
 
-from bpe_spark.config import NORMALIZATIONS, TrainerConfig
+from bpe_spark.bpe.config import NORMALIZATIONS, TrainerConfig
 from bpe_spark.errors import ConfigError, InputError
-from bpe_spark.patterns import PRESETS
-from bpe_spark.progress import OPTION_CHOICES as PROGRESS_CHOICES
+from bpe_spark.bpe.patterns import PRESETS
+from bpe_spark.spark.runtime.progress import OPTION_CHOICES as PROGRESS_CHOICES
 from bpe_spark.spark.options import DOCUMENT_UNITS, ENGINES, INPUT_FORMATS
-from bpe_spark.text import BAD_INPUT_POLICIES
+from bpe_spark.bpe.text import BAD_INPUT_POLICIES
 
 CONFIG_DEFAULTS = {field.name: field.default for field in dataclasses.fields(TrainerConfig)}
 # the TrainerConfig fields a command sets (the </w> marker's text is no command-line choice)
@@ -113,8 +113,8 @@ def add_spark_options(parser: argparse.ArgumentParser) -> None:
 
 
 def progress_reporter(args: argparse.Namespace, command: str):
-    """The :class:`~bpe_spark.progress.Progress` reporter of ``--progress`` for ``command``."""
-    from bpe_spark.progress import Progress
+    """The :class:`~bpe_spark.spark.runtime.progress.Progress` reporter of ``--progress`` for ``command``."""
+    from bpe_spark.spark.runtime.progress import Progress
 
     return Progress.from_option(getattr(args, "progress", "auto"), command, every=progress_seconds())
 
@@ -123,7 +123,7 @@ def progress_seconds() -> float:
     """Seconds between two progress log lines: $BPE_SPARK_PROGRESS_SECONDS, default 10."""
     import os
 
-    from bpe_spark.progress import DEFAULT_EVERY
+    from bpe_spark.spark.runtime.progress import DEFAULT_EVERY
 
     value = os.environ.get("BPE_SPARK_PROGRESS_SECONDS", "")
     try:
@@ -149,7 +149,7 @@ def check_input_paths(paths: Sequence[str], option: str = "--input") -> None:
     import glob
     import os
 
-    from bpe_spark.output_guard import is_local, local_path
+    from bpe_spark.storage.output_guard import is_local, local_path
 
     for given in paths:
         if not is_local(given) or "{" in given:
@@ -186,7 +186,7 @@ def local_input_files(paths: Sequence[str]) -> list[str] | None:
     Hadoop brace glob): then Spark's reader is the one to look."""
     import glob
 
-    from bpe_spark.output_guard import is_local, local_path
+    from bpe_spark.storage.output_guard import is_local, local_path
 
     found: list[str] = []
     for given in paths:
@@ -328,8 +328,8 @@ def start_spark(
     if not args.verbose:
         overrides.setdefault("spark.ui.showConsoleProgress", "false")
 
-    from bpe_spark.spark.io import reads_local_text
-    from bpe_spark.spark.session import build_session, running_session
+    from bpe_spark.spark.read.documents import reads_local_text
+    from bpe_spark.spark.runtime.session import build_session, running_session
 
     light = light_input is not None and reads_local_text(*light_input)
     running = running_session()
@@ -352,7 +352,7 @@ def stop_spark_early(spark, *uris: str) -> threading.Thread | None:
     then overlaps it instead of following it. Only a session this command started (never one
     running before it, such as a caller's), and only when every one of ``uris`` is a local path,
     which needs no Spark to write. The thread to join before the command returns, else None."""
-    from bpe_spark.output_guard import is_local
+    from bpe_spark.storage.output_guard import is_local
 
     if spark not in _STARTED or not all(is_local(str(uri)) for uri in uris):
         return None
@@ -374,7 +374,7 @@ FOLDER_OPTIONS = (*FOLDER_TOKEN_OPTIONS, "model_max_length")
 def add_model_folder_options(parser: argparse.ArgumentParser, *, unk_token: bool = True) -> None:
     """--bos-token, --eos-token, --pad-token, --unk-token (``unk_token=False``: the command has its
     own), --model-max-length: what tokenizer_config.json and special_tokens_map.json say
-    (:mod:`bpe_spark.formats.hf_config`), without defaults (``None``: not given)."""
+    (:mod:`bpe_spark.models.huggingface.transformers_config`), without defaults (``None``: not given)."""
     group = parser.add_argument_group(
         "model folder (transformers' tokenizer_config.json and special_tokens_map.json)")
     for name in FOLDER_TOKEN_OPTIONS if unk_token else FOLDER_TOKEN_OPTIONS[:3]:
@@ -393,7 +393,7 @@ def add_pattern_for_tiktoken(parser: argparse.ArgumentParser) -> None:
 def load_model(path: str, pattern: str | None = None, *, option: str = "--model"):
     """A model in any format bpe-spark loads (``pattern``: for a .tiktoken file that is not OpenAI's),
     at a local path or a URI pyarrow reaches (``s3://``, ``s3a://``, ``gs://``...: fetched first, see
-    :mod:`bpe_spark.remote_files`)."""
-    from bpe_spark.remote_files import load_model as load
+    :mod:`bpe_spark.storage.remote`)."""
+    from bpe_spark.storage.remote import load_model as load
 
     return load(path, option=option, **({"pattern": pattern} if pattern else {}))

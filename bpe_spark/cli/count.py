@@ -53,8 +53,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from bpe_spark.config import TrainerConfig
-    from bpe_spark.output_guard import check_output
+    from bpe_spark.bpe.config import TrainerConfig
+    from bpe_spark.storage.output_guard import check_output
 
     cfg = TrainerConfig(pattern=args.pattern, lowercase=args.lowercase, normalization=args.normalization,
                         special_tokens=tuple(args.special_tokens))
@@ -67,7 +67,7 @@ def run(args: argparse.Namespace) -> int:
     light_input = (args.input, args.input_format, args.document) if args.engine != "jvm" else None
     spark = start_spark(args, NAME, light_input=light_input, shared_input=bool(args.shared_input))
     from bpe_spark.spark import read_documents
-    from bpe_spark.spark.count import write_pretoken_counts
+    from bpe_spark.spark.train.count import write_pretoken_counts
 
     docs = read_documents(spark, args.input, input_format=args.input_format, text_col=args.text_column,
                           document=args.document, on_bad_input=args.on_bad_input, shared_input=args.shared_input)

@@ -1,7 +1,7 @@
 """``bpe-spark encode``: encode a dataset with a tokenizer on Spark, to Parquet parts or binary
 token shards with a manifest, and print what it wrote. A local model loads (and the token type is
 checked) before Spark starts; a remote one (``--model s3://...``, ``hdfs://...``) is fetched through
-the session's file system (:mod:`bpe_spark.spark.storage`) before any work.
+the session's file system (:mod:`bpe_spark.spark.storage.uris`) before any work.
 """
 
 from __future__ import annotations
@@ -52,7 +52,7 @@ shard-NNNNN.ids.parquet: doc_id, the id columns, offset and length in tokens.
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    from bpe_spark.shards import TOKEN_DTYPES  # numpy: only when this command runs
+    from bpe_spark.datasets.megatron import TOKEN_DTYPES  # numpy: only when this command runs
 
     parser.add_argument("--model", required=True, metavar="PATH",
                         help="the tokenizer: a bpe-spark model directory, tokenizer.json, GPT-2 "
@@ -105,13 +105,13 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from bpe_spark.batch_encoder import resolve_token
-    from bpe_spark.output_guard import check_output, is_local
-    from bpe_spark.tokenizer import Tokenizer
+    from bpe_spark.encoding.batch_encoder import resolve_token
+    from bpe_spark.storage.output_guard import check_output, is_local
+    from bpe_spark.encoding.tokenizer import Tokenizer
 
     check_document_options(args.input_format, args.document)
     # before Spark: a bad --split or --seed fails here
-    from bpe_spark.doc_order import check_seed, parse_splits
+    from bpe_spark.datasets.doc_order import check_seed, parse_splits
 
     check_seed(args.seed)
     parse_splits(args.split)
@@ -137,7 +137,7 @@ def run(args: argparse.Namespace) -> int:
     from bpe_spark.spark import encode_dataset, read_documents
 
     if tok is None:
-        from bpe_spark.spark.storage import load_model
+        from bpe_spark.spark.storage.uris import load_model
 
         tok = load_model(spark, args.model)
         _check_model(tok, args)
@@ -160,7 +160,7 @@ def run(args: argparse.Namespace) -> int:
     )
     print(encode_summary(manifest, args.out))
     if args.resume:
-        from bpe_spark.spark.encode_resume import resume_summary
+        from bpe_spark.spark.encode.resume import resume_summary
 
         print(resume_summary(manifest))
     if report := input_report(manifest):
@@ -190,8 +190,8 @@ def encode_summary(manifest: Mapping, out: str) -> str:
 def _check_model(tok, args: argparse.Namespace) -> None:
     """What the model must allow, before any encoding: the token type, the special tokens and
     the end tokens asked for."""
-    from bpe_spark.batch_encoder import resolve_token
-    from bpe_spark.shards import token_dtype
+    from bpe_spark.encoding.batch_encoder import resolve_token
+    from bpe_spark.datasets.megatron import token_dtype
 
     if args.output_format in TOKEN_STREAM_FORMATS:
         token_dtype(tok.max_token_id, args.dtype)

@@ -1,8 +1,8 @@
 """``bpe-spark export``: write a model in another format (GPT-2 files, tiktoken, tokenizer.json,
 subword-nmt codes) and print the files written, without Spark. ``--model`` and ``--out`` may be
-local paths or URIs pyarrow reaches (``s3://``, ``s3a://``, ``gs://``...; :mod:`bpe_spark.remote_files`),
+local paths or URIs pyarrow reaches (``s3://``, ``s3a://``, ``gs://``...; :mod:`bpe_spark.storage.remote`),
 ``--out`` checked before the model is read. The folder options (``--eos-token``...) go into
-transformers' config files of the tokenizer.json and gpt2 exports (:mod:`bpe_spark.formats.hf_config`).
+transformers' config files of the tokenizer.json and gpt2 exports (:mod:`bpe_spark.models.huggingface.transformers_config`).
 """
 
 from __future__ import annotations
@@ -53,7 +53,7 @@ URIs are read and written through pyarrow: S3 credentials from its default chain
 
 def examples(tiktoken_lines: str = "") -> str:
     """The help's examples; ``tiktoken_lines``: the Python that builds tiktoken's Encoding of the
-    tiktoken example (:func:`bpe_spark.formats.tiktoken_file.encoding_line`), set with the options."""
+    tiktoken example (:func:`bpe_spark.models.tiktoken_file.encoding_line`), set with the options."""
     shown = "  then, in Python:\n" + textwrap.indent(tiktoken_lines, "    ") + "\n" if tiktoken_lines else ""
     return _EXAMPLES.format(tiktoken_lines=shown)
 
@@ -62,8 +62,8 @@ EXAMPLES = examples()  # add_arguments puts in the tiktoken lines (it imports th
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    from bpe_spark.formats import EXPORT_FORMATS
-    from bpe_spark.formats.tiktoken_file import encoding_line
+    from bpe_spark.models.load import EXPORT_FORMATS
+    from bpe_spark.models.tiktoken_file import encoding_line
 
     parser.epilog = examples(encoding_line("en32k.tiktoken"))
 
@@ -80,9 +80,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 def run(args: argparse.Namespace) -> int:
     from bpe_spark.errors import option_name
-    from bpe_spark.formats import export_spec
-    from bpe_spark.formats.hf_config import set_transformers_config
-    from bpe_spark.remote_files import prepare_export
+    from bpe_spark.models.load import export_spec
+    from bpe_spark.models.huggingface.transformers_config import set_transformers_config
+    from bpe_spark.storage.remote import prepare_export
 
     given = {name: getattr(args, name) for name in FOLDER_OPTIONS if getattr(args, name) is not None}
     if given and export_spec(args.export_format).folder is None:

@@ -21,7 +21,7 @@ A closed pipe exits 141, the status of a coreutils program that SIGPIPE ends (``
 so ``set -o pipefail`` scripts see what they see for them; stdout then points at ``os.devnull``
 (Python's documented recipe) so that the interpreter's last flush prints nothing.
 
-Spark's own failures (py4j's and pyspark's exceptions) are read by :mod:`bpe_spark.spark.failures`,
+Spark's own failures (py4j's and pyspark's exceptions) are read by :mod:`bpe_spark.spark.runtime.failures`,
 loaded only when one is met; Ctrl-C cancels running jobs there too, when a Spark command ran.
 
 Quiet runs (no ``--verbose``) also silence py4j's and pyspark's Python loggers, whose messages
@@ -72,7 +72,7 @@ def run_command(command: str, run: Callable[[], object], args: argparse.Namespac
         signal.signal(signal.SIGINT, signal.SIG_IGN)  # a second Ctrl-C must not break the clean-up
         try:
             if "pyspark" in sys.modules:  # a Spark command ran: cancel its jobs
-                from bpe_spark.spark.failures import cancel_spark_jobs
+                from bpe_spark.spark.runtime.failures import cancel_spark_jobs
 
                 cancel_spark_jobs()
             _report(command, "interrupted", trace)
@@ -98,7 +98,7 @@ def describe_failure(exc: BaseException) -> tuple[int, str]:
     if isinstance(exc, BpeSparkError):
         return EXIT_USER, f"error: {exc}"
     if type(exc).__module__.partition(".")[0] in ("py4j", "pyspark"):
-        from bpe_spark.spark.failures import describe_spark_failure
+        from bpe_spark.spark.runtime.failures import describe_spark_failure
 
         user, line = describe_spark_failure(exc)
         return (EXIT_USER if user else EXIT_INTERNAL), line

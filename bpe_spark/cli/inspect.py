@@ -1,7 +1,7 @@
 """``bpe-spark inspect``: what a model holds, without Spark: its settings, the vocabulary by kind,
 token lengths, the longest tokens, the first and last merges with their counts, the rounds
-(:mod:`bpe_spark.model_summary`); ``--text`` shows a text as its tokens, ``--file`` measures bytes
-per token on a sample (:mod:`bpe_spark.token_display` draws the tokens). As text or ``--json``;
+(:mod:`bpe_spark.inspect.summary`); ``--text`` shows a text as its tokens, ``--file`` measures bytes
+per token on a sample (:mod:`bpe_spark.inspect.token_display` draws the tokens). As text or ``--json``;
 the model at a local path or a URI (``s3a://...``).
 """
 
@@ -10,7 +10,7 @@ from __future__ import annotations
 import argparse
 
 from bpe_spark.cli.arguments import add_pattern_for_tiktoken, load_model
-from bpe_spark.token_display import COLOUR_CHOICES
+from bpe_spark.inspect.token_display import COLOUR_CHOICES
 
 NAME = "inspect"
 SUMMARY = "show what a model holds, and a text as its tokens"
@@ -51,7 +51,7 @@ def run(args: argparse.Namespace) -> int:
     import sys
 
     from bpe_spark.errors import ConfigError
-    from bpe_spark.model_summary import describe, describe_text, json_token
+    from bpe_spark.inspect.summary import describe, describe_text, json_token
 
     if args.merges < 0:
         raise ConfigError(f"--merges must be 0 or more, got {args.merges}")
@@ -75,7 +75,7 @@ def run(args: argparse.Namespace) -> int:
         print(f"sample {args.file}: {figures['bytes']:,} bytes, {figures['characters']:,} characters, {tokens}"
               f"{figures['bytes_per_token']:.3f} bytes per token")
     if shown is not None:
-        from bpe_spark.token_display import legend, show_tokens, use_colour
+        from bpe_spark.inspect.token_display import legend, show_tokens, use_colour
 
         colour = use_colour(args.color, sys.stdout)
         ids = tok.encode_ordinary(shown)
@@ -117,9 +117,9 @@ def _first_line(sample: str | None) -> str | None:
 
 def _sample_figures(tok, path: str, text: str) -> dict:
     """Bytes, characters, tokens (None: a char-scheme model that skips lines of unseen characters)
-    and bytes per token of the sample (:func:`bpe_spark.vocab_stats.bytes_per_token`)."""
+    and bytes per token of the sample (:func:`bpe_spark.inspect.vocab_stats.bytes_per_token`)."""
     from bpe_spark.errors import UnknownCharacterError
-    from bpe_spark.vocab_stats import bytes_per_token
+    from bpe_spark.inspect.vocab_stats import bytes_per_token
 
     try:
         tokens = len(tok.encode_ordinary(text))

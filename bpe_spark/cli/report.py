@@ -1,5 +1,5 @@
 """``bpe-spark report``: write a model's training report (one self-contained HTML file of plots
-and key figures, :mod:`bpe_spark.report`) without Spark; and the report ``bpe-spark train``
+and key figures, :mod:`bpe_spark.inspect.report`) without Spark; and the report ``bpe-spark train``
 writes into the model directory it made (:func:`train_report`), with the sample it chooses.
 """
 
@@ -57,7 +57,7 @@ def sample_format(path: str) -> str:
 
 def _is_training_input(path: str, tok) -> bool:
     """Whether the local file ``path`` is (or is inside) an input the model was trained on."""
-    from bpe_spark.output_guard import is_local, local_path
+    from bpe_spark.storage.output_guard import is_local, local_path
 
     given = Path(path).resolve()
     for source in (tok.metadata.get("source") or {}).get("input") or ():
@@ -71,8 +71,8 @@ def _is_training_input(path: str, tok) -> bool:
 def run(args: argparse.Namespace) -> int:
     import time
 
-    from bpe_spark.output_guard import is_local
-    from bpe_spark.report import REPORT_FILE, Sample, figures_of, read_sample, write_report
+    from bpe_spark.storage.output_guard import is_local
+    from bpe_spark.inspect.report import REPORT_FILE, Sample, figures_of, read_sample, write_report
 
     local_dir = is_local(args.model) and Path(args.model).is_dir()
     if args.out is None and not local_dir:
@@ -101,7 +101,7 @@ def run(args: argparse.Namespace) -> int:
 def training_sample(tok, report_sample: str | None, options: dict):
     """The sample of a training's report: ``--report-sample FILE`` (held out, unless it is an
     input), else the start of the first local input file (said to be training data), else None."""
-    from bpe_spark.report import Sample, read_sample
+    from bpe_spark.inspect.report import Sample, read_sample
 
     if report_sample:
         text = read_sample(report_sample, limit=TRAIN_SAMPLE_LIMIT, input_format=sample_format(report_sample),
@@ -149,12 +149,12 @@ def train_report(spark, tok, out: str, options: dict) -> str | None:
     import tempfile
     import time
 
-    from bpe_spark.report import REPORT_FILE, report_failure, write_report
+    from bpe_spark.inspect.report import REPORT_FILE, report_failure, write_report
 
     started = time.perf_counter()
     try:
         sample = training_sample(tok, options.get("report_sample"), options)
-        from bpe_spark.spark.storage import driver_store
+        from bpe_spark.spark.storage.uris import driver_store
 
         store = driver_store(spark, out, option="--out")
         if store.layer == "local":

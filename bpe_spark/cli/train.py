@@ -29,7 +29,7 @@ from bpe_spark.cli.arguments import (
     stop_spark_early,
 )
 from bpe_spark.cli.report import preload_plotting, train_report
-from bpe_spark.config import END_OF_WORD, SCHEMES, TIE_BREAKS, TrainerConfig
+from bpe_spark.bpe.config import END_OF_WORD, SCHEMES, TIE_BREAKS, TrainerConfig
 from bpe_spark.errors import BpeSparkError, ConfigError
 from bpe_spark.spark.options import DEFAULT_DRIVER_BUDGET
 
@@ -158,7 +158,7 @@ def folder_options(options: dict, special_tokens) -> dict:
     names a --special-token (the vocabulary is not known before training, and transformers
     makes these tokens special, so an ordinary token would change its ids)."""
     from bpe_spark.errors import option_name
-    from bpe_spark.formats.hf_config import check_max_length
+    from bpe_spark.models.huggingface.transformers_config import check_max_length
 
     chosen = {name: options[name] for name in FOLDER_OPTIONS if options.get(name) is not None}
     for name, value in chosen.items():
@@ -176,8 +176,8 @@ def run(args: argparse.Namespace) -> int:
     import os
     import time
 
-    from bpe_spark.formats.hf_config import set_transformers_config
-    from bpe_spark.output_guard import check_checkpoint, check_output
+    from bpe_spark.models.huggingface.transformers_config import set_transformers_config
+    from bpe_spark.storage.output_guard import check_checkpoint, check_output
 
     options = train_options(args)
     if not options["out"]:
@@ -218,7 +218,7 @@ def run(args: argparse.Namespace) -> int:
     from bpe_spark.spark import read_counts, read_documents
     from bpe_spark.spark import train as spark_train
     from bpe_spark.spark import train_from_counts as spark_train_from_counts
-    from bpe_spark.spark.storage import prepare_output, save_model
+    from bpe_spark.spark.storage.uris import prepare_output, save_model
 
     # before any work: the model's file layer, a probe write there, and what it may replace
     prepare_output(spark, out, "model", overwrite=bool(options["overwrite"]), protected=protected, option="--out")

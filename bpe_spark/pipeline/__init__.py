@@ -36,10 +36,10 @@ from __future__ import annotations
 from collections.abc import Collection, Iterable
 from typing import Any
 
-from bpe_spark.formats.fields import Fields, show
+from bpe_spark.bpe.fields import Fields, show
 from bpe_spark.pipeline.added_tokens import AddedTokens
 from bpe_spark.pipeline.model import BpeModel
-from bpe_spark.symbols import display_to_bytes
+from bpe_spark.bpe.symbols import display_to_bytes
 
 SPEC_KEYS = ("version", "truncation", "padding", "added_tokens", "normalizer", "pre_tokenizer",
              "post_processor", "decoder", "model")
@@ -78,7 +78,7 @@ class Pipeline:
     """A ``tokenizer.json`` (parsed, ``spec``) that runs as ``tokenizers`` runs it.
 
     Everything that cannot be reproduced exactly raises, at construction, the error of
-    :class:`~bpe_spark.formats.fields.Fields` for ``path``: one line naming the file, the field
+    :class:`~bpe_spark.bpe.fields.Fields` for ``path``: one line naming the file, the field
     and what was found.
     """
 

@@ -29,7 +29,7 @@ from typing import Any
 
 import regex
 
-from bpe_spark.formats.fields import MAX_TOKENS, is_id, show
+from bpe_spark.bpe.fields import MAX_TOKENS, is_id, show
 from bpe_spark.pipeline.model import BpeModel, _default_error, check_token_size
 
 _FLAGS = ("special", "normalized", "lstrip", "rstrip", "single_word")

@@ -20,7 +20,7 @@ from bpe_spark.pipeline.pre_tokenizers import (
     only_options,
     pattern_of,
 )
-from bpe_spark.symbols import unicode_to_bytes
+from bpe_spark.bpe.symbols import unicode_to_bytes
 
 Chain = Callable[[list[str]], list[str]]
 

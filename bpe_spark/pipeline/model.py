@@ -16,8 +16,8 @@ What ``tokenizers`` does, reproduced here (``models/bpe/model.rs``, ``word.rs``)
 - then the adjacent pair of lowest rank merges, leftmost first, until none is left.
 
 BPE dropout above 0 is refused (it is random). ``model.tokenize(pretoken) -> list[int]`` caches
-its answers, as ``tokenizers`` does, and merges with the compiled BPE of ``bpe_spark._fastenc``
-when it is built (``bpe_spark.words.bpe_merge`` otherwise: the same rule);
+its answers, as ``tokenizers`` does, and merges with the compiled BPE of ``bpe_spark.native._fastenc``
+when it is built (``bpe_spark.bpe.words.bpe_merge`` otherwise: the same rule);
 ``model.encode_units(pretokens)`` runs the whole step compiled (characters, ignore_merges, BPE,
 cache) when the model has no prefix or suffix, and falls back to ``tokenize`` for a text with a
 character that is not a token.
@@ -32,11 +32,11 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-from bpe_spark import _compiled
+from bpe_spark.native import compiled as _compiled
 from bpe_spark.errors import ModelFormatError
-from bpe_spark.formats.fields import ID_RANGE, MAX_TOKEN_BYTES, MAX_TOKENS, is_id, show
-from bpe_spark.words import PRETOKEN_CACHE_LIMIT as _CACHE_LIMIT
-from bpe_spark.words import bpe_merge
+from bpe_spark.bpe.fields import ID_RANGE, MAX_TOKEN_BYTES, MAX_TOKENS, is_id, show
+from bpe_spark.bpe.words import PRETOKEN_CACHE_LIMIT as _CACHE_LIMIT
+from bpe_spark.bpe.words import bpe_merge
 
 _IN_VOCAB, _BYTES, _UNKNOWN = range(3)  # what a symbol of a pretoken becomes (BpeModel._symbol)
 MODEL_KEYS = frozenset({
@@ -151,7 +151,7 @@ class BpeModel:
         self._symbol_ids: dict[str, tuple[int, Any]] = {}
         merge_map = self.merges
         self._priority = lambda left, right: merge_map.get((left, right))
-        self._fast = None  # the compiled BPE (bpe_spark._fastenc), built on first use
+        self._fast = None  # the compiled BPE (bpe_spark.native._fastenc), built on first use
         self._fast_ready = False
         self._fast_chars = False  # the compiled encoder takes whole pretokens (no prefix or suffix)
 
@@ -225,7 +225,7 @@ class BpeModel:
         return _UNKNOWN, None
 
     def _compiled(self):
-        """The compiled BPE (bpe_spark._fastenc), built on first use, or None when not built."""
+        """The compiled BPE (bpe_spark.native._fastenc), built on first use, or None when not built."""
         if not self._fast_ready:
             self._fast_ready = True
             # the compiled table keeps a repeated pair's first rank: give it each pair's last

@@ -40,10 +40,10 @@ from typing import Any
 import regex
 
 from bpe_spark.errors import PatternTimeoutError
-from bpe_spark.formats.hf_regex import GPT2_ONIG_PATTERN as _GPT2
-from bpe_spark.formats.hf_regex import UnsupportedPattern, compile_onig
-from bpe_spark.patterns import match_time_limit
-from bpe_spark.symbols import bytes_to_unicode
+from bpe_spark.bpe.oniguruma import GPT2_ONIG_PATTERN as _GPT2
+from bpe_spark.bpe.oniguruma import UnsupportedPattern, compile_onig
+from bpe_spark.bpe.patterns import match_time_limit
+from bpe_spark.bpe.symbols import bytes_to_unicode
 
 ErrorFactory = Callable[[str, str], Exception]
 Piece = tuple[str, bool]  # the text of a piece, and whether it starts the original input
@@ -74,7 +74,7 @@ def find_matches(pattern: regex.Pattern, text: str) -> list[tuple[int, int, bool
     ended is skipped (the search moves one character on), unlike Python's ``finditer``.
 
     A file's pattern is untrusted: the matching of one text runs under
-    :func:`bpe_spark.patterns.match_time_limit`, and a pattern that backtracks past it is a
+    :func:`bpe_spark.bpe.patterns.match_time_limit`, and a pattern that backtracks past it is a
     :class:`~bpe_spark.errors.PatternTimeoutError` naming the pattern and the text.
     """
     if not text:

@@ -8,7 +8,7 @@ URI Spark or pyarrow reaches take the session first: ``save_model(spark, tok, ur
 ``BPETokenizerModel`` (:mod:`bpe_spark.spark.ml`).
 
 The names load on first use (PEP 562): importing one module of the package, such as the Python
-worker daemon (:mod:`bpe_spark.spark.daemon`), must not import pyarrow, pandas or numpy, which
+worker daemon (:mod:`bpe_spark.spark.runtime.daemon`), must not import pyarrow, pandas or numpy, which
 start threads, before Spark forks its workers.
 """
 
@@ -20,19 +20,19 @@ from typing import Any
 _EXPORTS = {
     "BPETokenizer": "bpe_spark.spark.ml",
     "BPETokenizerModel": "bpe_spark.spark.ml",
-    "count_pretokens": "bpe_spark.spark.count",
-    "encode": "bpe_spark.spark.encoding",
-    "encode_dataset": "bpe_spark.spark.dataset",
+    "count_pretokens": "bpe_spark.spark.train.count",
+    "encode": "bpe_spark.spark.encode.dataframe",
+    "encode_dataset": "bpe_spark.spark.encode.dataset",
     "ColumnError": "bpe_spark.errors",
     "InputError": "bpe_spark.errors",
-    "InputNotFoundError": "bpe_spark.spark.io",
-    "read_counts": "bpe_spark.spark.io",
-    "read_documents": "bpe_spark.spark.io",
-    "load_model": "bpe_spark.spark.storage",
-    "save_model": "bpe_spark.spark.storage",
+    "InputNotFoundError": "bpe_spark.spark.read.documents",
+    "read_counts": "bpe_spark.spark.read.documents",
+    "read_documents": "bpe_spark.spark.read.documents",
+    "load_model": "bpe_spark.spark.storage.uris",
+    "save_model": "bpe_spark.spark.storage.uris",
     "DEFAULT_DRIVER_BUDGET": "bpe_spark.spark.options",
-    "train": "bpe_spark.spark.training",
-    "train_from_counts": "bpe_spark.spark.training",
+    "train": "bpe_spark.spark.train.training",
+    "train_from_counts": "bpe_spark.spark.train.training",
 }
 
 __all__ = [

@@ -1,12 +1,12 @@
 """The ``pyspark.ml`` API: :class:`BPETokenizer`, an Estimator whose ``fit`` trains
-(:func:`bpe_spark.spark.training.train`), and :class:`BPETokenizerModel`, a Transformer that adds
-the ids column (``array<int>``, the ids of :func:`bpe_spark.spark.encoding.encode`), with their
+(:func:`bpe_spark.spark.train.training.train`), and :class:`BPETokenizerModel`, a Transformer that adds
+the ids column (``array<int>``, the ids of :func:`bpe_spark.spark.encode.dataframe.encode`), with their
 Params, saving and loading.
 
 Both are ``MLWritable`` / ``MLReadable``, so they go into a ``Pipeline`` and its
 ``PipelineModel.save`` / ``load``. A saved stage is ``<path>/metadata`` (Spark ML's
 ``DefaultParamsWriter`` JSON: class, uid, Params) and, for the model, ``<path>/model``: our model
-directory (:func:`bpe_spark.spark.storage.save_model`, any URI the session reaches), which
+directory (:func:`bpe_spark.spark.storage.uris.save_model`, any URI the session reaches), which
 ``Tokenizer.load`` reads as it is.
 
 Both work in the session of the DataFrame they are given (saving and loading: the writer's and
@@ -38,15 +38,15 @@ from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
-from bpe_spark.batch_encoder import batch_options
-from bpe_spark.config import TrainerConfig
+from bpe_spark.encoding.batch_encoder import batch_options
+from bpe_spark.bpe.config import TrainerConfig
 from bpe_spark.errors import ConfigError, current_interface, interface
-from bpe_spark.spark.columns import STRING, check_columns, require_classic
-from bpe_spark.spark.encode_tasks import ModelBroadcast, encoded_slices
+from bpe_spark.spark.runtime.columns import STRING, check_columns, require_classic
+from bpe_spark.spark.encode.tasks import ModelBroadcast, encoded_slices
 from bpe_spark.spark.options import DEFAULT_DRIVER_BUDGET, ENGINES
-from bpe_spark.spark.storage import load_model, save_model
-from bpe_spark.spark.training import train
-from bpe_spark.tokenizer import Tokenizer
+from bpe_spark.spark.storage.uris import load_model, save_model
+from bpe_spark.spark.train.training import train
+from bpe_spark.encoding.tokenizer import Tokenizer
 
 __all__ = ["BPETokenizer", "BPETokenizerModel"]
 
@@ -134,7 +134,7 @@ class BPETokenizer(Estimator, _EncodeParams, DefaultParamsReadable, DefaultParam
     """Trains a BPE tokenizer on ``df[inputCol]`` (:func:`bpe_spark.spark.train`); ``fit`` gives a
     :class:`BPETokenizerModel` with this Estimator's encoding Params.
 
-    Training Params are :class:`~bpe_spark.config.TrainerConfig`'s fields in camelCase
+    Training Params are :class:`~bpe_spark.bpe.config.TrainerConfig`'s fields in camelCase
     (``vocabSize``, ``scheme``, ``pattern``, ``specialTokens``, ``minFrequency``...), with its
     defaults, and ``train``'s options: ``driverBudget``, ``engine``, ``checkpointDir``, ``resume``.
     Encoding Params: ``inputCol`` (default ``text``), ``outputCol`` (default ``input_ids``),
@@ -183,7 +183,7 @@ class BPETokenizer(Estimator, _EncodeParams, DefaultParamsReadable, DefaultParam
         return self.getOrDefault(self.vocabSize)
 
     def trainer_config(self) -> TrainerConfig:
-        """The :class:`~bpe_spark.config.TrainerConfig` of the Params (checked: ConfigError)."""
+        """The :class:`~bpe_spark.bpe.config.TrainerConfig` of the Params (checked: ConfigError)."""
         fields = {field: self._value(getattr(self, name)) for name, field in _TRAINER_FIELDS.items()}
         fields["special_tokens"] = tuple(fields["special_tokens"] or ())
         return TrainerConfig(**fields)
@@ -207,7 +207,7 @@ class BPETokenizerModel(Model, _EncodeParams, MLReadable, MLWritable):
     input column is kept. Null text gives a null array, empty text ``[]`` (plus BOS/EOS when asked).
 
     ``BPETokenizerModel(tokenizer=tok, inputCol=..., ...)`` wraps any loaded
-    :class:`~bpe_spark.tokenizer.Tokenizer` (GPT-2 files, ``tokenizer.json``...); :attr:`tokenizer`
+    :class:`~bpe_spark.encoding.tokenizer.Tokenizer` (GPT-2 files, ``tokenizer.json``...); :attr:`tokenizer`
     is the core tokenizer.
 
     >>> ids = BPETokenizerModel(tokenizer=tok, outputCol="ids", eos="<|endoftext|>").transform(df)  # doctest: +SKIP

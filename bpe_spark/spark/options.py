@@ -14,7 +14,7 @@ INPUT_FORMATS = ("text", "jsonl", "parquet")  # read_documents(input_format=)
 DOCUMENT_UNITS = ("line", "file", "paragraph")  # read_documents(document=): what one text document is
 ENGINES = ("auto", "jvm", "python")  # count_pretokens(engine=): who pretokenizes
 # train(driver_budget=): distinct pretokens the driver may hold at once; "auto": as many as the
-# driver's memory holds, at the bytes per pretoken measured (bpe_spark.driver_budget)
+# driver's memory holds, at the bytes per pretoken measured (bpe_spark.training.driver_budget)
 DEFAULT_DRIVER_BUDGET = "auto"
 OUTPUT_FORMATS = ("parquet", "bin", "datatrove")  # encode_dataset(output_format=)
 TOKEN_STREAM_FORMATS = ("bin", "datatrove")  # the formats of flat token streams (dtype=, shard files)

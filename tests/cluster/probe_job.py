@@ -21,7 +21,7 @@ def look(checkout: str, driver_python: str):
         from pyspark import TaskContext
 
         import bpe_spark
-        from bpe_spark import _compiled
+        from bpe_spark.native import compiled as _compiled
 
         try:
             listed = sorted(os.listdir(checkout))

@@ -148,7 +148,7 @@ def test_executors_share_nothing_with_the_driver(cluster, driver_cwd, environmen
     zipped pyspark, with bpe-spark installed on the nodes (pyspark too) the installed one."""
     run = submission.submit(PROBE_JOB, [str(submission.ROOT), str(submission.DRIVER_PYTHON)],
                             name=f"probe-{environment}", cwd=driver_cwd, environment=environment,
-                            conf={"spark.python.daemon.module": "bpe_spark.spark.daemon"}).check()
+                            conf={"spark.python.daemon.module": "bpe_spark.spark.runtime.daemon"}).check()
     probe = json.loads(next(line for line in run.stdout.splitlines() if line.startswith("PROBE "))[6:])
     assert probe["master"] == standalone.MASTER_URL
     workers = set()
@@ -204,7 +204,7 @@ def test_encode_with_the_package_installed_on_the_nodes(local, inputs, driver_cw
     out = WORK / "cluster" / "encoded-node-env"
     run = submission.submit(ENCODE_JOB, encode_args(inputs, local("model"), out, "bin"), name="encode-node-env",
                       cwd=driver_cwd, environment="node",
-                      conf={"spark.python.daemon.module": "bpe_spark.spark.daemon"}).check()
+                      conf={"spark.python.daemon.module": "bpe_spark.spark.runtime.daemon"}).check()
     on_cluster(run)
     assert encode_output_bytes(out) == encode_output_bytes(local("bin"))
 

@@ -16,8 +16,9 @@ import pytest
 from bpe_spark import TrainerConfig
 from bpe_spark.cli import main
 from bpe_spark.errors import BadInputError, ColumnError
-from bpe_spark.spark import encode_dataset, jsonl, read_documents, textsplits, train
-from bpe_spark.text import InputTally
+from bpe_spark.spark import encode_dataset, read_documents, train
+from bpe_spark.spark.read import jsonl, text_splits as textsplits
+from bpe_spark.bpe.text import InputTally
 
 pytestmark = pytest.mark.spark
 

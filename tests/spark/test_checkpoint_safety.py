@@ -13,13 +13,14 @@ import sys
 import pytest
 from conftest import corpus_lines
 
-from bpe_spark import TrainerConfig, output_guard, owners
+from bpe_spark import TrainerConfig
+from bpe_spark.storage import output_guard, owners
 from bpe_spark.cli import main
 from bpe_spark.errors import CheckpointError, CheckpointLockedError
 from bpe_spark.spark import read_documents, train
-from bpe_spark.spark.checkpoint import META_FILE
-from bpe_spark.spark.checkpoint_lock import LOCK_FILE
-from bpe_spark.tokenizer import Tokenizer
+from bpe_spark.spark.train.checkpoint import META_FILE
+from bpe_spark.spark.train.checkpoint_lock import LOCK_FILE
+from bpe_spark.encoding.tokenizer import Tokenizer
 
 pytestmark = pytest.mark.spark
 HOST = owners.current_owner().host

@@ -12,7 +12,7 @@ from conftest import CORPUS_NAMES, corpus_text
 from bpe_spark import TrainerConfig
 from bpe_spark import count_pretokens as core_count
 from bpe_spark.errors import EmptyCorpusError, OutputExistsError
-from bpe_spark.patterns import PRESETS
+from bpe_spark.bpe.patterns import PRESETS
 from bpe_spark.spark import (
     ColumnError,
     InputNotFoundError,
@@ -20,8 +20,8 @@ from bpe_spark.spark import (
     read_counts,
     read_documents,
 )
-from bpe_spark.spark.count import choose_engine, write_pretoken_counts
-from bpe_spark.spark.jregex import VERIFIED_PRESETS
+from bpe_spark.spark.train.count import choose_engine, write_pretoken_counts
+from bpe_spark.spark.train.java_regex import VERIFIED_PRESETS
 
 pytestmark = pytest.mark.spark
 

@@ -11,7 +11,7 @@ from conftest import corpus_lines
 
 from bpe_spark import TrainerConfig, count_pretokens
 from bpe_spark.cli import main
-from bpe_spark.tokenizer import Tokenizer
+from bpe_spark.encoding.tokenizer import Tokenizer
 
 pytestmark = pytest.mark.spark
 

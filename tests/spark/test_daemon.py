@@ -7,7 +7,7 @@ import zipfile
 
 import pyspark
 
-from bpe_spark.spark.daemon import prefer_installed_pyspark
+from bpe_spark.spark.runtime.daemon import prefer_installed_pyspark
 
 HOME = os.path.dirname(pyspark.__file__)
 SITE = os.path.dirname(HOME)
@@ -47,7 +47,7 @@ def test_paths_without_spark_zips_are_untouched():
 LOAD_SCRIPT = """
 import sys
 sys.path[:0] = {front!r}
-from bpe_spark.spark.daemon import load_manager
+from bpe_spark.spark.runtime.daemon import load_manager
 manager = load_manager()
 print(manager.__module__, sys.modules["pyspark"].__file__)
 """

@@ -11,22 +11,22 @@ import pytest
 
 from bpe_spark import TrainerConfig, train
 from bpe_spark.cli import main
-from bpe_spark.datatrove_shards import (
+from bpe_spark.datasets.datatrove import (
     DatatroveReader,
     megatron_data_path,
     read_datatrove,
     read_metadata,
 )
 from bpe_spark.errors import ConfigError
-from bpe_spark.remote_files import encoded_documents
-from bpe_spark.shards import (
+from bpe_spark.storage.remote import encoded_documents
+from bpe_spark.datasets.megatron import (
     MANIFEST_NAME,
     model_fingerprint,
     read_manifest,
     read_shards,
 )
 from bpe_spark.spark import encode_dataset
-from bpe_spark.spark.io import read_documents
+from bpe_spark.spark.read.documents import read_documents
 
 pytestmark = pytest.mark.spark
 

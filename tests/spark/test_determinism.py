@@ -17,7 +17,7 @@ from conftest import corpus_lines, encode_output_bytes
 from bpe_spark import TrainerConfig
 from bpe_spark import train as core_train
 from bpe_spark.spark import encode_dataset, read_documents, train
-from bpe_spark.spark import jsonl as jsonl_reader
+from bpe_spark.spark.read import jsonl as jsonl_reader
 
 pytestmark = pytest.mark.spark
 PARTITIONS = (1, 2, 7, 64)
@@ -83,7 +83,7 @@ def test_readers_engines_and_file_order_give_the_same_merges(spark, files, expec
 
 def spark_reader(docs):
     """``docs`` without the mark that lets the encoding tasks read its JSON Lines files
-    themselves (:func:`bpe_spark.spark.jsonl.tag`): Spark's reader reads them."""
+    themselves (:func:`bpe_spark.spark.read.jsonl.tag`): Spark's reader reads them."""
     vars(docs).pop(jsonl_reader._ATTRIBUTE)
     return docs
 

@@ -19,9 +19,9 @@ from conftest import CORPUS_NAMES, PEERS, corpus_lines, require_shared
 
 from bpe_spark import ConfigError, Tokenizer, TrainerConfig, UnknownCharacterError, train
 from bpe_spark.errors import ColumnError, DisallowedSpecialTokenError, OutputExistsError
-from bpe_spark.shards import MANIFEST_NAME, model_fingerprint, read_manifest, read_shards
+from bpe_spark.datasets.megatron import MANIFEST_NAME, model_fingerprint, read_manifest, read_shards
 from bpe_spark.spark import encode, encode_dataset
-from bpe_spark.spark.io import read_documents
+from bpe_spark.spark.read.documents import read_documents
 
 pytestmark = pytest.mark.spark
 
@@ -323,7 +323,7 @@ def test_text_files_read_by_the_tasks_give_the_same_files_as_spark_reader(spark,
     """Local text files are read by the encoding tasks (textsplits); a transformed DataFrame goes
     through Spark's reader. Same documents, same order (file URIs sort like Spark's, even with
     spaces in names), same files byte for byte."""
-    from bpe_spark.spark import textsplits
+    from bpe_spark.spark.read import text_splits as textsplits
 
     root, _ = inputs
     corpus = tmp_path / "corpus dir"
@@ -362,7 +362,7 @@ def test_parquet_files_read_by_the_tasks_give_the_same_files_as_spark_reader(spa
     """Local Parquet files are read by the encoding tasks (parquetsplits, whole row groups per
     split); a transformed DataFrame goes through Spark's reader. Same documents (nulls, invalid
     UTF-8 by the text rule), same order, same files byte for byte."""
-    from bpe_spark.spark import parquetsplits, textsplits
+    from bpe_spark.spark.read import parquet_splits as parquetsplits, text_splits as textsplits
 
     root, _ = inputs
     corpus = tmp_path / "corpus dir"
@@ -383,7 +383,7 @@ def test_parquet_files_read_by_the_tasks_give_the_same_files_as_spark_reader(spa
 
 
 def test_parquet_row_groups_follow_the_documents_not_the_pieces(tmp_path):
-    from bpe_spark.spark.output import RowGroupWriter
+    from bpe_spark.spark.encode.output import RowGroupWriter
 
     rng = np.random.default_rng(0)
     n_tokens = rng.integers(0, 40, size=500).astype(np.int32)

@@ -15,8 +15,8 @@ import pytest
 from conftest import PEERS, ROOT, corpus_lines, require_shared
 
 from bpe_spark.cli import main
-from bpe_spark.shards import read_manifest, read_shards
-from bpe_spark.tokenizer import Tokenizer
+from bpe_spark.datasets.megatron import read_manifest, read_shards
+from bpe_spark.encoding.tokenizer import Tokenizer
 
 pytestmark = pytest.mark.spark
 

@@ -14,8 +14,8 @@ import pytest
 from bpe_spark import ConfigError, TrainerConfig, train
 from bpe_spark.cli import main
 from bpe_spark.spark import encode_dataset
-from bpe_spark.spark.encode_resume import FAULT_PROPERTY
-from bpe_spark.spark.io import read_documents
+from bpe_spark.spark.encode.resume import FAULT_PROPERTY
+from bpe_spark.spark.read.documents import read_documents
 
 pytestmark = pytest.mark.spark
 EOT = "<|endoftext|>"
@@ -171,7 +171,7 @@ def test_a_live_resume_lock_refuses_a_second_run(spark, corpus, tmp_path):
     root, tok, _ = corpus
     directory = tmp_path / ".out.resume"
     directory.mkdir()
-    from bpe_spark.owners import current_owner
+    from bpe_spark.storage.owners import current_owner
 
     owner = current_owner()
     (directory / "_LOCK").write_text(json.dumps({"host": owner.host, "pid": owner.pid, "start": owner.start}))
@@ -204,7 +204,7 @@ def test_a_retried_task_leaves_a_recorded_piece_as_it_is(tmp_path):
     import pyarrow as pa
     import pyarrow.fs as pafs
 
-    from bpe_spark.spark.output import PieceWriter
+    from bpe_spark.spark.encode.output import PieceWriter
 
     fs = pafs.LocalFileSystem()
     recorded = []

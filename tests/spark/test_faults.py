@@ -2,7 +2,7 @@
 round or while encoding is retried by Spark (local mode too) to the identical result; a driver
 killed during rounds resumes to the same merges; a killed encode, run again, writes the same bytes.
 
-The faults come from the test hook of :mod:`bpe_spark.spark.faults`; that they really happened
+The faults come from the test hook of :mod:`bpe_spark.spark.runtime.faults`; that they really happened
 is read from Spark's status tracker (failed tasks of the test's job group).
 """
 
@@ -23,10 +23,11 @@ from conftest import ROOT, corpus_lines, encode_output_bytes
 from bpe_spark import TrainerConfig
 from bpe_spark import train as core_train
 from bpe_spark.cli import main
-from bpe_spark.spark import count_pretokens, encode, encode_dataset, faults, read_documents, train
-from bpe_spark.spark.checkpoint import MERGES_FILE
-from bpe_spark.spark.session import with_task_retries
-from bpe_spark.tokenizer import Tokenizer
+from bpe_spark.spark import count_pretokens, encode, encode_dataset, read_documents, train
+from bpe_spark.spark.runtime import faults
+from bpe_spark.spark.train.checkpoint import MERGES_FILE
+from bpe_spark.spark.runtime.session import with_task_retries
+from bpe_spark.encoding.tokenizer import Tokenizer
 
 pytestmark = pytest.mark.spark
 

@@ -14,7 +14,7 @@ from conftest import ROOT, corpus_lines
 from bpe_spark import TrainerConfig
 from bpe_spark import train as core_train
 from bpe_spark.cli import main
-from bpe_spark.tokenizer import Tokenizer
+from bpe_spark.encoding.tokenizer import Tokenizer
 
 pytestmark = pytest.mark.spark
 

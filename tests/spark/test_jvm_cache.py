@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from bpe_spark.spark import jvm_cache, jvm_cache_build
+from bpe_spark.spark.runtime import jvm_cache, jvm_cache_build
 
 
 @pytest.fixture
@@ -64,13 +64,13 @@ def test_build_tool_path_and_clear(cache, capsys):
 
 
 def test_running_session_is_never_relaunched(spark):
-    from bpe_spark.spark.session import _launches_jvm
+    from bpe_spark.spark.runtime.session import _launches_jvm
 
     assert not _launches_jvm()
 
 
 def test_light_jvm_compiles_with_c1_and_a_lean_heap_unless_the_user_chose(cache):
-    from bpe_spark.spark.session import LEAN_GC, LEAN_INITIAL_HEAP, QUICK_JIT, launch_java_options
+    from bpe_spark.spark.runtime.session import LEAN_GC, LEAN_INITIAL_HEAP, QUICK_JIT, launch_java_options
 
     lean = f"{LEAN_GC} {LEAN_INITIAL_HEAP}"
     assert launch_java_options(None, light=False) is None
@@ -89,7 +89,7 @@ def test_light_jvm_compiles_with_c1_and_a_lean_heap_unless_the_user_chose(cache)
 
 
 def test_reads_local_text():
-    from bpe_spark.spark.io import reads_local_text
+    from bpe_spark.spark.read.documents import reads_local_text
 
     assert reads_local_text(["a.txt", "file:///b/*.gz"])
     assert not reads_local_text(["a.txt", "hdfs://nn/b.txt"])

@@ -1,5 +1,5 @@
 """A line longer than LONG_DOCUMENT_BYTES in a local text file, through the Spark jobs: counted
-and encoded in pieces by the tasks (bpe_spark.long_documents), with the counts and ids of the
+and encoded in pieces by the tasks (bpe_spark.bpe.long_documents), with the counts and ids of the
 whole text (the memory figures are bench case R1)."""
 
 from __future__ import annotations
@@ -12,8 +12,8 @@ import pytest
 from conftest import corpus_text
 
 from bpe_spark import TrainerConfig, train_from_counts
-from bpe_spark.long_documents import LONG_DOCUMENT_BYTES
-from bpe_spark.pretokenize import Pretokenizer
+from bpe_spark.bpe.long_documents import LONG_DOCUMENT_BYTES
+from bpe_spark.bpe.pretokenize import Pretokenizer
 from bpe_spark.spark import count_pretokens, encode_dataset, read_documents
 
 pytestmark = pytest.mark.spark

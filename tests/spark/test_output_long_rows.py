@@ -12,9 +12,9 @@ import pyarrow.parquet as pq
 import pytest
 
 from bpe_spark import TrainerConfig, train
-from bpe_spark.shards import ShardReader, ShardWriter, iter_encoded_documents, read_shards
+from bpe_spark.datasets.megatron import ShardReader, ShardWriter, iter_encoded_documents, read_shards
 from bpe_spark.spark import encode_dataset
-from bpe_spark.spark.output import LONG_ROW_TOKENS
+from bpe_spark.spark.encode.output import LONG_ROW_TOKENS
 
 pytestmark = pytest.mark.spark
 

@@ -15,10 +15,11 @@ from pathlib import Path
 
 import pytest
 
-from bpe_spark import TrainerConfig, output_guard, owners, train
+from bpe_spark import TrainerConfig, train
+from bpe_spark.storage import output_guard, owners
 from bpe_spark.cli import main
 from bpe_spark.errors import OutputRefusedError
-from bpe_spark.shards import read_manifest
+from bpe_spark.datasets.megatron import read_manifest
 
 pytestmark = pytest.mark.spark
 
@@ -136,7 +137,7 @@ def test_train_marks_the_model_and_the_checkpoint(spark, place):
 def test_python_api_refuses_the_same_way(spark, place):
     from bpe_spark.spark import encode_dataset, read_documents
     from bpe_spark.spark import train as spark_train
-    from bpe_spark.tokenizer import Tokenizer
+    from bpe_spark.encoding.tokenizer import Tokenizer
 
     docs = read_documents(spark, str(place / "data"))
     before = _snapshot(place)

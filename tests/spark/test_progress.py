@@ -11,10 +11,10 @@ import pytest
 from conftest import corpus_lines, encode_output_bytes
 
 from bpe_spark.cli import main
-from bpe_spark.config import TrainerConfig
-from bpe_spark.progress import FAILURE_WORDS, Progress
+from bpe_spark.bpe.config import TrainerConfig
+from bpe_spark.spark.runtime.progress import FAILURE_WORDS, Progress
 from bpe_spark.spark import encode_dataset, read_documents, train
-from bpe_spark.tokenizer import Tokenizer
+from bpe_spark.encoding.tokenizer import Tokenizer
 
 pytestmark = pytest.mark.spark
 
@@ -104,7 +104,7 @@ def test_the_cli_logs_progress_on_a_non_terminal_stderr(spark, corpus, tmp_path,
 
 
 def test_input_bytes_are_known_for_local_files_only(spark, corpus, tmp_path):
-    from bpe_spark.spark.progress import local_input_bytes
+    from bpe_spark.spark.runtime.stage_progress import local_input_bytes
 
     assert local_input_bytes(read_documents(spark, str(corpus))) == corpus.stat().st_size
     assert local_input_bytes(spark.createDataFrame([("a",)], "text string")) is None

@@ -21,13 +21,13 @@ import pyarrow.fs as pafs
 import pytest
 from conftest import ROOT, encode_output_bytes
 
-from bpe_spark import file_systems, output_guard
+from bpe_spark.storage import file_systems, output_guard
 from bpe_spark.cli import main
 from bpe_spark.errors import ModelFormatError, OutputExistsError
-from bpe_spark.file_systems import ArrowFiles
-from bpe_spark.shards import read_shards
-from bpe_spark.spark import storage
-from bpe_spark.tokenizer import Tokenizer
+from bpe_spark.storage.file_systems import ArrowFiles
+from bpe_spark.datasets.megatron import read_shards
+from bpe_spark.spark.storage.uris import uris as storage
+from bpe_spark.encoding.tokenizer import Tokenizer
 
 pytestmark = pytest.mark.spark
 
@@ -191,7 +191,7 @@ KILLED_WRITER = """
 import os, sys
 import pyarrow.fs as pafs
 from bpe_spark import output_guard
-from bpe_spark.file_systems import ArrowFiles
+from bpe_spark.storage.file_systems import ArrowFiles
 
 endpoint, local, target = sys.argv[1:]
 fs = pafs.S3FileSystem(access_key="testing", secret_key="testing", endpoint_override=endpoint.split("://")[1],

@@ -9,7 +9,7 @@ from conftest import corpus_text
 from report_checks import ReportPage, check_plot
 
 from bpe_spark.cli import main
-from bpe_spark.tokenizer import Tokenizer
+from bpe_spark.encoding.tokenizer import Tokenizer
 
 pytestmark = [pytest.mark.spark, pytest.mark.report]
 
@@ -61,7 +61,7 @@ def test_report_sample_no_report_and_a_failing_report(spark, corpus, tmp_path, c
     def broken(*args, **kwargs):
         raise RuntimeError("the plotting library broke")
 
-    monkeypatch.setattr("bpe_spark.report.render_report", broken)
+    monkeypatch.setattr("bpe_spark.inspect.report.render_report", broken)
     assert main([*common, "--overwrite"]) == 0
     printed = capsys.readouterr()
     assert printed.err == "bpe-spark train: warning: no report.html written: RuntimeError: the plotting library broke\n"

@@ -13,16 +13,19 @@ from pathlib import Path
 import pytest
 from conftest import corpus_lines
 
-from bpe_spark import TrainerConfig, driver_budget
+from bpe_spark import TrainerConfig
+from bpe_spark.training import driver_budget
 from bpe_spark import train as core_train
 from bpe_spark import train_from_counts as core_train_from_counts
-from bpe_spark.spark import count_pretokens, resources, round_words, train, train_from_counts
-from bpe_spark.spark import rounds as spark_rounds
-from bpe_spark.spark.count import write_pretoken_counts
-from bpe_spark.spark.round_tasks import initial_words
-from bpe_spark.spark.round_words import sized_counts
-from bpe_spark.trainer import count_pretokens as core_count_pretokens
-from bpe_spark.trainer import initial_table
+from bpe_spark.spark import count_pretokens, train, train_from_counts
+from bpe_spark.spark.runtime import resources
+from bpe_spark.spark.train import round_words
+from bpe_spark.spark.train import rounds as spark_rounds
+from bpe_spark.spark.train.count import write_pretoken_counts
+from bpe_spark.spark.train.round_tasks import initial_words
+from bpe_spark.spark.train.round_words import sized_counts
+from bpe_spark.training.trainer import count_pretokens as core_count_pretokens
+from bpe_spark.training.trainer import initial_table
 
 pytestmark = pytest.mark.spark
 CFG = TrainerConfig(vocab_size=300)

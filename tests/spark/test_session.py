@@ -13,13 +13,13 @@ from pathlib import Path
 import pytest
 
 from bpe_spark.errors import ConfigError
-from bpe_spark.spark.session import build_session
+from bpe_spark.spark.runtime.session import build_session
 
 ROOT = Path(__file__).resolve().parents[2]
 
 PROBE = textwrap.dedent("""
     import json
-    from bpe_spark.spark.session import build_session
+    from bpe_spark.spark.runtime.session import build_session
     spark = build_session("probe", overrides={"spark.ui.enabled": "false"})
     jvm = spark.sparkContext._jvm
     print("PROBE " + json.dumps({

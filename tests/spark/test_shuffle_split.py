@@ -12,8 +12,8 @@ from conftest import encode_output_bytes
 
 from bpe_spark import ConfigError, TrainerConfig, train
 from bpe_spark.cli import main
-from bpe_spark.doc_order import split_of
-from bpe_spark.shards import iter_encoded_documents, read_manifest, read_shards
+from bpe_spark.datasets.doc_order import split_of
+from bpe_spark.datasets.megatron import iter_encoded_documents, read_manifest, read_shards
 from bpe_spark.spark import encode_dataset
 
 pytestmark = pytest.mark.spark

@@ -1,4 +1,4 @@
-"""One text rule for every reader (bpe_spark.text): Spark's readers hand the raw bytes on, and
+"""One text rule for every reader (bpe_spark.bpe.text): Spark's readers hand the raw bytes on, and
 the JVM path (make_valid_utf8) and the Python tasks' path give identical documents, counts,
 statistics and encoded files for any bytes; JSON Lines documents follow the same rule."""
 
@@ -14,16 +14,10 @@ from pyspark.sql import functions as F
 from test_text import CRAFTED
 
 from bpe_spark import TrainerConfig
-from bpe_spark.spark import (
-    count_pretokens,
-    encode,
-    encode_dataset,
-    read_documents,
-    textsplits,
-    train,
-)
-from bpe_spark.spark.count import valid_text
-from bpe_spark.text import decode_counted
+from bpe_spark.spark import count_pretokens, encode, encode_dataset, read_documents, train
+from bpe_spark.spark.read import text_splits as textsplits
+from bpe_spark.spark.train.count import valid_text
+from bpe_spark.bpe.text import decode_counted
 
 pytestmark = pytest.mark.spark
 

@@ -1,4 +1,4 @@
-"""Text files counted by the Python tasks themselves (bpe_spark.spark.textsplits): the same
+"""Text files counted by the Python tasks themselves (bpe_spark.spark.read.text_splits): the same
 documents, hence the same counts and statistics, as Spark's text reader gives."""
 
 from __future__ import annotations
@@ -13,9 +13,10 @@ from conftest import CORPUS_NAMES, corpus_text
 
 from bpe_spark import TrainerConfig
 from bpe_spark import count_pretokens as core_count
-from bpe_spark.spark import count_pretokens, read_documents, textsplits
-from bpe_spark.spark.count import write_pretoken_counts
-from bpe_spark.spark.textsplits import Split, iter_lines, plan_splits, source_of
+from bpe_spark.spark import count_pretokens, read_documents
+from bpe_spark.spark.read import text_splits as textsplits
+from bpe_spark.spark.train.count import write_pretoken_counts
+from bpe_spark.spark.read.text_splits import Split, iter_lines, plan_splits, source_of
 
 pytestmark = pytest.mark.spark
 
@@ -66,7 +67,7 @@ def test_only_plain_local_reads_are_tagged(spark, tmp_path):
 
 
 def test_tasks_read_local_files_only_where_every_executor_sees_them(spark, tmp_path, monkeypatch):
-    from bpe_spark.spark import io
+    from bpe_spark.spark.read import documents as io
 
     (tmp_path / "a.txt").write_text("a\nb\n", encoding="utf-8")
     assert source_of(read_documents(spark, str(tmp_path / "a.txt"))) is not None  # local[2,2]: the driver's machine

@@ -1,0 +1,176 @@
+"""The pretokenization patterns: the presets by name, which of them the compiled pretokenizer
+implements, compiling a preset name or a custom regex, and matching it (:func:`pretoken_finder`).
+A leaf: it imports nothing of ours but the errors, so every layer (config, pretokenizer,
+compiled accelerators, formats, the Spark side's Java regex) can name a pattern without
+importing another.
+
+Custom patterns are untrusted (a model file may carry any regex, and ``(?:a|a)+$`` backtracks
+for seconds on 20 characters): they are matched under a time limit of ``MATCH_SECONDS +
+MATCH_SECONDS_PER_CHAR * len(text)`` (1 s plus 10 microseconds a character: any pattern that
+matches at 100,000 characters a second or faster never meets it), and a text that exceeds it
+raises :class:`PatternTimeoutError` naming the text. Custom patterns also count the
+characters other than whitespace (the regex's ``\\s``) that they leave unmatched, which
+pretokenization drops, and warn once. Whitespace between pretokens may go, as in the ``words``
+and ``whitespace`` presets and subword-nmt, where a word boundary stands for it. The presets
+are matched without either: their worst case is linear, gpt2 / cl100k / o200k match every
+character, and ``words`` / ``whitespace`` drop whitespace only (tests/test_pattern_safety.py).
+
+>>> compile_pattern("words").findall("a, b")
+['a', ',', 'b']
+>>> compiled_preset(PRESETS["gpt2"]), compiled_preset("words")
+('gpt2', None)
+>>> finder = pretoken_finder("[a-z]+")
+>>> finder("ab c"), finder.dropped_characters
+(['ab', 'c'], 0)
+"""
+
+from __future__ import annotations
+
+import warnings
+from collections.abc import Callable
+
+import regex
+
+from bpe_spark.errors import ConfigError, PatternTimeoutError
+
+# subtle: these are the exact patterns of the reference implementations (GPT-2's encoder.py and
+# tiktoken's cl100k_base / o200k_base), so that pretokens, hence merges and ids, agree with them.
+PRESETS: dict[str, str] = {
+    "gpt2": r"""'s|'t|'re|'ve|'m|'ll|'d| ?\p{L}+| ?\p{N}+| ?[^\s\p{L}\p{N}]+|\s+(?!\S)|\s+""",
+    "cl100k": (
+        r"""'(?i:[sdmt]|ll|ve|re)|[^\r\n\p{L}\p{N}]?+\p{L}++|\p{N}{1,3}+| ?[^\s\p{L}\p{N}]++[\r\n]*+"""
+        r"""|\s++$|\s*[\r\n]|\s+(?!\S)|\s"""
+    ),
+    "o200k": "|".join(  # noqa: FLY002 (one alternative per line reads better)
+        [
+            r"""[^\r\n\p{L}\p{N}]?[\p{Lu}\p{Lt}\p{Lm}\p{Lo}\p{M}]*[\p{Ll}\p{Lm}\p{Lo}\p{M}]+(?i:'s|'t|'re|'ve|'m|'ll|'d)?""",
+            r"""[^\r\n\p{L}\p{N}]?[\p{Lu}\p{Lt}\p{Lm}\p{Lo}\p{M}]+[\p{Ll}\p{Lm}\p{Lo}\p{M}]*(?i:'s|'t|'re|'ve|'m|'ll|'d)?""",
+            r"""\p{N}{1,3}""",
+            r""" ?[^\s\p{L}\p{N}]+[\r\n/]*""",
+            r"""\s*[\r\n]+""",
+            r"""\s+(?!\S)""",
+            r"""\s+""",
+        ]
+    ),
+    "words": r"""\w+|[^\s\w]+""",
+    "whitespace": r"""\S+""",
+}
+
+
+MAX_PATTERN_CHARS = 10_000  # a custom regex longer than this is refused (o200k's is 480)
+MATCH_SECONDS = 1.0
+MATCH_SECONDS_PER_CHAR = 10e-6
+
+
+def compile_pattern(pattern: str) -> regex.Pattern:
+    """Compile a preset name or a custom regex (Python ``regex`` syntax) of at most
+    ``MAX_PATTERN_CHARS`` characters."""
+    if not isinstance(pattern, str) or not pattern:
+        raise ConfigError(f"pattern must be a preset name {sorted(PRESETS)} or a regex, got {pattern!r}")
+    if len(pattern) > MAX_PATTERN_CHARS:
+        raise ConfigError(
+            f"pretokenization regex {pattern[:40]!r}... has {len(pattern)} characters; at most "
+            f"{MAX_PATTERN_CHARS} are allowed"
+        )
+    source = PRESETS.get(pattern)
+    if source is None:
+        if pattern.isidentifier():
+            # A bare word that is no preset is almost certainly a typo, not a regex meant to match it.
+            raise ConfigError(
+                f"unknown pattern preset {pattern!r}; choose one of {sorted(PRESETS)} or give a regex"
+            )
+        source = pattern
+    try:
+        compiled = regex.compile(source)
+    except regex.error as exc:
+        raise ConfigError(f"invalid pretokenization regex {pattern!r}: {exc}") from None
+    if compiled.search("") is not None and compiled.fullmatch("") is not None:
+        raise ConfigError(f"pretokenization regex {pattern!r} matches the empty string; it must not")
+    return compiled
+
+
+# Presets the compiled pretokenizer (bpe_spark.native._fastenc) implements by hand over UTF-8.
+COMPILED_PRESETS = ("gpt2", "cl100k", "o200k")
+
+
+def pattern_source(pattern: str) -> str:
+    """The regex source of a preset name or a custom regex."""
+    return PRESETS.get(pattern, pattern)
+
+
+def preset_name(pattern: str) -> str | None:
+    """The preset a pattern is (given by name or by its exact regex), or None for a custom one."""
+    if pattern in PRESETS:
+        return pattern
+    for name, source in PRESETS.items():
+        if source == pattern:
+            return name
+    return None
+
+
+def compiled_preset(pattern: str) -> str | None:
+    """The name the compiled pretokenizer knows ``pattern`` by (a name or its regex), or None."""
+    name = preset_name(pattern)
+    return name if name in COMPILED_PRESETS else None
+
+
+def match_time_limit(length: int) -> float:
+    """Seconds a custom pattern may take on a text of ``length`` characters.
+
+    >>> match_time_limit(1_000_000)
+    11.0
+    """
+    return MATCH_SECONDS + MATCH_SECONDS_PER_CHAR * length
+
+
+_SPACE = regex.compile(r"\s+")
+
+
+class DroppedTextWarning(UserWarning):
+    """A custom pretokenization pattern left characters of a text unmatched."""
+
+
+class _BoundedFinder:
+    """``findall`` of a custom pattern under :func:`match_time_limit`, counting what it drops."""
+
+    def __init__(self, pattern: str, compiled: regex.Pattern):
+        self.pattern = pattern
+        self._findall = compiled.findall
+        self.dropped_characters = 0
+        self.dropped_texts = 0
+
+    def __call__(self, text: str) -> list[str]:
+        limit = match_time_limit(len(text))
+        try:
+            pieces = self._findall(text, timeout=limit)
+        except TimeoutError:
+            raise PatternTimeoutError(
+                f"pretokenization pattern {self.pattern[:60]!r} took over {limit:.3g} s on a text of "
+                f"{len(text)} characters starting {text[:40]!r}; the pattern backtracks too much: "
+                "simplify it or use a preset (gpt2, cl100k, o200k, words, whitespace)"
+            ) from None
+        kept = sum(map(len, pieces))
+        # subtle: only when something is left out, count what was not whitespace
+        dropped = 0 if kept == len(text) else len(_SPACE.sub("", text)) - len(_SPACE.sub("", "".join(pieces)))
+        if dropped:
+            if not self.dropped_characters:
+                warnings.warn(
+                    f"pretokenization pattern {self.pattern[:60]!r} leaves {dropped} characters "
+                    f"(not whitespace) of a text starting {text[:40]!r} unmatched; they are dropped "
+                    "(this warning is given once; add an alternative such as '|.' to keep all text)",
+                    DroppedTextWarning, stacklevel=2,
+                )
+            self.dropped_characters += dropped
+            self.dropped_texts += 1
+        return pieces
+
+
+def pretoken_finder(pattern: str, compiled: regex.Pattern | None = None) -> Callable[[str], list[str]]:
+    """The function that splits text into pretokens: a preset's plain ``findall``, or for a
+    custom pattern ``findall`` under the time limit, with ``dropped_characters`` and
+    ``dropped_texts`` counting the characters (other than whitespace) it left unmatched and the
+    texts that lost some (see the module docstring)."""
+    compiled = compile_pattern(pattern) if compiled is None else compiled
+    if preset_name(pattern) is not None:
+        return compiled.findall
+    return _BoundedFinder(pattern, compiled)

@@ -1,0 +1,3 @@
+"""Encoding on Spark: ``encode(df)`` and ``encode_dataset`` with its pieces, shards, shuffle, splits
+and resume.
+"""

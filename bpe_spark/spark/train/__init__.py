@@ -1,0 +1,2 @@
+"""Training on Spark: counting pretokens, driver-mode training, exact rounds and checkpoints.
+"""

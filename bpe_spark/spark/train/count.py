@@ -1,0 +1,286 @@
+"""Pretokenize and count on the executors (DESIGN 2.1 step 2).
+
+Two engines give the same ``(pretoken, count)`` table:
+
+- ``jvm`` (the default presets without normalization): Spark SQL only. ``split`` cuts each
+  document at the special tokens, ``regexp_extract_all`` applies the Java form of the pattern
+  (:mod:`bpe_spark.spark.train.java_regex`), ``explode`` + ``groupBy`` count. No Python runs per row, so
+  counting goes at Spark's native speed and scales with the executors.
+- ``python``: Arrow batches through ``mapInArrow`` with the core :class:`Pretokenizer`, counted
+  within each partition before the shuffle. Used for custom patterns and for ``lowercase`` /
+  ``NFC`` / ``NFKC``, where Java and Python differ (Java's ``toLowerCase`` and Python's
+  ``str.lower`` disagree on some characters, e.g. the Greek final sigma context; Java has no
+  Unicode-16 normalization tables).
+
+>>> counts = count_pretokens(docs, TrainerConfig(pattern="gpt2"))   # doctest: +SKIP
+>>> counts.orderBy(F.desc("count")).first()                         # doctest: +SKIP
+Row(pretoken=' the', count=412345)
+"""
+
+from __future__ import annotations
+
+import os
+import struct
+from collections.abc import Iterator
+
+import pyarrow as pa
+from pyspark.sql import Column, DataFrame, Observation
+from pyspark.sql import functions as F
+from pyspark.sql.types import LongType, StringType, StructField, StructType
+
+from bpe_spark.bpe.config import TrainerConfig
+from bpe_spark.errors import ConfigError
+from bpe_spark.bpe.pretokenize import Pretokenizer
+from bpe_spark.spark.runtime.progress import OFF, Progress
+from bpe_spark.spark.runtime import resources
+from bpe_spark.spark.read import text_splits as textsplits
+from bpe_spark.spark.runtime.columns import STRING, check_columns
+from bpe_spark.spark.encode.tasks import executor_errors
+from bpe_spark.spark.runtime.faults import fail_once
+from bpe_spark.spark.storage.hadoop import SparkOutput, input_paths
+from bpe_spark.spark.read.documents import with_reader_stats
+from bpe_spark.spark.train.java_regex import VERIFIED_PRESETS, java_pattern, special_tokens_regex
+from bpe_spark.spark.options import ENGINES
+from bpe_spark.spark.runtime.stage_progress import spark_phase
+from bpe_spark.bpe.text import InputTally
+
+# StructTypes, not DDL strings: a DDL string costs a JVM round trip to parse
+COUNTS_SCHEMA = StructType([StructField("pretoken", StringType()), StructField("count", LongType())])
+# what the Python tasks emit: counts, and (text files read by the tasks) a row of split totals
+_TOTALS = ("documents", "bytes", "replaced_sequences", "affected_documents", "skipped_files")
+_PARTIAL_SCHEMA = StructType([*COUNTS_SCHEMA.fields, *(StructField(name, LongType()) for name in _TOTALS)])
+_REPLACEMENT = "\ufffd"
+# the corpus statistics every count reports (count_pretokens' observation)
+CORPUS_STATS = ("documents", "bytes", "null_documents", "replaced_sequences", "affected_documents", "skipped_files",
+                "skipped_records")  # the last: the reader's (io.with_reader_stats)
+# A partition's tally is flushed downstream when it holds this many distinct pretokens.
+_FLUSH_DISTINCT = 1_000_000
+
+
+def choose_engine(cfg: TrainerConfig, engine: str = "auto") -> str:
+    """``jvm`` when Spark SQL's regex gives exactly the core's pretokens, else ``python``.
+
+    >>> choose_engine(TrainerConfig(pattern="cl100k"))
+    'jvm'
+    >>> choose_engine(TrainerConfig(pattern="words", lowercase=True))
+    'python'
+    """
+    if engine not in ENGINES:
+        raise ConfigError(f"engine must be one of {ENGINES}, got {engine!r}")
+    if engine != "auto":
+        if engine == "jvm" and cfg.pattern not in VERIFIED_PRESETS:
+            # subtle: Java's regex has no time limit, and a custom pattern is untrusted (see
+            # bpe_spark.bpe.patterns): only the Python engine matches it under one
+            raise ConfigError(
+                "engine='jvm' matches with Java's regex, which has no time limit; a custom "
+                "pattern runs on engine='python' (or 'auto')"
+            )
+        if engine == "jvm" and (cfg.lowercase or cfg.normalization):
+            raise ConfigError(
+                "engine='jvm' cannot normalize exactly as the core does (lowercase / NFC / NFKC); "
+                "use engine='python' or 'auto'"
+            )
+        return engine
+    if cfg.pattern in VERIFIED_PRESETS and not cfg.lowercase and not cfg.normalization:
+        return "jvm"
+    return "python"
+
+
+def count_pretokens(
+    df: DataFrame,
+    cfg: TrainerConfig,
+    *,
+    text_col: str = "text",
+    engine: str = "auto",
+    observation: Observation | None = None,
+) -> DataFrame:
+    """The ``(pretoken string, count long)`` table of the documents in ``df[text_col]``.
+
+    Special tokens split documents and are never counted; the table has one row per distinct
+    pretoken, in no particular order, in partitions sized for the input and the cores (not
+    ``spark.sql.shuffle.partitions``: :mod:`resources`). Lazy: nothing runs until the result is
+    used. Text is taken by the rule of :mod:`bpe_spark.bpe.text` (invalid UTF-8 becomes U+FFFD).
+    ``observation`` (a ``pyspark.sql.Observation``), when given, collects ``documents`` (non-empty
+    texts), ``bytes`` (their size as read), ``null_documents`` (null texts),
+    ``replaced_sequences`` and ``affected_documents`` (the text rule's work) and
+    ``skipped_files`` (corrupt files skipped by ``read_documents(on_bad_input="skip")``, when
+    the tasks read them) during the same job, at no extra pass.
+
+    >>> count_pretokens(spark.createDataFrame([("a a",)], "text string"), cfg).collect()  # doctest: +SKIP
+    [Row(pretoken='a', count=1), Row(pretoken=' a', count=1)]
+    """
+    check_columns(df, {text_col: STRING}, source="the DataFrame", hint="pass text_col=")
+    source = textsplits.source_of(df)
+    if source is not None and engine in ("auto", "python") and df.columns == [text_col]:
+        return _count_text_files(df.sparkSession, source, cfg, observation)
+    chosen = choose_engine(cfg, engine)
+    most = resources.partitions(df.sparkSession, resources.estimated_bytes(df))
+    raw = F.col(text_col)
+    docs = df.select(raw.alias("raw"))
+    if observation is not None:
+        docs = docs.observe(observation, *text_metrics("raw"))
+    docs = docs.where(F.length("raw") > 0).select(valid_text("raw").alias("text"))
+    if chosen == "jvm":
+        return _count_jvm(docs, cfg, most)
+    return _count_python(docs, cfg, most)
+
+
+def valid_text(raw: str) -> Column:
+    """Spark's reader text (raw bytes in a string) by the rule of :mod:`bpe_spark.bpe.text`:
+    ``make_valid_utf8`` replaces exactly as ``bytes.decode("utf-8", "replace")`` does (tests
+    check it on crafted and random bytes)."""
+    return F.make_valid_utf8(raw)
+
+
+def text_metrics(raw: str) -> list[Column]:
+    """The observed totals of the documents in column ``raw`` (see :func:`count_pretokens`)."""
+    text = F.col(raw)
+    present = text.isNotNull() & (F.length(text) > 0)
+
+    def replacements(column: Column) -> Column:  # U+FFFD is 3 bytes in UTF-8
+        return (F.octet_length(column) - F.octet_length(F.replace(column, F.lit(_REPLACEMENT), F.lit("")))) / 3
+
+    invalid = present & ~F.is_valid_utf8(text)
+    return [
+        F.count(F.when(present, 1)).alias("documents"),
+        F.coalesce(F.sum(F.when(present, F.octet_length(text))), F.lit(0)).alias("bytes"),
+        F.count(F.when(text.isNull(), 1)).alias("null_documents"),
+        F.coalesce(F.sum(F.when(invalid, replacements(valid_text(raw)) - replacements(text))), F.lit(0))
+        .cast("long").alias("replaced_sequences"),
+        F.count(F.when(invalid, 1)).alias("affected_documents"),
+        F.lit(None).cast("long").alias("skipped_files"),  # Spark's reader skips files without telling
+    ]
+
+
+def _count_jvm(docs: DataFrame, cfg: TrainerConfig, most: int | None) -> DataFrame:
+    pattern = F.lit(java_pattern(cfg.pattern))
+    specials = special_tokens_regex(cfg.special_tokens)
+    if specials is None:
+        pretokens = F.regexp_extract_all("text", pattern, F.lit(0))
+    else:
+        segments = F.split("text", specials, -1)
+        pretokens = F.flatten(F.transform(segments, lambda s: F.regexp_extract_all(s, pattern, F.lit(0))))
+    counts = docs.select(F.explode(pretokens).alias("pretoken")).groupBy("pretoken").agg(F.count(F.lit(1)).alias("count"))
+    return resources.capped(counts, most)
+
+
+def _count_python(docs: DataFrame, cfg: TrainerConfig, most: int | None) -> DataFrame:
+    settings = cfg.to_dict()
+
+    def count_partition(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+        tally = Pretokenizer.from_config(TrainerConfig.from_dict(settings)).tally()
+        for batch in batches:
+            tally.add(batch.column(0).to_pylist())
+            if len(tally) >= _FLUSH_DISTINCT:
+                yield _tally_batch(tally)
+        yield _tally_batch(tally)
+
+    return _sum_counts(docs.mapInArrow(count_partition, _PARTIAL_SCHEMA), most)
+
+
+def _count_text_files(spark, source: textsplits.TextSource, cfg: TrainerConfig, observation) -> DataFrame:
+    """Count local text files read by the Python tasks (see :mod:`textsplits`): no JVM string
+    per line, no Arrow hand-off of the text. Each split also reports its totals in one extra
+    row (null pretoken), which feeds ``observation`` and is dropped."""
+    splits = textsplits.plan_splits(source, spark.sparkContext.defaultParallelism)
+    settings = cfg.to_dict()
+    on_bad_input = source.on_bad_input
+
+    def count_splits(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+        tally = Pretokenizer.from_config(TrainerConfig.from_dict(settings)).tally()
+        for batch in batches:
+            for index in batch.column(0).to_pylist():
+                documents = size = 0
+                read = InputTally()
+                for lines, nbytes in textsplits.iter_lines(splits[index], with_bytes=True, tally=read,
+                                                           on_bad_input=on_bad_input, arrow=True):
+                    tally.add(lines)
+                    documents += len(lines)
+                    size += nbytes
+                    if len(tally) >= _FLUSH_DISTINCT:
+                        yield _tally_batch(tally)
+                yield _tally_batch(tally, (documents, size, read.replaced, read.affected, read.skipped_files))
+
+    partial = spark.range(0, len(splits), 1, numPartitions=max(1, len(splits))).mapInArrow(count_splits, _PARTIAL_SCHEMA)
+    if observation is not None:
+        partial = partial.observe(
+            observation,
+            *(F.coalesce(F.sum(name), F.lit(0)).alias(name) for name in _TOTALS),
+            F.lit(0).cast("long").alias("null_documents"),
+        )
+    return _sum_counts(partial, resources.partitions(spark, sum(os.path.getsize(path) for path in source.files)))
+
+
+def _sum_counts(partial: DataFrame, most: int | None) -> DataFrame:
+    """The partitions' partial counts summed per pretoken (rows of split totals dropped), in at
+    most ``most`` tasks."""
+    summed = partial.where(F.col("pretoken").isNotNull()).groupBy("pretoken").agg(F.sum("count").alias("count"))
+    return resources.capped(summed, most)
+
+
+def _int64(value: int) -> pa.Array:
+    """A one-value int64 array built from its bytes: ``pa.array`` would import pandas (a quarter
+    of a second in a fresh Python worker) to check what it was given."""
+    return pa.Array.from_buffers(pa.int64(), 1, [None, pa.py_buffer(struct.pack("<q", value))])
+
+
+def _tally_batch(tally, totals: tuple[int, ...] | None = None) -> pa.RecordBatch:
+    """The tally's counts (then cleared), plus a row of split totals (:data:`_TOTALS`) when
+    they are given."""
+    fail_once("count")  # the test hook (faults.py): off unless a test asks
+    pretokens, counts = tally.arrow_items()  # Arrow buffers: no Python object per pretoken
+    tally.clear()
+    n = len(pretokens)
+    columns = [pa.nulls(n, pa.int64()) for _ in _TOTALS]
+    if totals is not None:
+        pretokens = pa.concat_arrays([pretokens, pa.nulls(1, pa.string())])
+        counts = pa.concat_arrays([counts, pa.nulls(1, pa.int64())])
+        columns = [pa.concat_arrays([column, _int64(value)]) for column, value in zip(columns, totals)]
+    return pa.RecordBatch.from_arrays([pretokens, counts, *columns], names=_PARTIAL_SCHEMA.names)
+
+
+def write_pretoken_counts(
+    df: DataFrame,
+    cfg: TrainerConfig,
+    path: str,
+    *,
+    text_col: str = "text",
+    engine: str = "auto",
+    overwrite: bool = False,
+    progress: Progress | None = None,
+) -> dict:
+    """Count the pretokens of ``df[text_col]`` and write them as Parquet ``(pretoken, count)``.
+
+    Returns the corpus statistics (:data:`CORPUS_STATS`, ``pretokens``, ``distinct_pretokens``).
+    An empty corpus raises before anything is written. ``path`` is checked before any work and
+    written atomically, with the ``_BPE_SPARK`` marker of kind ``counts`` (``overwrite``
+    replaces only earlier counts: :mod:`bpe_spark.storage.output_guard`). ``progress``: a
+    :class:`~bpe_spark.spark.runtime.progress.Progress` reporter for the counting (default: silent).
+    """
+    from pyspark import StorageLevel
+
+    output = SparkOutput(df.sparkSession, path, "counts")
+    output.prepare(overwrite, {"input": input_paths(df)})  # before any work (bpe_spark.storage.output_guard)
+    observation = Observation("bpe_spark_count")
+    counts = count_pretokens(df, cfg, text_col=text_col, engine=engine, observation=observation)
+    counts = counts.persist(StorageLevel.MEMORY_AND_DISK)
+    try:
+        with executor_errors(), spark_phase(df.sparkSession, progress or OFF, "counting", reads=df):
+            return _write_counts(df, counts, observation, output, overwrite)
+    finally:
+        counts.unpersist()
+        output.discard()
+
+
+def _write_counts(df: DataFrame, counts: DataFrame, observation: Observation, output: SparkOutput,
+                  overwrite: bool) -> dict:
+    from bpe_spark.errors import EmptyCorpusError
+
+    summary = counts.agg(F.count(F.lit(1)).alias("distinct"), F.sum("count").alias("total")).first()
+    if not summary["distinct"]:
+        raise EmptyCorpusError("the corpus has no pretoken to count (empty input, or only special tokens)")
+    counts.write.parquet(output.staging)  # a staging sibling, marked and moved into place when whole
+    output.publish(overwrite)
+    stats = with_reader_stats(df, dict(observation.get))
+    stats.update(pretokens=int(summary["total"]), distinct_pretokens=int(summary["distinct"]))
+    return stats

@@ -1,0 +1,334 @@
+"""Training on Spark (DESIGN 2.1 steps 3-4): the entry points ``train`` and ``train_from_counts``,
+the driver budget (given, or from the driver's memory: :mod:`bpe_spark.training.driver_budget`), and the run
+on the driver.
+
+The executors count the pretokens. When the distinct pretokens fit the driver budget, their
+counts are collected and the core :class:`~bpe_spark.training.trainer.MergeEngine` runs on the driver: one
+round. Otherwise training runs in exact rounds (:mod:`bpe_spark.spark.train.rounds`); either way the
+merges equal the core's. The run's checkpoint directory is :mod:`bpe_spark.spark.train.checkpoint`.
+
+>>> tok = train(read_documents(spark, "corpus.txt"), TrainerConfig(vocab_size=32000))  # doctest: +SKIP
+>>> tok.metadata["stats"]["rounds"]                                                     # doctest: +SKIP
+1
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import sys
+import time
+from collections.abc import Callable, Mapping
+from typing import Any
+
+import numpy as np
+import pyarrow as pa
+from pyspark import StorageLevel
+from pyspark.sql import DataFrame, Observation
+from pyspark.sql import functions as F
+
+from bpe_spark.bpe.config import TrainerConfig
+from bpe_spark.training.driver_budget import (
+    JVM_BYTES_PER_PRETOKEN,
+    absolute_budget,
+    is_auto,
+    memory_budget,
+    resolve_budget,
+)
+from bpe_spark.errors import ConfigError, EmptyCorpusError
+from bpe_spark.spark.runtime.progress import OFF, Progress
+from bpe_spark.training.round_plan import words_bytes
+from bpe_spark.spark.runtime import resources
+from bpe_spark.spark.train.checkpoint import Checkpoint, input_fingerprint
+from bpe_spark.spark.runtime.columns import INTEGER, STRING, check_columns, require_classic
+from bpe_spark.spark.train.count import CORPUS_STATS, count_pretokens
+from bpe_spark.spark.encode.tasks import executor_errors
+from bpe_spark.spark.storage.hadoop import input_paths
+from bpe_spark.spark.read.documents import with_reader_stats
+from bpe_spark.spark.options import DEFAULT_DRIVER_BUDGET
+from bpe_spark.spark.runtime.stage_progress import spark_phase
+from bpe_spark.spark.train.round_words import ROUNDS_DIR, LineageWords, ReliableWords
+from bpe_spark.spark.train.rounds import Handoff, RoundTrainer, WordsStore, int64_counts
+from bpe_spark.encoding.tokenizer import Tokenizer
+from bpe_spark.training.trainer import PackedWords, initial_table
+from bpe_spark.bpe.words import apply_merges, pair_rank_index, word_symbols
+
+__all__ = ["absolute_budget", "resolve_budget", "train", "train_from_counts"]  # the budget's parsers: driver_budget
+log = logging.getLogger("bpe_spark")
+
+# --- entry points -----------------------------------------------------------------------------
+def train(
+    df: DataFrame,
+    cfg: TrainerConfig,
+    *,
+    text_col: str = "text",
+    driver_budget: float | str = DEFAULT_DRIVER_BUDGET,
+    checkpoint_dir: str | None = None,
+    resume: bool = False,
+    engine: str = "auto",
+    on_round: Callable[[dict], None] | None = None,
+    read_options: Mapping[str, Any] | None = None,
+    progress: Progress | None = None,
+) -> Tokenizer:
+    """Train on the documents of ``df[text_col]``; the result equals the core's ``train``.
+
+    ``driver_budget``: distinct pretokens the driver may hold (an int, a fraction such as ``0.3`` /
+    ``"30%"`` of the distinct pretokens, or ``"auto"``: from the driver's memory,
+    :mod:`bpe_spark.training.driver_budget`); above it training runs in rounds, and says why in one
+    logged line. ``checkpoint_dir``: where the counts and each round's merges (and, while
+    training in rounds, each round's words) are kept; ``resume=True`` continues a run interrupted there, to the same
+    result: the same config and input (its files, their sizes and times, ``text_col``, ``engine``
+    and ``read_options``, how ``df`` was read: ``input_format``, ``document``...), else a
+    :class:`~bpe_spark.errors.CheckpointError`; a run holds the directory's lock. ``on_round`` is
+    called with each round's record (``round``, ``merges``, ``threshold``, ``floor``,
+    ``collected``, ``seconds``). The statistics, rounds and phase timings are in
+    ``tok.metadata`` (``"stats"``, ``"rounds"``, ``"timings"``). ``progress``: a
+    :class:`~bpe_spark.spark.runtime.progress.Progress` reporter for counting, merging and the rounds (default:
+    silent); the result does not depend on it.
+    """
+    require_classic(df)
+    progress = progress or OFF
+    spark = df.sparkSession
+    started = time.perf_counter()
+    timings = {"count_seconds": 0.0}
+    checkpoint = Checkpoint(spark, checkpoint_dir, protected={"input": input_paths(df)}) if checkpoint_dir else None
+    recorded = counts = None
+    if checkpoint is not None:
+        options = {"text_column": text_col, "engine": engine, **dict(read_options or {})}
+        recorded = checkpoint.start(cfg, input_fingerprint(df, **options), resume=resume)
+    counting = contextlib.ExitStack()  # the counting phase's progress: closed once the counts are summed
+    try:
+        counts = checkpoint.load_counts() if recorded is not None else None
+        if counts is not None:
+            corpus = {k: recorded.get(k) for k in CORPUS_STATS}
+        else:
+            counting.enter_context(spark_phase(spark, progress, "counting", reads=df))
+            phase = time.perf_counter()
+            observation = Observation("bpe_spark_corpus")
+            counts = count_pretokens(df, cfg, text_col=text_col, engine=engine, observation=observation)
+            if checkpoint is not None:
+                with executor_errors():  # the counting job runs here: a bad input is named
+                    counts = checkpoint.save_counts(counts)
+            else:
+                counts = counts.persist(StorageLevel.MEMORY_AND_DISK)
+            corpus = None  # read from the observation once the first job has run
+            timings["count_seconds"] = time.perf_counter() - phase
+        with executor_errors(), counting:
+            return _train_counts(
+                counts,
+                cfg,
+                driver_budget=driver_budget,
+                checkpoint=checkpoint,
+                resume=resume,
+                on_round=on_round,
+                corpus=corpus if corpus is not None else observation,
+                timings=timings,
+                started=started,
+                reader=df,
+                progress=progress,
+                counting=counting,
+            )
+    except BaseException:
+        counting.__exit__(*sys.exc_info())  # a failed count: no last figures from the session
+        raise
+    finally:
+        if checkpoint is not None:
+            checkpoint.release()
+        elif counts is not None:
+            counts.unpersist()
+
+
+def train_from_counts(
+    counts: DataFrame,
+    cfg: TrainerConfig,
+    *,
+    pretoken_col: str = "pretoken",
+    count_col: str = "count",
+    driver_budget: float | str = DEFAULT_DRIVER_BUDGET,
+    checkpoint_dir: str | None = None,
+    resume: bool = False,
+    on_round: Callable[[dict], None] | None = None,
+    progress: Progress | None = None,
+) -> Tokenizer:
+    """Train on a pretoken-counts DataFrame (a string and an integer column; 64-bit counts).
+
+    The pretokens are taken as they are (no pretokenization); duplicates are summed.
+    ``progress``: as :func:`train`'s.
+    """
+    check_columns(counts, {pretoken_col: STRING, count_col: INTEGER}, source="the counts DataFrame",
+                  hint="name the columns with pretoken_col= and count_col=")
+    started = time.perf_counter()
+    spark = counts.sparkSession
+    checkpoint = Checkpoint(spark, checkpoint_dir, protected={"input": input_paths(counts)}) if checkpoint_dir else None
+    if checkpoint is not None:
+        options = {"pretoken_column": pretoken_col, "count_column": count_col}
+        checkpoint.start(cfg, input_fingerprint(counts, **options), resume=resume)
+    summed = (
+        counts.select(F.col(pretoken_col).alias("pretoken"), F.col(count_col).cast("long").alias("count"))
+        .where(F.col("pretoken").isNotNull() & (F.length("pretoken") > 0))
+        .groupBy("pretoken")
+        .agg(F.sum("count").alias("count"))
+    )
+    frame = None
+    try:
+        most = resources.partitions(spark, resources.estimated_bytes(counts))
+        frame = resources.capped(summed, most).persist(StorageLevel.MEMORY_AND_DISK)
+        return _train_counts(
+            frame,
+            cfg,
+            driver_budget=driver_budget,
+            checkpoint=checkpoint,
+            resume=resume,
+            on_round=on_round,
+            corpus={"documents": None, "bytes": None},
+            timings={},
+            started=started,
+            progress=progress or OFF,
+        )
+    finally:
+        if frame is not None:
+            frame.unpersist()
+        if checkpoint is not None:
+            checkpoint.release()
+
+
+def _train_counts(
+    counts: DataFrame,
+    cfg: TrainerConfig,
+    *,
+    driver_budget,
+    checkpoint: Checkpoint | None,
+    resume: bool,
+    on_round,
+    corpus,
+    timings: dict,
+    started: float,
+    reader: DataFrame | None = None,
+    progress: Progress = OFF,
+    counting: contextlib.ExitStack | None = None,
+) -> Tokenizer:
+    phase = time.perf_counter()
+    # subtle: summarized first, collected only once known to fit. A collect under limit() would
+    # save this job but gather every row into one task's result, which the heap holds twice.
+    summary = counts.agg(
+        F.count(F.lit(1)).alias("distinct"),
+        F.coalesce(F.sum("count"), F.lit(0)).alias("total"),
+        F.min("count").alias("lowest"),
+        F.coalesce(F.sum(F.octet_length("pretoken")), F.lit(0)).alias("bytes"),
+    ).first()
+    if summary["lowest"] is not None and summary["lowest"] < 0:
+        raise ConfigError(f"pretoken counts must be >= 0; the input has a count of {summary['lowest']}")
+    if not summary["distinct"] or not summary["total"]:
+        # before reading the observation: a query over no rows may never have filled it
+        raise EmptyCorpusError(
+            "the corpus has no pretoken to train on (empty input, empty text column, or only special tokens)"
+        )
+    if counting is not None:
+        counting.close()  # the counts are summed: the counting phase's last line
+    if isinstance(corpus, Observation):
+        corpus = with_reader_stats(reader, dict(corpus.get))
+    if "count_seconds" in timings:
+        timings["count_seconds"] += time.perf_counter() - phase
+    stats: dict[str, Any] = {
+        **{key: corpus.get(key) for key in CORPUS_STATS},
+        "pretokens": int(summary["total"]),
+        "distinct_pretokens": int(summary["distinct"]),
+    }
+    distinct = stats["distinct_pretokens"]
+    budget, source = _budget(counts.sparkSession, driver_budget, cfg, distinct, int(summary["bytes"]))
+    stats["driver_budget"] = budget
+    stats["driver_budget_from"] = source
+    if checkpoint is not None:
+        checkpoint.record(cfg, stats)
+    partitions = resources.partitions(counts.sparkSession, words_bytes(distinct, int(summary["bytes"])))
+    trainer = RoundTrainer(counts, cfg, budget, checkpoint, on_round, timings, partitions, progress=progress)
+    driver_mode = distinct <= budget
+    if driver_mode:
+        # the collected Arrow: 12 bytes a row plus the pretoken's
+        collect = resources.collectable(counts, distinct * JVM_BYTES_PER_PRETOKEN + int(summary["bytes"]))
+        _run_on_driver(trainer, resume, collect)
+    else:
+        log.warning("bpe-spark: %s distinct pretokens > driver budget %s from %s; training in rounds",
+                    f"{distinct:,}", f"{budget:,}", source)
+        with resources.shuffle_partitions(counts.sparkSession, partitions):
+            trainer.run_rounds(resume, _words_store(counts.sparkSession, checkpoint))
+    stats["rounds"] = len(trainer.rounds)
+    stats["merges"] = len(trainer.merges)
+    stats["mode"] = "driver" if driver_mode else "rounds"
+    timings["total_seconds"] = round(time.perf_counter() - started, 3)
+    tok = Tokenizer.from_training(cfg, trainer.table, trainer.merges, stats=stats)
+    tok.metadata["stats"] = stats
+    tok.metadata["rounds"] = trainer.rounds
+    tok.metadata["timings"] = {k: round(v, 3) for k, v in timings.items()}
+    return tok
+
+
+def _budget(spark, driver_budget, cfg: TrainerConfig, distinct: int, pretoken_bytes: int) -> tuple[int, str]:
+    """The driver budget and where it comes from: the one given, or the driver's memory
+    (``"auto"``: :func:`~bpe_spark.training.driver_budget.memory_budget`, for this corpus's mean pretoken):
+    all the counts collected as text when they fit, else the pretokens rounds keep as symbols."""
+    if not is_auto(driver_budget):
+        return resolve_budget(driver_budget, distinct), f"driver_budget={driver_budget!r}"
+    memory = resources.driver_memory(spark)
+    mean = pretoken_bytes / max(1, distinct)
+    whole = memory_budget(memory, mean_pretoken_bytes=mean, vocab_size=cfg.vocab_size, as_text=True)
+    if distinct <= whole[0]:
+        return whole
+    return memory_budget(memory, mean_pretoken_bytes=mean, vocab_size=cfg.vocab_size)
+
+
+def _words_store(spark, checkpoint: Checkpoint | None) -> WordsStore:
+    """Where the rounds keep their words (:mod:`~bpe_spark.spark.train.round_words`): under the run's
+    checkpoint directory, else under Spark's checkpoint directory, else in persisted blocks
+    with their lineage."""
+    if checkpoint is not None:
+        return ReliableWords(spark, checkpoint.child(ROUNDS_DIR), checkpoint.files)
+    return ReliableWords.under_spark_checkpoint_dir(spark) or LineageWords()
+
+
+# --- the run on the driver --------------------------------------------------------------------
+def _run_on_driver(trainer: RoundTrainer, resume: bool, counts: DataFrame) -> None:
+    """All the pretokens (``counts``: the trainer's, partitioned for the collect) on the driver,
+    one engine round."""
+    since = phase = time.perf_counter()
+    collected = Handoff.table(counts.select("pretoken", "count").toArrow())
+    phase = trainer.clock("collect_seconds", phase)
+    words = _driver_words(trainer, collected, resume)
+    trainer.clock("merge_seconds", phase)
+    if not trainer.budget_left():
+        return
+    merges, _ = trainer.engine_round(words)
+    trainer.finish_round(merges, {"kind": "driver", "collected": words.rows}, since)
+
+
+def _driver_words(trainer: RoundTrainer, collected: Handoff, resume: bool) -> Handoff:
+    """Start ``trainer`` on the initial table and turn the collected counts into the engine's
+    words (after the merges of a resumed run). The intermediate values are local here, so once
+    this returns the hand-off holds the only copy of the words."""
+    cfg = trainer.cfg
+    if cfg.scheme == "byte":
+        trainer.start(initial_table(cfg, ()), resume=resume)
+        words, counts = _byte_words(collected.take())
+    else:
+        # the collected table goes as soon as its two columns are Python lists
+        pretokens, counts = _pretokens_and_counts(collected.take())
+        trainer.start(initial_table(cfg, pretokens), resume=resume)
+        words = [word_symbols(pretoken, trainer.table, cfg) for pretoken in pretokens]
+    if trainer.merges:
+        prior = trainer.prior_merges()
+        ranks = pair_rank_index(prior)
+        words = [apply_merges(list(word), prior, ranks) for word in words]
+    return Handoff.words(words, counts)
+
+
+def _byte_words(arrow: pa.Table) -> tuple[PackedWords, np.ndarray]:
+    """The UTF-8 bytes of the pretokens as byte-scheme words, read straight from the Arrow
+    buffers (no Python object per pretoken on the driver), and their counts."""
+    # large_binary: int64 offsets, whatever the size (a copy of the offsets, not of the bytes)
+    column = arrow.column("pretoken").cast(pa.large_binary()).combine_chunks()
+    offsets = np.frombuffer(column.buffers()[1], dtype=np.int64, count=len(column) + 1, offset=8 * column.offset)
+    return PackedWords(column.buffers()[2], offsets), int64_counts(arrow.column("count"))
+
+
+def _pretokens_and_counts(arrow: pa.Table) -> tuple[list[str], list[int]]:
+    return arrow.column("pretoken").to_pylist(), arrow.column("count").to_pylist()
