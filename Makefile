@@ -13,10 +13,10 @@ export PYSPARK_DRIVER_PYTHON := $(abspath $(PY))
 
 install: java $(STAMP) jvm-cache
 
-# A JVM class archive that shortens Spark start-up (bpe_spark/spark/runtime/jvm_cache_build.py);
+# A JVM class archive that shortens Spark start-up (bpe_spark/spark/jvm_cache_build.py);
 # built once per Java + Spark installation, never fails the install.
 jvm-cache: java $(STAMP)
-	@$(PY) -m bpe_spark.spark.runtime.jvm_cache_build build --quiet-if-present
+	@$(PY) -m bpe_spark.spark.jvm_cache_build build --quiet-if-present
 
 java:
 	@if command -v java >/dev/null 2>&1 && java -version 2>&1 | grep -qE 'version "(1[7-9]|2[0-9])'; then \

@@ -189,8 +189,8 @@ def _handoff_seconds(cached, runs: int) -> float:
     hand-off of the text to Python workers that only count their rows (median of ``runs``)."""
     import pyarrow as pa
 
-    from bpe_spark.spark.encode.tasks import segmented
-    from bpe_spark.spark.encode.dataframe import _segment_counts
+    from bpe_spark.spark.read.segments import segmented
+    from bpe_spark.spark.encoding.dataframe import _segment_counts
 
     def rows(batches):
         for batch in batches:

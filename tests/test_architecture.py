@@ -1,10 +1,13 @@
-"""The layout rules of the package, read from the source with ``ast``: no import cycle (imports
-inside function bodies included), the core never imports pyspark, every module opens with a
-docstring that says what it owns and stays short enough to read whole."""
+"""The layout rules of the package, read from the source with ``ast`` (imports inside function
+bodies included): the packages in one layer order, each importing only the layers below it (and
+itself); no import cycle; the core never imports pyspark; every module opens with a docstring
+that says what it owns and stays short enough to read whole; no folder grows past a dozen modules.
+The order is stated once, here, and in ``docs/design.md`` (section 2, Architecture)."""
 
 from __future__ import annotations
 
 import ast
+import importlib
 import subprocess
 import sys
 from pathlib import Path
@@ -12,7 +15,34 @@ from pathlib import Path
 import pytest
 
 PACKAGE = Path(__file__).resolve().parent.parent / "bpe_spark"
-MAX_LINES = 600
+MAX_LINES = 500
+MAX_MODULES = 12  # per folder, not counting __init__ and __main__
+
+# The layers, lowest first: a module may import its own layer and the layers before it. A module
+# belongs to the longest prefix that names it.
+LAYERS = (
+    "bpe_spark._version",
+    "bpe_spark.errors",
+    "bpe_spark.native",  # the C sources and their loader
+    "bpe_spark.bpe",  # the algorithm's parts, no I/O
+    "bpe_spark.storage",  # file systems, URIs, the output guard
+    "bpe_spark.pipeline",  # imported tokenizers' steps
+    "bpe_spark.models",  # model files
+    "bpe_spark.datasets",  # encoded-data files
+    "bpe_spark.encoding",  # Tokenizer, the batch encoder
+    "bpe_spark.training",  # the merge engine, train, rounds' planning
+    "bpe_spark.inspect",  # statistics, summary, report
+    "bpe_spark.spark.options",
+    "bpe_spark.spark.runtime",
+    "bpe_spark.spark.storage",
+    "bpe_spark.spark.read",
+    "bpe_spark.spark.training",
+    "bpe_spark.spark.encoding",
+    "bpe_spark.spark.ml",
+    "bpe_spark.spark",  # the package's lazy exports
+    "bpe_spark.cli",
+    "bpe_spark",  # the public API
+)
 
 
 def _module_name(path: Path) -> str:
@@ -102,6 +132,51 @@ def test_the_walker_sees_function_local_imports():
     lazy = [name for name, path in MODULES.items() if "\n    from bpe_spark" in path.read_text(encoding="utf-8")]
     assert lazy, "expected at least one function-local import to check the walker on"
     assert all(GRAPH[name] for name in lazy)
+
+
+def _layer(name: str) -> int:
+    best = max((p for p in LAYERS if name == p or name.startswith(p + ".")), key=len)
+    return LAYERS.index(best)
+
+
+def test_every_module_has_a_layer():
+    # bpe_spark itself is the last layer; a new top-level package must be placed in LAYERS
+    loose = [n for n in MODULES if n != "bpe_spark" and _layer(n) == LAYERS.index("bpe_spark")]
+    assert not loose, f"modules in no layer (add their package to LAYERS): {loose}"
+
+
+def test_imports_only_go_down_the_layers():
+    upward = sorted(
+        f"{name} -> {target}"
+        for name, targets in GRAPH.items()
+        for target in targets
+        if _layer(target) > _layer(name)
+    )
+    assert not upward, "imports up the layers:\n" + "\n".join(upward)
+
+
+def test_the_layer_check_sees_an_upward_import():
+    assert _layer("bpe_spark.bpe.words") < _layer("bpe_spark.encoding.tokenizer")
+    assert _layer("bpe_spark.spark.encoding.tasks") > _layer("bpe_spark.spark.read.jsonl")
+    assert _layer("bpe_spark.spark") > _layer("bpe_spark.spark.ml")
+
+
+@pytest.mark.parametrize("package", ["bpe_spark", "bpe_spark.spark"])
+def test_no_module_shadows_a_public_name(package):
+    """A subpackage or module named as a public function (``bpe_spark.spark.encode``) would replace
+    the function on the package once anything imports the module."""
+    exported = set(importlib.import_module(package).__all__)
+    children = {name.rpartition(".")[2] for name in MODULES if name.rpartition(".")[0] == package}
+    assert not exported & children, f"{package}: modules named as public names: {sorted(exported & children)}"
+
+
+def test_folders_stay_small():
+    crowded = {}
+    for folder in {path.parent for path in MODULES.values()}:
+        modules = [p for p in folder.glob("*.py") if p.name not in ("__init__.py", "__main__.py")]
+        if len(modules) > MAX_MODULES:
+            crowded[str(folder.relative_to(PACKAGE.parent))] = len(modules)
+    assert not crowded, f"folders of more than {MAX_MODULES} modules (split them by job): {crowded}"
 
 
 def test_no_import_cycles():

@@ -13,6 +13,7 @@ import pytest
 
 from bpe_spark import TrainerConfig, train
 from bpe_spark.storage import output_guard, owners
+from bpe_spark.storage import markers
 from bpe_spark.errors import OutputExistsError, OutputRefusedError
 from bpe_spark.models.load import export_model
 
@@ -59,8 +60,8 @@ def test_writable_check(tmp_path):
 def test_overwrite_replaces_only_the_same_kind(tmp_path, tok):
     model, other = tmp_path / "model", tmp_path / "mine"
     tok.save(model)
-    assert output_guard.kind_of(str(model)) == "model"
-    assert json.loads((model / output_guard.MARKER_FILE).read_text())["kind"] == "model"
+    assert markers.kind_of(str(model)) == "model"
+    assert json.loads((model / markers.MARKER_FILE).read_text())["kind"] == "model"
     tok.save(model, overwrite=True)  # an earlier model: replaced
     other.mkdir()
     (other / "notes.txt").write_text("keep me")
@@ -77,10 +78,10 @@ def test_overwrite_replaces_only_the_same_kind(tmp_path, tok):
 
 def test_model_directory_of_an_older_version_is_ours(tmp_path, tok):
     tok.save(tmp_path / "model")
-    (tmp_path / "model" / output_guard.MARKER_FILE).unlink()
-    assert output_guard.kind_of(str(tmp_path / "model")) == "model"
+    (tmp_path / "model" / markers.MARKER_FILE).unlink()
+    assert markers.kind_of(str(tmp_path / "model")) == "model"
     tok.save(tmp_path / "model", overwrite=True)
-    assert (tmp_path / "model" / output_guard.MARKER_FILE).is_file()
+    assert (tmp_path / "model" / markers.MARKER_FILE).is_file()
 
 
 def test_single_file_exports_replace_only_their_format(tmp_path, tok):
@@ -147,7 +148,7 @@ def test_checkpoint_claim(tmp_path):
     with pytest.raises(OutputRefusedError, match="holds files that are not a bpe-spark checkpoint"):
         output_guard.check_checkpoint(tmp_path / "data", option="--checkpoint-dir")
     (tmp_path / "ck").mkdir()
-    output_guard.write_marker(tmp_path / "ck", "checkpoint")
+    markers.write_marker(tmp_path / "ck", "checkpoint")
     (tmp_path / "ck" / "training.json").write_text("{}")
     output_guard.check_checkpoint(tmp_path / "ck")
     with pytest.raises(OutputRefusedError, match="lies inside the input"):

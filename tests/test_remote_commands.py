@@ -16,7 +16,7 @@ import pyarrow.parquet as pq
 import pytest
 
 from bpe_spark import TrainerConfig, train
-from bpe_spark.storage import output_guard
+from bpe_spark.storage import markers
 from bpe_spark.cli import main
 from bpe_spark.storage.file_systems import ArrowFiles
 from bpe_spark.datasets.megatron import ShardWriter
@@ -102,7 +102,7 @@ def test_export_to_s3_equals_the_local_export_byte_for_byte(s3, aws, models, tmp
             assert get_tree(s3, f"bucket/e/{scheme}/{name}") == local_tree(local)
             if fmt == "tiktoken":
                 assert get_tree(s3, f"bucket/e/{scheme}/{name}.json") == local_tree(local.with_name(name + ".json"))
-    marker = json.loads(get_tree(s3, "bucket/e/s3/gpt2")[output_guard.MARKER_FILE])
+    marker = json.loads(get_tree(s3, "bucket/e/s3/gpt2")[markers.MARKER_FILE])
     assert (marker["kind"], marker["format"], "state" in marker) == ("export", "gpt2", False)
     # nothing but the outputs: no probe, no staging
     assert sorted(info.base_name for info in s3.get_file_info(pafs.FileSelector("bucket/e/s3"))) == \
@@ -180,10 +180,10 @@ def test_decode_of_an_encode_output_on_s3_equals_the_local_one(s3, aws, models, 
                                      np.cumsum([0, *map(len, half)]))
         pq.write_table(pa.table({"doc_id": list(range(len(half))), "input_ids": half}),
                        parquet / f"part-{index:05d}.parquet")
-    (bin_dir / output_guard.MANIFEST_NAME).write_text(json.dumps({
-        "format": output_guard.MANIFEST_FORMAT, "output_format": "bin", "dtype": "uint16",
+    (bin_dir / markers.MANIFEST_NAME).write_text(json.dumps({
+        "format": markers.MANIFEST_FORMAT, "output_format": "bin", "dtype": "uint16",
         "shards": [{"name": f"shard-{i:05d}", "documents": len(half)} for i, half in enumerate(halves)]}))
-    output_guard.write_marker(bin_dir, "encoded")
+    markers.write_marker(bin_dir, "encoded")
     for directory in (bin_dir, loose, parquet):
         put_tree(s3, directory, f"bucket/d/{directory.name}")
     put_tree(s3, models["tokenizer.json"], "bucket/d/tok.json")
@@ -199,7 +199,7 @@ def test_decode_of_an_encode_output_on_s3_equals_the_local_one(s3, aws, models, 
             assert out == expected, (name, limit)
 
     # an output still being written in place is refused, as a reader refuses it locally
-    output_guard.write_marker("bucket/d/bin", "encoded", ArrowFiles(s3), complete=False)
+    markers.write_marker("bucket/d/bin", "encoded", ArrowFiles(s3), complete=False)
     status, _, err = run(capsys, "decode", "--model", str(models["model_dir"]), "--input", "s3://bucket/d/bin")
     assert status == 2 and "s3://bucket/d/bin: an incomplete bpe-spark encoded output" in err
 

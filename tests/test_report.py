@@ -13,10 +13,13 @@ from report_checks import ReportPage, check_plot
 
 from bpe_spark import TrainerConfig, train
 from bpe_spark.inspect import vocab_stats as vs
+from bpe_spark.models.token_kinds import merge_counts
 from bpe_spark.cli import main
 from bpe_spark.storage.file_systems import LOCAL
-from bpe_spark.storage.output_guard import check_replaceable, kind_of
-from bpe_spark.storage.remote import Store, fetch_model
+from bpe_spark.storage.output_guard import check_replaceable
+from bpe_spark.storage.markers import kind_of
+from bpe_spark.models.remote import fetch_model
+from bpe_spark.storage.remote import Store
 from bpe_spark.inspect.report import (
     REPORT_FILE,
     Sample,
@@ -68,7 +71,7 @@ def test_vocab_stats_of_gpt2(gpt2):
     assert sum(shares.values()) == 50256
     assert list(shares)[:4] == ["Latin", "digits", "punctuation", "partial UTF-8"]
     assert shares["Latin"] == 47003 and shares["Han"] == 42 and shares["Cyrillic"] == 17
-    assert vs.merge_counts(gpt2) is None  # GPT-2's files hold no counts
+    assert merge_counts(gpt2) is None  # GPT-2's files hold no counts
     text = (PEERS / "cs336" / "tinystories_sample.txt").read_text(encoding="utf-8")
     assert vs.bytes_per_token(gpt2, text, merges=0) == 1.0
     full = vs.bytes_per_token(gpt2, text)
@@ -95,7 +98,7 @@ def test_vocab_stats_of_a_char_model():
     longest = vs.longest_tokens(tok, 2)
     assert [token for _, token in longest] == [b"lowest", b"lowest</w>"]
     assert vs.script_shares(tok) == {"Latin": tok.vocab_size - 1}
-    assert vs.merge_counts(tok) == tok.metadata["merge_counts"] and len(vs.merge_counts(tok)) == len(tok.merge_ids)
+    assert merge_counts(tok) == tok.metadata["merge_counts"] and len(merge_counts(tok)) == len(tok.merge_ids)
     # a line with a character the model never saw is skipped, the others count
     assert vs.bytes_per_token(tok, "lower\nzzz\n") == vs.bytes_per_token(tok, "lower\n")
 
@@ -239,7 +242,7 @@ def test_a_remote_model_gets_its_report_uploaded(shakespeare, model_dir, tmp_pat
 
     from bpe_spark.cli.report import train_report
     from bpe_spark.storage.file_systems import ArrowFiles
-    from bpe_spark.spark.storage.uris import uris as storage
+    from bpe_spark.spark.storage import uris as storage
 
     remote = tmp_path / "bucket" / "model"
     shutil.copytree(model_dir, remote)

@@ -51,7 +51,7 @@ def _pair_counts(words, counts) -> Counter:
 
 def simulate(counts: dict, cfg: TrainerConfig, frequent: float, *, room: int | None = None, limit: int = 10_000,
              backend: str = "compiled", monkeypatch=None, max_rows: int | None = None) -> tuple[list, list[dict]]:
-    """Rounds as :mod:`bpe_spark.spark.train.rounds` runs them, the executors' work done here: the
+    """Rounds as :mod:`bpe_spark.spark.training.rounds` runs them, the executors' work done here: the
     ``frequent`` share of pretokens (by count) in the driver's engine, at most ``room`` pairs a
     shipping, the rare ones in two partitions sending at most ``max_rows`` rows each. Returns
     the merges and a record per round."""

@@ -12,7 +12,7 @@ import pyarrow.parquet as pq
 import pytest
 
 from bpe_spark import ConfigError, ModelFormatError, Tokenizer, TrainerConfig, train
-from bpe_spark.storage import output_guard
+from bpe_spark.storage import markers
 from bpe_spark.datasets.megatron import (
     MANIFEST_NAME,
     ShardReader,
@@ -130,7 +130,7 @@ def _write_dataset(directory, docs_per_shard):
     manifest = {"format": "bpe-spark-encoded", "format_version": 1, "output_format": "bin",
                 "dtype": "uint16", "shards": shards}
     (directory / MANIFEST_NAME).write_text(json.dumps(manifest))
-    output_guard.write_marker(directory, "encoded")
+    markers.write_marker(directory, "encoded")
 
 
 def test_read_shards_spans_shards_in_document_order(tmp_path):
@@ -153,9 +153,9 @@ def test_read_shards_needs_a_finished_output(tmp_path):
 
 def test_read_shards_refuses_an_output_being_written(tmp_path):
     _write_dataset(tmp_path / "ds", [DOCS])
-    (tmp_path / "ds" / output_guard.MARKER_FILE).unlink()  # an earlier version's output: no marker
+    (tmp_path / "ds" / markers.MARKER_FILE).unlink()  # an earlier version's output: no marker
     assert len(read_shards(tmp_path / "ds")) == len(DOCS)
-    output_guard.write_marker(tmp_path / "ds", "encoded", complete=False)
+    markers.write_marker(tmp_path / "ds", "encoded", complete=False)
     with pytest.raises(ModelFormatError, match="an incomplete bpe-spark encoded output"):
         read_shards(tmp_path / "ds")
 

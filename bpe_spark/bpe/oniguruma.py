@@ -39,17 +39,13 @@ Where Oniguruma's Ruby syntax means something else than Python's (each checked a
 
 from __future__ import annotations
 
-from collections.abc import Iterator
 from functools import lru_cache
 
 import regex
 
 from bpe_spark.bpe.patterns import preset_name
+from bpe_spark.bpe.regex_source import atom_start, escaped, in_class
 
-# Presets whose regex matches every character of any text: Split "Isolated" (which keeps the text
-# between matches too) then gives exactly our pretokens. Other patterns drop unmatched text, which
-# Split "Removed" with invert=True reproduces.
-COVERING_PRESETS = ("gpt2", "cl100k", "o200k")
 # the regex tokenizers' ByteLevel pre-tokenizer splits with when use_regex is true
 GPT2_ONIG_PATTERN = r"""'s|'t|'re|'ve|'m|'ll|'d| ?\p{L}+| ?\p{N}+| ?[^\s\p{L}\p{N}]+|\s+(?!\S)|\s+"""
 
@@ -429,80 +425,10 @@ def _rewrite_interval_plus(source: str) -> str:
     offset = 0
     for match in list(_INTERVAL_PLUS.finditer(source)):
         start = match.start()
-        if _escaped(source, start) or _in_class(source, start):
+        if escaped(source, start) or in_class(source, start):
             continue
-        atom = _atom_start(source, start)
+        atom = atom_start(source, start)
         replacement = f"(?>{source[atom:start]}{match.group()[:-1]})"
         out = out[: atom + offset] + replacement + out[match.end() + offset :]
         offset += len(replacement) - (match.end() - atom)
     return out
-
-
-def _atom_start(source: str, end: int) -> int:
-    """Start of the regex atom that ends just before ``end`` (a group, a class, an escape, a char)."""
-    last = source[end - 1]
-    if last == ")":
-        depth = 0
-        for i in range(end - 1, -1, -1):
-            if source[i] in ")(" and not _escaped(source, i):
-                depth += 1 if source[i] == ")" else -1
-                if depth == 0:
-                    return i
-        return 0
-    if last == "]" and not _escaped(source, end - 1):
-        for start, close in _classes(source, end):
-            if close == end - 1:
-                return start
-        return end - 1
-    if last == "}":
-        k = source.rfind("\\", 0, end)
-        if k >= 0 and source[k + 1 : k + 2] in ("p", "P", "x", "N", "u"):
-            return k
-    if end >= 2 and _escaped(source, end - 1):
-        return end - 2
-    return end - 1
-
-
-def _escaped(source: str, i: int) -> bool:
-    slashes = 0
-    while i - 1 - slashes >= 0 and source[i - 1 - slashes] == "\\":
-        slashes += 1
-    return slashes % 2 == 1
-
-
-def _class_end(source: str, start: int) -> int:
-    i = start + 1
-    if i < len(source) and source[i] == "^":
-        i += 1
-    if i < len(source) and source[i] == "]":
-        i += 1
-    while i < len(source):
-        if source[i] == "\\":
-            i += 2
-            continue
-        if source[i] == "[":
-            i = _class_end(source, i) + 1
-            continue
-        if source[i] == "]":
-            return i
-        i += 1
-    return len(source) - 1
-
-
-def _classes(source: str, stop: int) -> Iterator[tuple[int, int]]:
-    """``(start, end)`` of each outermost character class that opens before ``stop``."""
-    i = 0
-    while i < stop:
-        if source[i] == "\\":
-            i += 2
-        elif source[i] == "[":
-            end = _class_end(source, i)
-            yield i, end
-            i = end + 1
-        else:
-            i += 1
-
-
-def _in_class(source: str, position: int) -> bool:
-    return any(end >= position for _, end in _classes(source, position))
-

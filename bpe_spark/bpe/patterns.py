@@ -1,5 +1,6 @@
-"""The pretokenization patterns: the presets by name, which of them the compiled pretokenizer
-implements, compiling a preset name or a custom regex, and matching it (:func:`pretoken_finder`).
+"""The pretokenization patterns: the presets in one table (:data:`PRESET_TABLE`: each regex, and
+which of them the compiled pretokenizer, tokenizer.json's Split and Spark's Java regex take as
+they are), compiling a preset name or a custom regex, and matching it (:func:`pretoken_finder`).
 A leaf: it imports nothing of ours but the errors, so every layer (config, pretokenizer,
 compiled accelerators, formats, the Spark side's Java regex) can name a pattern without
 importing another.
@@ -28,33 +29,70 @@ from __future__ import annotations
 
 import warnings
 from collections.abc import Callable
+from dataclasses import dataclass
 
 import regex
 
 from bpe_spark.errors import ConfigError, PatternTimeoutError
 
+@dataclass(frozen=True)
+class Preset:
+    """One pretokenization preset: its ``regex`` (Python ``regex`` syntax) and what each part of
+    bpe-spark knows of it. ``compiled``: the compiled pretokenizer (:mod:`bpe_spark.native`)
+    implements it by hand over UTF-8. ``covering``: it matches every character of any text, so a
+    ``tokenizer.json`` Split "Isolated" gives exactly its pretokens. ``java``: its Java form (the
+    same regex under ``(?Ud)``) was checked to give the Python pretokens on the shared corpora, so
+    Spark SQL may count with it (:mod:`bpe_spark.spark.training.java_regex`)."""
+
+    name: str
+    regex: str
+    used_by: str
+    compiled: bool = False
+    covering: bool = False
+    java: bool = False
+
+
+# The presets, one row each: adding one is a row here (and, for ``compiled``, its C code).
 # subtle: these are the exact patterns of the reference implementations (GPT-2's encoder.py and
 # tiktoken's cl100k_base / o200k_base), so that pretokens, hence merges and ids, agree with them.
-PRESETS: dict[str, str] = {
-    "gpt2": r"""'s|'t|'re|'ve|'m|'ll|'d| ?\p{L}+| ?\p{N}+| ?[^\s\p{L}\p{N}]+|\s+(?!\S)|\s+""",
-    "cl100k": (
+PRESET_TABLE: tuple[Preset, ...] = (
+    Preset(
+        "gpt2", r"""'s|'t|'re|'ve|'m|'ll|'d| ?\p{L}+| ?\p{N}+| ?[^\s\p{L}\p{N}]+|\s+(?!\S)|\s+""",
+        "GPT-2, RoBERTa, CS336", compiled=True, covering=True, java=True,
+    ),
+    Preset(
+        "cl100k",
         r"""'(?i:[sdmt]|ll|ve|re)|[^\r\n\p{L}\p{N}]?+\p{L}++|\p{N}{1,3}+| ?[^\s\p{L}\p{N}]++[\r\n]*+"""
-        r"""|\s++$|\s*[\r\n]|\s+(?!\S)|\s"""
+        r"""|\s++$|\s*[\r\n]|\s+(?!\S)|\s""",
+        "GPT-4 (tiktoken's cl100k_base), minbpe", compiled=True, covering=True, java=True,
     ),
-    "o200k": "|".join(  # noqa: FLY002 (one alternative per line reads better)
-        [
-            r"""[^\r\n\p{L}\p{N}]?[\p{Lu}\p{Lt}\p{Lm}\p{Lo}\p{M}]*[\p{Ll}\p{Lm}\p{Lo}\p{M}]+(?i:'s|'t|'re|'ve|'m|'ll|'d)?""",
-            r"""[^\r\n\p{L}\p{N}]?[\p{Lu}\p{Lt}\p{Lm}\p{Lo}\p{M}]+[\p{Ll}\p{Lm}\p{Lo}\p{M}]*(?i:'s|'t|'re|'ve|'m|'ll|'d)?""",
-            r"""\p{N}{1,3}""",
-            r""" ?[^\s\p{L}\p{N}]+[\r\n/]*""",
-            r"""\s*[\r\n]+""",
-            r"""\s+(?!\S)""",
-            r"""\s+""",
-        ]
+    Preset(
+        "o200k",
+        "|".join(  # noqa: FLY002 (one alternative per line reads better)
+            [
+                r"""[^\r\n\p{L}\p{N}]?[\p{Lu}\p{Lt}\p{Lm}\p{Lo}\p{M}]*[\p{Ll}\p{Lm}\p{Lo}\p{M}]+(?i:'s|'t|'re|'ve|'m|'ll|'d)?""",
+                r"""[^\r\n\p{L}\p{N}]?[\p{Lu}\p{Lt}\p{Lm}\p{Lo}\p{M}]+[\p{Ll}\p{Lm}\p{Lo}\p{M}]*(?i:'s|'t|'re|'ve|'m|'ll|'d)?""",
+                r"""\p{N}{1,3}""",
+                r""" ?[^\s\p{L}\p{N}]+[\r\n/]*""",
+                r"""\s*[\r\n]+""",
+                r"""\s+(?!\S)""",
+                r"""\s+""",
+            ]
+        ),
+        "GPT-4o (tiktoken's o200k_base)", compiled=True, covering=True, java=True,
     ),
-    "words": r"""\w+|[^\s\w]+""",
-    "whitespace": r"""\S+""",
-}
+    Preset("words", r"""\w+|[^\s\w]+""", "the seed articles (with lowercase)", java=True),
+    Preset("whitespace", r"""\S+""", "subword-nmt", java=True),
+)
+PRESETS: dict[str, str] = {preset.name: preset.regex for preset in PRESET_TABLE}
+# Presets the compiled pretokenizer (bpe_spark.native._fastenc) implements by hand over UTF-8.
+COMPILED_PRESETS = tuple(preset.name for preset in PRESET_TABLE if preset.compiled)
+# Presets whose regex matches every character of any text: Split "Isolated" (which keeps the text
+# between matches too) then gives exactly our pretokens. Other patterns drop unmatched text, which
+# Split "Removed" with invert=True reproduces.
+COVERING_PRESETS = tuple(preset.name for preset in PRESET_TABLE if preset.covering)
+# Presets whose Java form was checked against the Python pretokenizer on the shared corpora.
+JAVA_PRESETS = tuple(preset.name for preset in PRESET_TABLE if preset.java)
 
 
 MAX_PATTERN_CHARS = 10_000  # a custom regex longer than this is refused (o200k's is 480)
@@ -89,10 +127,6 @@ def compile_pattern(pattern: str) -> regex.Pattern:
     return compiled
 
 
-# Presets the compiled pretokenizer (bpe_spark.native._fastenc) implements by hand over UTF-8.
-COMPILED_PRESETS = ("gpt2", "cl100k", "o200k")
-
-
 def pattern_source(pattern: str) -> str:
     """The regex source of a preset name or a custom regex."""
     return PRESETS.get(pattern, pattern)
@@ -108,8 +142,11 @@ def preset_name(pattern: str) -> str | None:
     return None
 
 
-def compiled_preset(pattern: str) -> str | None:
-    """The name the compiled pretokenizer knows ``pattern`` by (a name or its regex), or None."""
+def compiled_preset(pattern: str | None) -> str | None:
+    """The name the compiled pretokenizer knows ``pattern`` by (a name or its regex), or None
+    (also for no pattern)."""
+    if pattern is None:
+        return None
     name = preset_name(pattern)
     return name if name in COMPILED_PRESETS else None
 

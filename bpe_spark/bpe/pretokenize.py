@@ -18,7 +18,7 @@ import regex
 
 from bpe_spark.native import compiled as _compiled
 from bpe_spark.bpe.long_documents import LongDocument, count_pieces
-from bpe_spark.bpe.patterns import compile_pattern, pretoken_finder
+from bpe_spark.bpe.patterns import compile_pattern, compiled_preset, pretoken_finder
 from bpe_spark.bpe.text import string_buffers
 
 
@@ -166,7 +166,7 @@ class Tally:
 
     def __init__(self, pretokenizer: Pretokenizer):
         self.pretokenizer = pretokenizer
-        self._compiled = _compiled.new_counter(pretokenizer.pattern)
+        self._compiled = _compiled.new_counter(compiled_preset(pretokenizer.pattern))
         self._plain = not pretokenizer.specials and not (pretokenizer.normalization or pretokenizer.lowercase)
         self._counts: Counter = Counter()
 

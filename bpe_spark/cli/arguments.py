@@ -394,6 +394,6 @@ def load_model(path: str, pattern: str | None = None, *, option: str = "--model"
     """A model in any format bpe-spark loads (``pattern``: for a .tiktoken file that is not OpenAI's),
     at a local path or a URI pyarrow reaches (``s3://``, ``s3a://``, ``gs://``...: fetched first, see
     :mod:`bpe_spark.storage.remote`)."""
-    from bpe_spark.storage.remote import load_model as load
+    from bpe_spark.encoding.remote import load_model as load
 
     return load(path, option=option, **({"pattern": pattern} if pattern else {}))

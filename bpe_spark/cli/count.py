@@ -67,7 +67,7 @@ def run(args: argparse.Namespace) -> int:
     light_input = (args.input, args.input_format, args.document) if args.engine != "jvm" else None
     spark = start_spark(args, NAME, light_input=light_input, shared_input=bool(args.shared_input))
     from bpe_spark.spark import read_documents
-    from bpe_spark.spark.train.count import write_pretoken_counts
+    from bpe_spark.spark.training.count import write_pretoken_counts
 
     docs = read_documents(spark, args.input, input_format=args.input_format, text_col=args.text_column,
                           document=args.document, on_bad_input=args.on_bad_input, shared_input=args.shared_input)

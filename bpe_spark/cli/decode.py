@@ -45,7 +45,7 @@ def run(args: argparse.Namespace) -> int:
             raise ConfigError("--limit applies to --input")
         documents = [parse_ids(args.ids)]
     else:
-        from bpe_spark.storage.remote import encoded_documents
+        from bpe_spark.datasets.remote import encoded_documents
 
         documents = encoded_documents(args.input, limit=args.limit)  # a remote --input checked here, before any work
     tok = load_model(args.model, args.pattern)

@@ -160,7 +160,7 @@ def run(args: argparse.Namespace) -> int:
     )
     print(encode_summary(manifest, args.out))
     if args.resume:
-        from bpe_spark.spark.encode.resume import resume_summary
+        from bpe_spark.spark.encoding.resume import resume_summary
 
         print(resume_summary(manifest))
     if report := input_report(manifest):

@@ -82,7 +82,7 @@ def run(args: argparse.Namespace) -> int:
     from bpe_spark.errors import option_name
     from bpe_spark.models.load import export_spec
     from bpe_spark.models.huggingface.transformers_config import set_transformers_config
-    from bpe_spark.storage.remote import prepare_export
+    from bpe_spark.models.remote import prepare_export
 
     given = {name: getattr(args, name) for name in FOLDER_OPTIONS if getattr(args, name) is not None}
     if given and export_spec(args.export_format).folder is None:

@@ -47,7 +47,7 @@ from typing import Any, BinaryIO
 import numpy as np
 
 from bpe_spark.errors import ConfigError, ModelFormatError, option
-from bpe_spark.storage.output_guard import MANIFEST_FORMAT, MANIFEST_NAME, check_complete
+from bpe_spark.storage.markers import MANIFEST_FORMAT, MANIFEST_NAME, check_complete
 
 MANIFEST_VERSION = 1
 INDEX_MAGIC = b"MMIDIDX\x00\x00"

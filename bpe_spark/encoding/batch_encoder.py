@@ -2,7 +2,7 @@
 
 :class:`BatchEncoder` turns a batch of texts into ``(values, offsets, nulls)``, the layout of an
 Arrow list column, with no Python object per token: what Spark's encoding tasks run on each
-Arrow batch (:mod:`bpe_spark.spark.encode.tasks`), usable without Spark. :func:`batch_options`
+Arrow batch (:mod:`bpe_spark.spark.encoding.tasks`), usable without Spark. :func:`batch_options`
 resolves the options once (special-token policy, BOS/EOS) into the plain data those tasks ship.
 
 Ids equal ``Tokenizer.encode(text, allowed_special=..., disallowed_special=...)`` text for text;

@@ -289,11 +289,11 @@ class Tokenizer:
             self._fast_ready = True
             byte_ids = self._byte_ids if self.scheme == "byte" else None
             if self.merge_rule == "pairs":
-                self._fast = _compiled.new_encoder(self._merge_ids, byte_ids, self.pattern)
+                self._fast = _compiled.new_encoder(self._merge_ids, byte_ids, compiled_preset(self.pattern))
             elif byte_ids is not None and -1 not in byte_ids:
                 # tiktoken's rule: whole-pretoken lookup, then the lowest rank (= token id)
                 vocab = list(self._token_to_id.items())
-                self._fast = _compiled.new_encoder((), byte_ids, self.pattern, vocab=vocab, ranks=True)
+                self._fast = _compiled.new_encoder((), byte_ids, compiled_preset(self.pattern), vocab=vocab, ranks=True)
             if self._fast is not None and byte_ids is not None:
                 self._fast_split = compiled_preset(self.pattern) is not None
                 self._fast_pretokens = not self._fast_split

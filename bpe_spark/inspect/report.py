@@ -36,7 +36,8 @@ from bpe_spark.inspect import vocab_stats
 from bpe_spark._version import __version__
 from bpe_spark.errors import BpeSparkError, ConfigError
 from bpe_spark.bpe.long_documents import safe_cut
-from bpe_spark.storage.output_guard import REPORT_MARKER
+from bpe_spark.storage.markers import REPORT_MARKER
+from bpe_spark.models.token_kinds import merge_counts
 
 REPORT_FILE = "report.html"
 SAMPLE_LIMIT = 1 << 20  # bytes of a sample read: enough for a steady figure, encoded in well under a second
@@ -161,7 +162,7 @@ def _png(figure) -> bytes:
 
 
 def merge_count_plot(tok) -> Plot:
-    counts = vocab_stats.merge_counts(tok)
+    counts = merge_counts(tok)
     title = "Training count of each merge, by rank"
     if not counts:
         return Plot(title, None, "The model holds no merge counts (an imported file, or no merges).")
@@ -282,7 +283,7 @@ def key_figures(tok, sample: Sample | None = None) -> list[tuple[str, str]]:
         ("pattern", str(tok.pattern if getattr(tok, "pipeline", None) is None else "tokenizers pipeline")),
         ("special tokens", ", ".join(tok.special_tokens) or "none"),
     ]
-    counts = vocab_stats.merge_counts(tok)
+    counts = merge_counts(tok)
     if counts:
         rows.append(("merge counts", f"first {counts[0]:,}, last {counts[-1]:,} (where training stopped)"))
     for key, what in (("documents", "documents"), ("bytes", "corpus bytes"), ("pretokens", "pretokens"),

@@ -17,7 +17,8 @@ import json
 
 from bpe_spark.bpe.patterns import PRESETS, pattern_source
 from bpe_spark.inspect.token_display import readable
-from bpe_spark.inspect.vocab_stats import kind_counts, length_histogram, longest_tokens, merge_counts
+from bpe_spark.inspect.vocab_stats import kind_counts, length_histogram, longest_tokens
+from bpe_spark.models.token_kinds import merge_counts
 
 BAR_WIDTH = 40
 LONGEST_SHOWN = 64  # characters of a long token shown (then …)

@@ -23,10 +23,9 @@ from collections import Counter
 from functools import cache
 
 from bpe_spark.errors import ConfigError, UnknownCharacterError
-from bpe_spark.bpe.fields import is_integer
 from bpe_spark.bpe.symbols import utf8_bytes
+from bpe_spark.models.token_kinds import KIND_ORDER, token_kinds
 
-KIND_ORDER = ("byte", "char", "merge", "special")
 # The scripts a token is named by (the first word of its letters' Unicode names); letters of
 # any other script count as "other".
 SCRIPTS = {
@@ -42,42 +41,11 @@ SCRIPTS["CJK"] = "Han"
 _WIDTH_PREFIXES = ("FULLWIDTH", "HALFWIDTH")
 
 
-def token_kinds(tok) -> dict[int, str]:
-    """Kind of every id: ``special``; ``merge`` for what some merge makes (and, byte scheme, any
-    longer token); otherwise ``byte`` (byte scheme) or ``char`` (char scheme alphabet). The
-    ``kind`` column of a model directory's ``vocab.parquet``."""
-    made = {new_id for _, _, new_id in tok.merge_ids}
-    kinds = {}
-    for token_id, value in tok.ordinary_vocab.items():
-        if token_id in made:
-            kinds[token_id] = "merge"
-        elif tok.scheme == "byte":
-            kinds[token_id] = "byte" if len(value) == 1 else "merge"
-        else:
-            kinds[token_id] = "char"
-    for token_id in tok.special_tokens.values():
-        kinds[token_id] = "special"
-    return kinds
-
-
 def kind_counts(tok) -> dict[str, int]:
     """How many tokens of each kind (:func:`token_kinds`), in the order byte, char, merge, special;
     kinds the model has none of are left out."""
     counts = Counter(token_kinds(tok).values())
     return {kind: counts[kind] for kind in KIND_ORDER if counts[kind]}
-
-
-def merge_counts(tok) -> list[int] | None:
-    """The training count of each merge, by rank; None when the model does not know them (an
-    imported file) or they do not match its merges."""
-    counts = tok.metadata.get("merge_counts")
-    if (
-        isinstance(counts, list)
-        and len(counts) == len(tok.merge_ids)
-        and all(is_integer(c) for c in counts)
-    ):
-        return counts
-    return None
 
 
 def _token_texts(tok) -> dict[int, bytes]:

@@ -19,6 +19,8 @@ from collections.abc import Iterator
 from pathlib import Path
 
 from bpe_spark.storage import output_guard
+
+from bpe_spark.storage import markers
 from bpe_spark.errors import ModelFormatError, OutputExistsError
 from bpe_spark.bpe.fields import check_file_size
 
@@ -70,7 +72,7 @@ def atomic_directory(target, *, kind: str, overwrite: bool = False, **marker) ->
     try:
         staged.mkdir()
         yield staged
-        output_guard.write_marker(staged, kind, **marker)
+        markers.write_marker(staged, kind, **marker)
         output_guard.publish(str(staged), str(target), kind, overwrite=overwrite)
     except BaseException:
         shutil.rmtree(staged, ignore_errors=True)
@@ -83,7 +85,7 @@ def atomic_file(target, *, file_format: str, overwrite: bool = False) -> Iterato
     """Yield a staging path beside ``target`` to write; on success it is renamed to ``target``.
 
     With ``overwrite``, an existing ``target`` is replaced only when it reads as ``file_format``
-    (a single file holds no marker: ``output_guard.looks_like``)."""
+    (a single file holds no marker: ``markers.looks_like``)."""
     target = Path(target)
     if target.is_dir():
         raise OutputExistsError(f"{target} is a directory; give a file path")

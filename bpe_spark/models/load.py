@@ -245,7 +245,7 @@ def export_model(
 
 def check_beside(path: Path, *, overwrite: bool, file_format: str) -> None:
     """A file to be written beside an export file: new, or (``overwrite``) one that reads as
-    ``file_format`` (:func:`bpe_spark.storage.output_guard.looks_like`)."""
+    ``file_format`` (:func:`bpe_spark.storage.markers.looks_like`)."""
     from bpe_spark.storage import output_guard
 
     output_guard.check_replaceable(str(path), "export", overwrite=overwrite, file_format=file_format)

@@ -30,7 +30,8 @@ from typing import Any
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from bpe_spark.storage import output_guard
+
+from bpe_spark.storage import markers
 from bpe_spark._version import __version__
 from bpe_spark.bpe.config import TrainerConfig
 from bpe_spark.errors import BpeSparkError, ConfigError, ModelFormatError
@@ -48,7 +49,7 @@ from bpe_spark.models.files import atomic_directory, read_json_file
 from bpe_spark.models.registry import EXPORTS, MODEL_META_FILE, export_spec
 from bpe_spark.bpe.patterns import PRESETS, pattern_source
 from bpe_spark.bpe.symbols import utf8_bytes
-from bpe_spark.inspect.vocab_stats import merge_counts, token_kinds
+from bpe_spark.models.token_kinds import merge_counts, token_kinds
 
 FORMAT_VERSION = 1
 MERGES_FILE = "merges.parquet"
@@ -339,7 +340,7 @@ def _read_specials(fields: Fields, meta: dict) -> dict[str, int]:
 def read_model(directory) -> dict[str, Any]:
     """The Tokenizer keyword arguments of a model directory: exactly the tokenizer that was saved.
     A directory whose ``_BPE_SPARK`` marker says a run is still writing it is refused
-    (:func:`bpe_spark.storage.output_guard.check_complete`).
+    (:func:`bpe_spark.storage.markers.check_complete`).
 
     What the Tokenizer itself refuses (say an ``unk_token`` it lacks) is for the caller to name:
     :func:`bpe_spark.models.load.load_any` reports it as this directory's error.
@@ -348,7 +349,7 @@ def read_model(directory) -> dict[str, Any]:
     if not directory.is_dir():
         raise ModelFormatError(f"{directory}: not a directory (a bpe-spark model is a directory)")
     # the marker goes in last: without its complete form the files may be half of a replaced model
-    output_guard.check_complete(str(directory), "model")
+    markers.check_complete(str(directory), "model")
     meta_path = directory / MODEL_META_FILE
     meta = _load_meta(meta_path)
     if meta.get("pipeline") is not None:

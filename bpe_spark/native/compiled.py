@@ -19,8 +19,6 @@ import sys
 import threading
 import warnings
 
-from bpe_spark.bpe.patterns import compiled_preset
-
 # The API each extension must have; a build from older sources (the .so files are built in
 # place and not versioned, so a `git pull` without `pip install -e .` leaves them stale) is
 # ignored, with a warning, rather than half used.
@@ -127,25 +125,28 @@ def _every_code_point() -> str:
     return raw.decode("utf-32-le", "surrogatepass")
 
 
-def new_counter(pattern: str):
-    """A compiled pretoken counter for ``pattern`` (gpt2 / cl100k / o200k), or None."""
-    name = compiled_preset(pattern) if encoder_available() else None
+def new_counter(preset: str | None):
+    """A compiled pretoken counter for the compiled pretokenizer's ``preset`` (gpt2 / cl100k /
+    o200k: :func:`bpe_spark.bpe.patterns.compiled_preset`), or None."""
+    name = preset if encoder_available() else None
     if name is None:
         return None
     ensure_char_classes()
     return _fastenc.PretokenCounter(name)
 
 
-def new_encoder(merge_ids, byte_ids, pattern: str | None, *, vocab=None, ranks: bool = False,
+def new_encoder(merge_ids, byte_ids, preset: str | None, *, vocab=None, ranks: bool = False,
                 whole: bool = False, chars: bool = False):
     """A compiled encoder over ``(left, right, new_id)`` merges in rank order, or None.
 
+    ``preset``: the compiled pretokenizer's preset (:func:`bpe_spark.bpe.patterns.compiled_preset`),
+    or None to encode pretokens given whole.
     ``vocab``: ``(token bytes, id)`` pairs. ``whole``: a pretoken that is a token encodes as that
     id. ``ranks``: tiktoken's rule (whole, and the merge table built from ``vocab``; ``merge_ids``
     empty). ``chars``: a pretoken starts as its characters, looked up in ``vocab``."""
     if not encoder_available():
         return None
-    name = compiled_preset(pattern) if (pattern is not None and byte_ids is not None) else None
+    name = preset if byte_ids is not None else None
     if name is not None:
         ensure_char_classes()
     return _fastenc.Encoder(merge_ids, byte_ids, name, vocab=vocab, ranks=ranks, whole=whole, chars=chars)

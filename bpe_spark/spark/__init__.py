@@ -20,9 +20,9 @@ from typing import Any
 _EXPORTS = {
     "BPETokenizer": "bpe_spark.spark.ml",
     "BPETokenizerModel": "bpe_spark.spark.ml",
-    "count_pretokens": "bpe_spark.spark.train.count",
-    "encode": "bpe_spark.spark.encode.dataframe",
-    "encode_dataset": "bpe_spark.spark.encode.dataset",
+    "count_pretokens": "bpe_spark.spark.training.count",
+    "encode": "bpe_spark.spark.encoding.dataframe",
+    "encode_dataset": "bpe_spark.spark.encoding.dataset",
     "ColumnError": "bpe_spark.errors",
     "InputError": "bpe_spark.errors",
     "InputNotFoundError": "bpe_spark.spark.read.documents",
@@ -31,8 +31,8 @@ _EXPORTS = {
     "load_model": "bpe_spark.spark.storage.uris",
     "save_model": "bpe_spark.spark.storage.uris",
     "DEFAULT_DRIVER_BUDGET": "bpe_spark.spark.options",
-    "train": "bpe_spark.spark.train.training",
-    "train_from_counts": "bpe_spark.spark.train.training",
+    "train": "bpe_spark.spark.training.run",
+    "train_from_counts": "bpe_spark.spark.training.run",
 }
 
 __all__ = [

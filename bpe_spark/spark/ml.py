@@ -1,6 +1,6 @@
 """The ``pyspark.ml`` API: :class:`BPETokenizer`, an Estimator whose ``fit`` trains
-(:func:`bpe_spark.spark.train.training.train`), and :class:`BPETokenizerModel`, a Transformer that adds
-the ids column (``array<int>``, the ids of :func:`bpe_spark.spark.encode.dataframe.encode`), with their
+(:func:`bpe_spark.spark.training.run.train`), and :class:`BPETokenizerModel`, a Transformer that adds
+the ids column (``array<int>``, the ids of :func:`bpe_spark.spark.encoding.dataframe.encode`), with their
 Params, saving and loading.
 
 Both are ``MLWritable`` / ``MLReadable``, so they go into a ``Pipeline`` and its
@@ -42,10 +42,10 @@ from bpe_spark.encoding.batch_encoder import batch_options
 from bpe_spark.bpe.config import TrainerConfig
 from bpe_spark.errors import ConfigError, current_interface, interface
 from bpe_spark.spark.runtime.columns import STRING, check_columns, require_classic
-from bpe_spark.spark.encode.tasks import ModelBroadcast, encoded_slices
+from bpe_spark.spark.encoding.tasks import ModelBroadcast, encoded_slices
 from bpe_spark.spark.options import DEFAULT_DRIVER_BUDGET, ENGINES
 from bpe_spark.spark.storage.uris import load_model, save_model
-from bpe_spark.spark.train.training import train
+from bpe_spark.spark.training.run import train
 from bpe_spark.encoding.tokenizer import Tokenizer
 
 __all__ = ["BPETokenizer", "BPETokenizerModel"]

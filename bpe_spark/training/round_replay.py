@@ -1,7 +1,7 @@
 """The driver's side of exact training rounds: the frequent pretokens' engine kept from round to
 round, the speculated merges it sends out, and the replay that keeps only the merges the
 executors' exact counts prove. Pure Python and numpy over :class:`~bpe_spark.training.trainer.MergeEngine`;
-no Spark (the jobs are :mod:`bpe_spark.spark.train.rounds`).
+no Spark (the jobs are :mod:`bpe_spark.spark.training.rounds`).
 
 The pretokens are split by count once: the frequent ones (``F``, at most half the driver
 budget) live in the driver's engine ``X`` for the whole training; every other one (``R``, the

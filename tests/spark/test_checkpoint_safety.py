@@ -14,12 +14,13 @@ import pytest
 from conftest import corpus_lines
 
 from bpe_spark import TrainerConfig
-from bpe_spark.storage import output_guard, owners
+from bpe_spark.storage import owners
+from bpe_spark.storage import markers
 from bpe_spark.cli import main
 from bpe_spark.errors import CheckpointError, CheckpointLockedError
 from bpe_spark.spark import read_documents, train
-from bpe_spark.spark.train.checkpoint import META_FILE
-from bpe_spark.spark.train.checkpoint_lock import LOCK_FILE
+from bpe_spark.spark.training.checkpoint import META_FILE
+from bpe_spark.spark.training.checkpoint_lock import LOCK_FILE
 from bpe_spark.encoding.tokenizer import Tokenizer
 
 pytestmark = pytest.mark.spark
@@ -99,7 +100,7 @@ def test_a_second_run_on_a_locked_checkpoint_directory_refuses(spark, corpora, t
     cfg = TrainerConfig(vocab_size=300)
     docs = read_documents(spark, str(first))
     checkpoint = tmp_path / "ckpt"
-    output_guard.write_marker(checkpoint.mkdir() or checkpoint, "checkpoint")
+    markers.write_marker(checkpoint.mkdir() or checkpoint, "checkpoint")
     # a run alive on this host (this test's parent process stands in for it)
     parent = os.getppid()
     owner = {"host": HOST, "pid": parent, "start": owners.process_start(parent),
@@ -123,7 +124,7 @@ def test_a_lock_left_by_a_dead_process_is_taken_over_with_a_warning(spark, corpo
     dead = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"], capture_output=True,
                           text=True, check=True)
     checkpoint = tmp_path / "ckpt"
-    output_guard.write_marker(checkpoint.mkdir() or checkpoint, "checkpoint")
+    markers.write_marker(checkpoint.mkdir() or checkpoint, "checkpoint")
     stale = {"host": HOST, "pid": int(dead.stdout), "start": 1764590400, "started": "2026-01-01T00:00:00Z"}
     (checkpoint / LOCK_FILE).write_text(json.dumps(stale))
     with caplog.at_level("WARNING", logger="bpe_spark"):

@@ -66,7 +66,7 @@ def test_a_backtracking_custom_pattern_fails_the_encode_naming_the_text(spark, t
 
 
 def test_custom_patterns_are_refused_on_the_jvm_engine():
-    from bpe_spark.spark.train.count import choose_engine
+    from bpe_spark.spark.training.count import choose_engine
 
     with pytest.raises(ConfigError, match="Java's regex, which has no time limit"):
         choose_engine(TrainerConfig(pattern=r"\S+|\s+"), "jvm")

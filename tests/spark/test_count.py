@@ -12,7 +12,7 @@ from conftest import CORPUS_NAMES, corpus_text
 from bpe_spark import TrainerConfig
 from bpe_spark import count_pretokens as core_count
 from bpe_spark.errors import EmptyCorpusError, OutputExistsError
-from bpe_spark.bpe.patterns import PRESETS
+from bpe_spark.bpe.patterns import JAVA_PRESETS, PRESETS
 from bpe_spark.spark import (
     ColumnError,
     InputNotFoundError,
@@ -20,8 +20,7 @@ from bpe_spark.spark import (
     read_counts,
     read_documents,
 )
-from bpe_spark.spark.train.count import choose_engine, write_pretoken_counts
-from bpe_spark.spark.train.java_regex import VERIFIED_PRESETS
+from bpe_spark.spark.training.count import choose_engine, write_pretoken_counts
 
 pytestmark = pytest.mark.spark
 
@@ -50,7 +49,7 @@ def test_jvm_counts_equal_core_counts_for_every_preset(spark, name):
     lines = spread_lines(name, 400_000)
     df = frame(spark, lines).cache()
     try:
-        for preset in VERIFIED_PRESETS:
+        for preset in JAVA_PRESETS:
             cfg = TrainerConfig(pattern=preset)
             assert choose_engine(cfg) == "jvm"
             spark_counts = as_dict(count_pretokens(df, cfg))
@@ -182,4 +181,4 @@ def test_missing_paths_are_clear_errors(spark, tmp_path):
 
 
 def test_presets_all_have_java_forms():
-    assert set(VERIFIED_PRESETS) == set(PRESETS)
+    assert set(JAVA_PRESETS) == set(PRESETS)

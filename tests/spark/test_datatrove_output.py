@@ -18,7 +18,7 @@ from bpe_spark.datasets.datatrove import (
     read_metadata,
 )
 from bpe_spark.errors import ConfigError
-from bpe_spark.storage.remote import encoded_documents
+from bpe_spark.datasets.remote import encoded_documents
 from bpe_spark.datasets.megatron import (
     MANIFEST_NAME,
     model_fingerprint,

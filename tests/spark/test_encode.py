@@ -383,7 +383,7 @@ def test_parquet_files_read_by_the_tasks_give_the_same_files_as_spark_reader(spa
 
 
 def test_parquet_row_groups_follow_the_documents_not_the_pieces(tmp_path):
-    from bpe_spark.spark.encode.output import RowGroupWriter
+    from bpe_spark.spark.encoding.output import RowGroupWriter
 
     rng = np.random.default_rng(0)
     n_tokens = rng.integers(0, 40, size=500).astype(np.int32)

@@ -1,5 +1,5 @@
 """Encoding tasks hand a text column to the compiled encoder as its Arrow buffers when they can
-(bpe_spark.spark.encode.tasks.encode_column): the same ids as through one str per text, for
+(bpe_spark.spark.encoding.tasks.encode_column): the same ids as through one str per text, for
 every string layout, and the str path for what the buffers cannot carry (nulls, invalid UTF-8)."""
 
 from __future__ import annotations
@@ -13,7 +13,7 @@ import pytest
 
 from bpe_spark import TrainerConfig, train
 from bpe_spark.encoding.batch_encoder import BatchEncoder
-from bpe_spark.spark.encode.tasks import arrow_text, encode_column, narrowed
+from bpe_spark.spark.encoding.tasks import arrow_text, encode_column, narrowed
 from bpe_spark.bpe.text import InputTally, utf8_buffers
 
 SAMPLE = Path(__file__).resolve().parents[2] / "data" / "sample" / "tiny_shakespeare.txt.gz"

@@ -14,7 +14,7 @@ import pytest
 from bpe_spark import ConfigError, TrainerConfig, train
 from bpe_spark.cli import main
 from bpe_spark.spark import encode_dataset
-from bpe_spark.spark.encode.resume import FAULT_PROPERTY
+from bpe_spark.spark.encoding.resume import FAULT_PROPERTY
 from bpe_spark.spark.read.documents import read_documents
 
 pytestmark = pytest.mark.spark
@@ -204,7 +204,7 @@ def test_a_retried_task_leaves_a_recorded_piece_as_it_is(tmp_path):
     import pyarrow as pa
     import pyarrow.fs as pafs
 
-    from bpe_spark.spark.encode.output import PieceWriter
+    from bpe_spark.spark.encoding.output import PieceWriter
 
     fs = pafs.LocalFileSystem()
     recorded = []

@@ -25,7 +25,7 @@ from bpe_spark import train as core_train
 from bpe_spark.cli import main
 from bpe_spark.spark import count_pretokens, encode, encode_dataset, read_documents, train
 from bpe_spark.spark.runtime import faults
-from bpe_spark.spark.train.checkpoint import MERGES_FILE
+from bpe_spark.spark.training.checkpoint import MERGES_FILE
 from bpe_spark.spark.runtime.session import with_task_retries
 from bpe_spark.encoding.tokenizer import Tokenizer
 

@@ -5,7 +5,8 @@ from __future__ import annotations
 
 import pytest
 
-from bpe_spark.spark.runtime import jvm_cache, jvm_cache_build
+from bpe_spark.spark import jvm_cache_build
+from bpe_spark.spark.runtime import jvm_cache
 
 
 @pytest.fixture

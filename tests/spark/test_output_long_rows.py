@@ -14,7 +14,7 @@ import pytest
 from bpe_spark import TrainerConfig, train
 from bpe_spark.datasets.megatron import ShardReader, ShardWriter, iter_encoded_documents, read_shards
 from bpe_spark.spark import encode_dataset
-from bpe_spark.spark.encode.output import LONG_ROW_TOKENS
+from bpe_spark.spark.encoding.output import LONG_ROW_TOKENS
 
 pytestmark = pytest.mark.spark
 

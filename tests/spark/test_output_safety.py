@@ -17,6 +17,7 @@ import pytest
 
 from bpe_spark import TrainerConfig, train
 from bpe_spark.storage import output_guard, owners
+from bpe_spark.storage import markers
 from bpe_spark.cli import main
 from bpe_spark.errors import OutputRefusedError
 from bpe_spark.datasets.megatron import read_manifest
@@ -112,26 +113,26 @@ def test_overwrite_replaces_an_earlier_encoding_and_counts(spark, place, capsys)
         return main(_in(place, list(argv)))
 
     assert run("encode", "--model", "model", "--input", "self.txt", "--out", "ids") == 0
-    assert output_guard.kind_of(str(place / "ids")) == "encoded"
+    assert markers.kind_of(str(place / "ids")) == "encoded"
     first = read_manifest(place / "ids")
     assert run("encode", "--model", "model", "--input", "self.txt", "--out", "ids", "--overwrite") == 0
     assert read_manifest(place / "ids")["tokens"] == first["tokens"]
     assert run("count", "--input", "self.txt", "--out", "counts") == 0
-    marker = json.loads((place / "counts" / output_guard.MARKER_FILE).read_text())
+    marker = json.loads((place / "counts" / markers.MARKER_FILE).read_text())
     assert marker["kind"] == "counts"
     assert run("count", "--input", "self.txt", "--out", "counts", "--overwrite") == 0
     capsys.readouterr()
     assert run("encode", "--model", "model", "--input", "self.txt", "--out", "counts", "--overwrite") == 2
     assert "not an earlier bpe-spark encoded output" in capsys.readouterr().err
-    assert (place / "counts" / output_guard.MARKER_FILE).is_file()
+    assert (place / "counts" / markers.MARKER_FILE).is_file()
     assert not [p.name for p in place.iterdir() if p.name.startswith(".")]  # no staging left
 
 
 def test_train_marks_the_model_and_the_checkpoint(spark, place):
     assert main(_in(place, ["train", "--input", "self.txt", "--vocab-size", "270", "--out", "model",
                             "--overwrite", "--checkpoint-dir", "ck"])) == 0
-    assert output_guard.kind_of(str(place / "model")) == "model"
-    assert output_guard.kind_of(str(place / "ck")) == "checkpoint"
+    assert markers.kind_of(str(place / "model")) == "model"
+    assert markers.kind_of(str(place / "ck")) == "checkpoint"
 
 
 def test_python_api_refuses_the_same_way(spark, place):
@@ -187,7 +188,7 @@ def test_killed_encode_leaves_nothing_complete_and_the_rerun_cleans_up(place):
     left = list(place.glob(".ids.staging-*"))
     assert left, "the encode ended before its staging directory appeared"
     assert not (place / "ids").exists()
-    assert not list(place.glob(f".ids.*/{output_guard.MARKER_FILE}"))
+    assert not list(place.glob(f".ids.*/{markers.MARKER_FILE}"))
     assert not list(place.glob(".ids.*/_manifest.json"))
     rerun = subprocess.run(command, cwd=place, env=env, capture_output=True, text=True, timeout=600, check=False)
     assert rerun.returncode == 0, rerun.stderr

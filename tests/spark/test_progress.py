@@ -104,7 +104,7 @@ def test_the_cli_logs_progress_on_a_non_terminal_stderr(spark, corpus, tmp_path,
 
 
 def test_input_bytes_are_known_for_local_files_only(spark, corpus, tmp_path):
-    from bpe_spark.spark.runtime.stage_progress import local_input_bytes
+    from bpe_spark.spark.read.documents import local_input_bytes
 
     assert local_input_bytes(read_documents(spark, str(corpus))) == corpus.stat().st_size
     assert local_input_bytes(spark.createDataFrame([("a",)], "text string")) is None

@@ -21,18 +21,20 @@ import pyarrow.fs as pafs
 import pytest
 from conftest import ROOT, encode_output_bytes
 
-from bpe_spark.storage import file_systems, output_guard
+from bpe_spark.storage import file_systems
+
+from bpe_spark.storage import markers
 from bpe_spark.cli import main
 from bpe_spark.errors import ModelFormatError, OutputExistsError
 from bpe_spark.storage.file_systems import ArrowFiles
 from bpe_spark.datasets.megatron import read_shards
-from bpe_spark.spark.storage.uris import uris as storage
+from bpe_spark.spark.storage import uris as storage
 from bpe_spark.encoding.tokenizer import Tokenizer
 
 pytestmark = pytest.mark.spark
 
 SAMPLE = ROOT / "data" / "sample" / "tiny_shakespeare.txt.gz"
-MODEL_FILES = ("merges.parquet", "vocab.parquet", "tokenizer.json", output_guard.MARKER_FILE)
+MODEL_FILES = ("merges.parquet", "vocab.parquet", "tokenizer.json", markers.MARKER_FILE)
 KEYS = {"fs.s3a.access.key": "testing", "fs.s3a.secret.key": "testing", "fs.s3a.path.style.access": "true",
         "fs.s3a.endpoint.region": "us-east-1"}
 
@@ -178,7 +180,7 @@ def test_a_failed_or_killed_replacement_on_s3_never_reads_as_a_model(spark, s3, 
                             capture_output=True, text=True, timeout=120, check=False)
     assert killed.returncode == -signal.SIGKILL, killed.stderr
     names = {info.base_name for info in s3.get_file_info(pafs.FileSelector("bucket/t2/model"))}
-    assert output_guard.MARKER_FILE in names and len(names) == 2  # the writing marker and one new file
+    assert markers.MARKER_FILE in names and len(names) == 2  # the writing marker and one new file
     with pytest.raises(ModelFormatError, match="an incomplete bpe-spark model output"):
         storage.load_model(spark, uri)
     with pytest.raises(ModelFormatError, match="an incomplete bpe-spark model output"):
@@ -190,7 +192,7 @@ def test_a_failed_or_killed_replacement_on_s3_never_reads_as_a_model(spark, s3, 
 KILLED_WRITER = """
 import os, sys
 import pyarrow.fs as pafs
-from bpe_spark import output_guard
+from bpe_spark.storage import output_guard
 from bpe_spark.storage.file_systems import ArrowFiles
 
 endpoint, local, target = sys.argv[1:]
@@ -229,7 +231,7 @@ def test_an_encode_killed_while_writing_shards_on_s3_leaves_no_output(spark, s3,
     try:
         deadline = time.time() + 240
         while time.time() < deadline and run.poll() is None:
-            marker = json.loads(files.read_bytes(f"{key}/{output_guard.MARKER_FILE}", 4096) or b"{}")
+            marker = json.loads(files.read_bytes(f"{key}/{markers.MARKER_FILE}", 4096) or b"{}")
             if marker.get("state") == "writing" and any(name.endswith(".idx") for name, _ in files.list_dir(key)):
                 break  # the shard job runs, some shards are committed, one task stalls
             time.sleep(0.5)
@@ -238,7 +240,7 @@ def test_an_encode_killed_while_writing_shards_on_s3_leaves_no_output(spark, s3,
         os.killpg(run.pid, signal.SIGKILL)  # the run (its JVM and workers too), which this test started
         run.wait(timeout=60)
     with pytest.raises(ModelFormatError, match="an incomplete bpe-spark encoded output"):
-        output_guard.check_complete(key, "encoded", files, shown=uri)
+        markers.check_complete(key, "encoded", files, shown=uri)
     with pytest.raises(ModelFormatError):
         read_shards(fetch_tree(s3, key, tmp_path / "half"))
     assert main(["encode", "--out", uri, *bin_args(corpus, local_model)]) == 2  # only --overwrite replaces it
@@ -280,21 +282,21 @@ def test_driver_outputs_on_viewfs_equal_local_and_encode_is_refused_there(spark,
     mounted, viewfs = hadoop
     assert main(train_args(corpus, f"{viewfs}/model", "--checkpoint-dir", f"{viewfs}/ckpt")) == 0
     assert model_bytes(mounted / "model") == model_bytes(local_model)
-    assert output_guard.kind_of(str(mounted / "ckpt")) == "checkpoint"
+    assert markers.kind_of(str(mounted / "ckpt")) == "checkpoint"
     assert {p.name for p in (mounted / "ckpt").iterdir() if not p.name.startswith(".")} >= {"training.json"}
 
     assert main(["count", "--input", str(corpus), "--out", str(tmp_path / "counts")]) == 0
     assert main(["count", "--input", str(corpus), "--out", f"{viewfs}/counts"]) == 0
     assert sorted(spark.read.parquet(f"{viewfs}/counts").collect()) == \
         sorted(spark.read.parquet(str(tmp_path / "counts")).collect())
-    assert output_guard.kind_of(str(mounted / "counts")) == "counts"
+    assert markers.kind_of(str(mounted / "counts")) == "counts"
     # the object-store commit of a Spark-written output, through Hadoop (viewfs taken for an object
     # store): the earlier counts replaced file by file, the complete marker last
     with monkeypatch.context() as patch:
         patch.setattr(file_systems, "OBJECT_STORE_SCHEMES", file_systems.OBJECT_STORE_SCHEMES | {"viewfs"})
         assert main(["count", "--input", str(corpus), "--out", f"{viewfs}/counts", "--overwrite"]) == 0
-    assert json.loads((mounted / "counts" / output_guard.MARKER_FILE).read_text())["kind"] == "counts"
-    assert "state" not in json.loads((mounted / "counts" / output_guard.MARKER_FILE).read_text())
+    assert json.loads((mounted / "counts" / markers.MARKER_FILE).read_text())["kind"] == "counts"
+    assert "state" not in json.loads((mounted / "counts" / markers.MARKER_FILE).read_text())
     assert not list(mounted.glob(".counts.*"))
     assert sorted(spark.read.parquet(f"{viewfs}/counts").collect()) == \
         sorted(spark.read.parquet(str(tmp_path / "counts")).collect())

@@ -19,11 +19,11 @@ from bpe_spark import train as core_train
 from bpe_spark import train_from_counts as core_train_from_counts
 from bpe_spark.spark import count_pretokens, train, train_from_counts
 from bpe_spark.spark.runtime import resources
-from bpe_spark.spark.train import round_words
-from bpe_spark.spark.train import rounds as spark_rounds
-from bpe_spark.spark.train.count import write_pretoken_counts
-from bpe_spark.spark.train.round_tasks import initial_words
-from bpe_spark.spark.train.round_words import sized_counts
+from bpe_spark.spark.training import round_words
+from bpe_spark.spark.training import rounds as spark_rounds
+from bpe_spark.spark.training.count import write_pretoken_counts
+from bpe_spark.spark.training.round_tasks import initial_words
+from bpe_spark.spark.training.round_words import sized_counts
 from bpe_spark.training.trainer import count_pretokens as core_count_pretokens
 from bpe_spark.training.trainer import initial_table
 

@@ -17,7 +17,7 @@ from bpe_spark.cli import main
 from bpe_spark.datasets.megatron import read_index, read_manifest, read_shards
 from bpe_spark.spark import encode_dataset
 from bpe_spark.spark.read.documents import read_documents
-from bpe_spark.spark.encode.sidecar import SIDECAR_SUFFIX
+from bpe_spark.spark.encoding.sidecar import SIDECAR_SUFFIX
 
 pytestmark = pytest.mark.spark
 

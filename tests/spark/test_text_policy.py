@@ -16,7 +16,7 @@ from test_text import CRAFTED
 from bpe_spark import TrainerConfig
 from bpe_spark.spark import count_pretokens, encode, encode_dataset, read_documents, train
 from bpe_spark.spark.read import text_splits as textsplits
-from bpe_spark.spark.train.count import valid_text
+from bpe_spark.spark.training.count import valid_text
 from bpe_spark.bpe.text import decode_counted
 
 pytestmark = pytest.mark.spark

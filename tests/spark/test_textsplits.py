@@ -15,7 +15,7 @@ from bpe_spark import TrainerConfig
 from bpe_spark import count_pretokens as core_count
 from bpe_spark.spark import count_pretokens, read_documents
 from bpe_spark.spark.read import text_splits as textsplits
-from bpe_spark.spark.train.count import write_pretoken_counts
+from bpe_spark.spark.training.count import write_pretoken_counts
 from bpe_spark.spark.read.text_splits import Split, iter_lines, plan_splits, source_of
 
 pytestmark = pytest.mark.spark

@@ -10,8 +10,8 @@ from bpe_spark import train as core_train
 from bpe_spark import train_from_counts as core_train_from_counts
 from bpe_spark.errors import ConfigError, EmptyCorpusError, OutputExistsError
 from bpe_spark.spark import ColumnError, read_documents, train, train_from_counts
-from bpe_spark.spark.train.round_tasks import _words_batch, apply_round_batches
-from bpe_spark.spark.train.training import resolve_budget
+from bpe_spark.spark.training.round_tasks import _words_batch, apply_round_batches
+from bpe_spark.spark.training.run import resolve_budget
 from bpe_spark.bpe.symbols import display_to_bytes
 from bpe_spark.training.trainer import build_engine
 from bpe_spark.bpe.words import apply_merges, pair_rank_index
@@ -102,8 +102,8 @@ def test_rounds_that_ship_few_pairs_stay_exact(spark, small_corpus, monkeypatch)
     """With room for 3 pairs a shipping, rounds ship again and again (each time the best count
     falls to what was left out), leave the tracked pairs out by a shuffle join, not a broadcast,
     and sum their changes by a shuffle, not on the driver; the merges stay the same."""
-    from bpe_spark.spark.train import round_tasks
-    from bpe_spark.spark.train import rounds as spark_rounds
+    from bpe_spark.spark.training import round_tasks
+    from bpe_spark.spark.training import rounds as spark_rounds
 
     cfg = TrainerConfig(vocab_size=300)
     expected = core_train(small_corpus, cfg)
@@ -124,8 +124,8 @@ def test_rounds_under_a_row_budget_cut_their_speculations_and_stay_exact(spark, 
                                                                          driver_sums):
     """At most 60 change rows a round (each partition its share, its first step whole), summed
     on the driver or by a shuffle: speculations are cut, and the merges stay the same."""
-    from bpe_spark.spark.train import round_tasks
-    from bpe_spark.spark.train import rounds as spark_rounds
+    from bpe_spark.spark.training import round_tasks
+    from bpe_spark.spark.training import rounds as spark_rounds
 
     cfg = TrainerConfig(vocab_size=400)
     expected = core_train(small_corpus, cfg)

@@ -37,8 +37,8 @@ from bpe_spark.bpe.fields import (
     show,
 )
 from bpe_spark.models.files import read_json_file
+from bpe_spark.bpe.patterns import COVERING_PRESETS
 from bpe_spark.bpe.oniguruma import (
-    COVERING_PRESETS,
     UnsupportedPattern,
     onig_pattern,
     python_pattern,

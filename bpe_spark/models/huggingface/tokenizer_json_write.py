@@ -24,7 +24,8 @@ from typing import Any
 
 from bpe_spark.errors import ConfigError, option
 from bpe_spark.models.gpt2 import display_merges, display_vocab
-from bpe_spark.bpe.oniguruma import COVERING_PRESETS, onig_pattern
+from bpe_spark.bpe.oniguruma import onig_pattern
+from bpe_spark.bpe.patterns import COVERING_PRESETS
 from bpe_spark.bpe.patterns import pattern_source
 
 

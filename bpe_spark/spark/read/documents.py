@@ -37,8 +37,9 @@ the consumers' statistics through :func:`with_reader_stats`.
 from __future__ import annotations
 
 import json
+import os
 from collections.abc import Sequence
-from urllib.parse import urlparse
+from urllib.parse import unquote, urlparse
 
 from pyspark.errors import AnalysisException
 from pyspark.sql import DataFrame, Observation, SparkSession
@@ -250,3 +251,31 @@ def read_counts(
     return frame.select(
         F.col(pretoken_col).cast("string").alias("pretoken"), F.col(count_col).cast("long").alias("count")
     )
+
+
+def local_input_bytes(df) -> int | None:
+    """The bytes on disk of the files ``df`` reads, when they are all local; else None.
+
+    Local text read by the Python tasks (:mod:`~bpe_spark.spark.read.text_splits`) knows its
+    files; any other DataFrame read from files names them (``DataFrame.inputFiles``)."""
+    source = textsplits.source_of(df)
+    if source is not None:
+        files = list(source.files)
+    else:
+        try:
+            files = list(df.inputFiles())
+        except Exception:  # noqa: BLE001 - a DataFrame not read from files: nothing is known
+            return None
+    if not files:
+        return None
+    total = 0
+    for name in files:
+        parsed = urlparse(name)
+        if parsed.scheme not in ("", "file"):
+            return None
+        path = unquote(parsed.path) if parsed.scheme == "file" else name
+        try:
+            total += os.path.getsize(path)
+        except OSError:
+            return None
+    return total

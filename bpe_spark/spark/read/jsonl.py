@@ -48,7 +48,7 @@ from pyspark.sql.types import LongType, StringType, StructField, StructType
 from bpe_spark.native import compiled as _compiled
 from bpe_spark.errors import BadInputError, option
 from bpe_spark.bpe.long_documents import LongDocument
-from bpe_spark.spark.encode.tasks import BLOCK, FILE, carry_segments, segment_runs
+from bpe_spark.spark.read.segments import BLOCK, FILE, carry_segments, segment_runs
 from bpe_spark.spark.read.text_splits import Split, TextSource, iter_blocks, local_source
 from bpe_spark.bpe.text import InputTally, clean_counted, decode_counted
 

@@ -2,15 +2,26 @@
 exception of py4j or pyspark): whether it is the user's error, and the one line of a ``Py4JJavaError`` or one of
 pyspark's captured exceptions (the Java root cause's class and first message line, a failed
 Python task's last traceback line), of py4j's own errors (the JVM gone), and the cancelling of
-running jobs on Ctrl-C.
+running jobs on Ctrl-C; and a task's own bpe-spark error raised on the driver as itself
+(:func:`executor_errors`).
 """
 
 from __future__ import annotations
 
+import contextlib
 import re
 import sys
 
-from bpe_spark.errors import first_line
+from bpe_spark.errors import (
+    BadInputError,
+    BpeSparkError,
+    ConfigError,
+    DisallowedSpecialTokenError,
+    PatternTimeoutError,
+    UnknownCharacterError,
+    first_line,
+    option,
+)
 
 # Java exceptions whose cause is the user's input or settings (exit 2), by simple class name
 USER_JAVA_ERRORS = ("AnalysisException", "IllegalArgumentException", "NumberFormatException",
@@ -95,3 +106,53 @@ def _safely(call):
         return call()
     except Exception:  # noqa: BLE001 - a JVM that is gone answers nothing
         return None
+
+
+def executor_error(exc: Exception) -> Exception:
+    """A bpe-spark error raised in a task, as itself rather than a Java trace (else ``exc``)."""
+    if isinstance(exc, BpeSparkError):
+        return exc
+    bad_file = bad_file_error(exc)
+    if bad_file is not None:
+        return bad_file
+    text = str(exc)
+    for error in _TASK_ERRORS:
+        marker = f"bpe_spark.errors.{error.__name__}: "
+        if marker in text:
+            return error(text.split(marker, 1)[1].splitlines()[0])
+    return exc
+
+
+_FAILED_READ = re.compile(r"\[FAILED_READ_FILE[.\w]*\][^\n]*? reading file (\S+?)\.?(?:\s|$)")
+_CAUSE = re.compile(r"Caused by: ([\w.$]+(?:Exception|Error)[^\n]*)")
+
+
+def bad_file_error(exc: Exception) -> BadInputError | None:
+    """Spark's failure to read a file (``FAILED_READ_FILE``: corrupt or truncated data) as a
+    one-line :class:`BadInputError` naming the file; None for any other error."""
+    text = str(exc)
+    found = _FAILED_READ.search(text)
+    if found is None:
+        return None
+    causes = _CAUSE.findall(text)  # the innermost cause says what was wrong with the data
+    detail = f" ({causes[-1].strip()})" if causes else ""
+    return BadInputError(
+        f"input file {found.group(1)} could not be read: corrupt or truncated{detail}; repair or remove "
+        f"it, or pass {option('on_bad_input', 'skip')} to skip it"
+    )
+
+
+@contextlib.contextmanager
+def executor_errors():
+    """Raise a task's bpe-spark error (:func:`executor_error`) instead of Spark's wrapper."""
+    try:
+        yield
+    except Exception as exc:
+        translated = executor_error(exc)
+        if translated is exc:
+            raise
+        raise translated from exc
+
+
+# what tasks raise on purpose
+_TASK_ERRORS = (UnknownCharacterError, ConfigError, DisallowedSpecialTokenError, PatternTimeoutError, BadInputError)

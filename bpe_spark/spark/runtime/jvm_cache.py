@@ -10,7 +10,7 @@ a key of both; a stale or foreign archive is never used (the JVM also checks, an
 back to loading classes normally). It is only used when bpe-spark launches the JVM itself
 (``build_session`` in a Python process, local mode or a client-mode driver), never under
 ``spark-submit``, which has started its JVM already. Building, showing and clearing archives is
-the build tool's job (:mod:`bpe_spark.spark.runtime.jvm_cache_build`; ``make install`` builds one).
+the build tool's job (:mod:`bpe_spark.spark.jvm_cache_build`; ``make install`` builds one).
 
 ``BPE_SPARK_JVM_CACHE=off`` disables it; ``BPE_SPARK_CACHE_DIR`` moves it (default
 ``$XDG_CACHE_HOME/bpe-spark`` or ``~/.cache/bpe-spark``).

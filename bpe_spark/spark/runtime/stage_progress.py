@@ -8,50 +8,19 @@ that reads the input) whose tasks are done. Remote inputs show ``?``. The phase'
 started while it lasts (the driver runs one phase at a time); a stage counts once submitted
 (a stage Spark skips, its shuffle already computed, is never submitted).
 
->>> with spark_phase(spark, progress, "encoding", reads=df):  # doctest: +SKIP
+>>> with spark_phase(spark, progress, "encoding", input_size=lambda: local_input_bytes(df)):  # doctest: +SKIP
 ...     df.write.parquet("out")
 """
 
 from __future__ import annotations
 
 import contextlib
-import os
 import threading
-from collections.abc import Iterator
-from urllib.parse import unquote, urlparse
+from collections.abc import Callable, Iterator
 
 from bpe_spark.spark.runtime.progress import Phase, Progress
-from bpe_spark.spark.read import text_splits as textsplits
 
 POLL_SECONDS = {"bar": 0.5, "log": 1.0}
-
-
-def local_input_bytes(df) -> int | None:
-    """The bytes on disk of the files ``df`` reads, when they are all local; else None.
-
-    Local text read by the Python tasks (:mod:`textsplits`) knows its files; any other
-    DataFrame read from files names them (``DataFrame.inputFiles``)."""
-    source = textsplits.source_of(df)
-    if source is not None:
-        files = list(source.files)
-    else:
-        try:
-            files = list(df.inputFiles())
-        except Exception:  # noqa: BLE001 - a DataFrame not read from files: nothing is known
-            return None
-    if not files:
-        return None
-    total = 0
-    for name in files:
-        parsed = urlparse(name)
-        if parsed.scheme not in ("", "file"):
-            return None
-        path = unquote(parsed.path) if parsed.scheme == "file" else name
-        try:
-            total += os.path.getsize(path)
-        except OSError:
-            return None
-    return total
 
 
 class StageWatch:
@@ -114,20 +83,23 @@ class StageWatch:
 
 
 @contextlib.contextmanager
-def spark_phase(spark, progress: Progress, name: str, *, reads=None) -> Iterator[Phase]:
+def spark_phase(spark, progress: Progress, name: str, *,
+                input_size: Callable[[], int | None] | None = None) -> Iterator[Phase]:
     """A phase of ``progress`` fed by Spark's status tracker while the block runs: the input bytes
-    of ``reads`` (the DataFrame whose files the phase reads: their sizes when local, else ``?``)
-    and the tasks; ``reads=None``: tasks only (the phase reads no input, e.g. writing shards from
-    pieces). Nothing is looked up when ``progress`` is off."""
+    the phase reads (``input_size()``: the local files' sizes, e.g.
+    :func:`bpe_spark.spark.read.documents.local_input_bytes`, or None for ``?``) and the tasks;
+    ``input_size=None``: tasks only (the phase reads no input, e.g. writing shards from pieces).
+    Nothing is looked up when ``progress`` is off."""
     if not progress.enabled:
         yield progress.phase(name)
         return
-    input_bytes = local_input_bytes(reads) if reads is not None else None
+    reads = input_size is not None
+    input_bytes = input_size() if reads else None
     if input_bytes is not None:
         phase = progress.phase(name, total=input_bytes, unit="bytes")
     else:
         phase = progress.phase(name, unit="tasks")
-    watch = StageWatch(spark, phase, input_bytes, POLL_SECONDS[progress.mode], show_bytes=reads is not None)
+    watch = StageWatch(spark, phase, input_bytes, POLL_SECONDS[progress.mode], show_bytes=reads)
     watch.start()
     try:
         yield phase

@@ -12,6 +12,8 @@ import contextlib
 from collections.abc import Iterable, Mapping
 
 from bpe_spark.storage import output_guard
+
+from bpe_spark.storage import markers
 from bpe_spark.errors import OutputRefusedError
 from bpe_spark.storage.file_systems import Files, is_object_store, scheme_of
 from bpe_spark.storage.output_guard import staging_name
@@ -149,7 +151,7 @@ class SparkOutput:
         if self.in_place:
             output_guard.publish_in_place(self.staging, self.uri, self.kind, overwrite=overwrite, files=self.files)
             return
-        output_guard.write_marker(self.staging, self.kind, self.files)
+        markers.write_marker(self.staging, self.kind, self.files)
         output_guard.publish(self.staging, self.uri, self.kind, overwrite=overwrite, files=self.files)
 
     def discard(self) -> None:

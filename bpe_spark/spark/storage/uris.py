@@ -29,13 +29,8 @@ from urllib.parse import urlparse
 from bpe_spark.storage import output_guard
 from bpe_spark.errors import OutputRefusedError
 from bpe_spark.storage.file_systems import LOCAL, ArrowFiles, is_object_store, scheme_of
-from bpe_spark.storage.remote import (
-    ARROW_SCHEMES,
-    S3_SCHEMES,
-    Store,
-    arrow_file_system,
-    load_from_store,
-)
+from bpe_spark.encoding.remote import load_from_store
+from bpe_spark.storage.remote import ARROW_SCHEMES, S3_SCHEMES, Store, arrow_file_system
 from bpe_spark.spark.storage.hadoop import HadoopFiles, jvm_has_file_system
 
 S3A_KEYS = ("access.key", "secret.key", "session.token", "endpoint", "endpoint.region", "path.style.access",
@@ -124,7 +119,7 @@ def save_model(spark, tok, uri, *, overwrite: bool = False, exports: Iterable[st
 def load_model(spark, uri, **options):
     """The tokenizer at ``uri`` (any format ``Tokenizer.load`` reads; ``options`` go to it): a
     local path directly; elsewhere its files fetched into a local temporary directory first
-    (:func:`bpe_spark.storage.remote.load_from_store`). Errors name ``uri``, never the temporary copy."""
+    (:func:`bpe_spark.encoding.remote.load_from_store`). Errors name ``uri``, never the temporary copy."""
     from bpe_spark.encoding.tokenizer import Tokenizer
 
     if output_guard.is_local(uri):

@@ -1,9 +1,9 @@
 """The encoding job of ``encode_dataset`` (DESIGN 2.2, step 1): each task encodes its rows into one
-Arrow piece per input segment (:class:`~bpe_spark.spark.encode.output.PieceWriter`) and reports the
+Arrow piece per input segment (:class:`~bpe_spark.spark.encoding.output.PieceWriter`) and reports the
 pieces' totals. Local text, Parquet and JSON Lines files tagged by ``read_documents`` are read
 by the tasks themselves, one split per task (:mod:`bpe_spark.spark.read.text_splits`,
 :mod:`bpe_spark.spark.read.parquet_splits`, :mod:`bpe_spark.spark.read.jsonl`); anything else goes through
-the DataFrame, numbered by segment (:func:`~bpe_spark.spark.encode.tasks.segmented`)."""
+the DataFrame, numbered by segment (:func:`~bpe_spark.spark.read.segments.segmented`)."""
 
 from __future__ import annotations
 
@@ -16,21 +16,12 @@ import pyarrow.compute as pc
 from pyspark.sql import functions as F
 
 from bpe_spark.bpe.long_documents import LongDocument
-from bpe_spark.spark.encode import resume as encode_resume
+from bpe_spark.spark.encoding import resume as encode_resume
 from bpe_spark.spark.read import jsonl, parquet_splits as parquetsplits, text_splits as textsplits
-from bpe_spark.spark.encode.tasks import (
-    IDS,
-    TEXT,
-    ModelBroadcast,
-    encoded_slices,
-    id_columns,
-    segment_columns,
-    segment_key,
-    segment_runs,
-    segmented,
-)
-from bpe_spark.spark.encode.output import PIECE_SCHEMA, PieceWriter
-from bpe_spark.spark.encode.sidecar import keep_long_enough
+from bpe_spark.spark.encoding.tasks import IDS, TEXT, ModelBroadcast, encoded_slices, id_columns
+from bpe_spark.spark.read.segments import segment_columns, segment_key, segment_runs, segmented
+from bpe_spark.spark.encoding.output import PIECE_SCHEMA, PieceWriter
+from bpe_spark.spark.encoding.sidecar import keep_long_enough
 from bpe_spark.bpe.text import InputTally
 
 

@@ -28,12 +28,14 @@ import pyarrow.fs as pafs
 from pyspark.sql import types as T
 
 from bpe_spark.storage import output_guard
+
+from bpe_spark.storage import markers
 from bpe_spark.datasets.datatrove import DatatroveWriter
 from bpe_spark.errors import ConfigError
 from bpe_spark.storage.file_systems import ArrowFiles, is_object_store
 from bpe_spark.datasets.megatron import ShardWriter, shard_name
 from bpe_spark.spark.runtime.faults import fail_once
-from bpe_spark.spark.encode.sidecar import SidecarWriter
+from bpe_spark.spark.encoding.sidecar import SidecarWriter
 
 KIND = "encoded"  # the marker's kind of an encoded dataset
 
@@ -91,10 +93,10 @@ class Output:
         """Mark the finished output: rename the staging directory into place (replacing an earlier
         encoded dataset if asked), or, in place, write the complete marker."""
         if self.in_place:
-            output_guard.write_marker(self.path, KIND, self.files)
+            markers.write_marker(self.path, KIND, self.files)
             self._begun = False
             return
-        output_guard.write_marker(self.staging, KIND, self.files)
+        markers.write_marker(self.staging, KIND, self.files)
         output_guard.publish(self.staging, self.path, KIND, overwrite=overwrite, files=self.files)
 
     def clean_up(self) -> None:
@@ -161,7 +163,7 @@ class PieceWriter:
         piece["nulls"] += nulls
         piece["replaced"] += replaced
         piece["affected"] += affected
-        piece["dropped"] += dropped  # documents --min-tokens left out (bpe_spark.spark.encode.sidecar)
+        piece["dropped"] += dropped  # documents --min-tokens left out (bpe_spark.spark.encoding.sidecar)
 
     def _finish(self) -> None:
         piece = self._piece
@@ -288,7 +290,7 @@ def _assemble_shards(specs, *, fs, staging, dest, pieces_dir, output_format, dty
             if writer is not None:
                 for ids in rows.column("input_ids").chunks:  # each chunk's ids as they are: no combined copy
                     writer.add_documents(ids.values.to_numpy(zero_copy_only=False), ids.offsets.to_numpy())
-                if sidecar is not None:  # the id columns: beside the shard (bpe_spark.spark.encode.sidecar)
+                if sidecar is not None:  # the id columns: beside the shard (bpe_spark.spark.encoding.sidecar)
                     sidecar.add(rows, first_doc)
                 continue
             if id_cols:

@@ -4,9 +4,9 @@ exits; show where it is; clear every archive.
 
 Build it once per machine (``make install`` does)::
 
-    python -m bpe_spark.spark.runtime.jvm_cache_build build     # runs a small train + encode
-    python -m bpe_spark.spark.runtime.jvm_cache_build path      # where it is (or would be)
-    python -m bpe_spark.spark.runtime.jvm_cache_build clear     # every archive (one per Java + Spark install)
+    python -m bpe_spark.spark.jvm_cache_build build     # runs a small train + encode
+    python -m bpe_spark.spark.jvm_cache_build path      # where it is (or would be)
+    python -m bpe_spark.spark.jvm_cache_build clear     # every archive (one per Java + Spark install)
 
 A missing archive only costs start-up time, so building never fails (exit status 0): it says
 why it built nothing and Spark starts without it.
@@ -88,7 +88,7 @@ def build_archive(force: bool = False, quiet: bool = False) -> Path | None:
         print(f"jvm-cache: building {path} (a small train + encode)", file=sys.stderr)
     try:
         try:
-            result = subprocess.run([sys.executable, "-m", "bpe_spark.spark.runtime.jvm_cache_build", "_dump", str(tmp)],
+            result = subprocess.run([sys.executable, "-m", "bpe_spark.spark.jvm_cache_build", "_dump", str(tmp)],
                                     check=False, env=env, capture_output=True, text=True, timeout=300)
         except (subprocess.TimeoutExpired, OSError) as exc:
             if not quiet:
@@ -116,7 +116,7 @@ def clear() -> None:
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(
-        prog="python -m bpe_spark.spark.runtime.jvm_cache_build",
+        prog="python -m bpe_spark.spark.jvm_cache_build",
         description="Build, show or clear the JVM class archive that makes Spark start faster.",
     )
     parser.add_argument("action", choices=["build", "path", "clear", "_dump"])

@@ -2,10 +2,10 @@
 
 The result is a lazy DataFrame of the id columns (or ``doc_id``), ``input_ids`` (array<int32>)
 and ``n_tokens``: one ``mapInArrow`` stage whose tasks encode each Arrow batch of texts whole
-(:mod:`bpe_spark.spark.encode.tasks`, :class:`~bpe_spark.encoding.batch_encoder.BatchEncoder`): by the
+(:mod:`bpe_spark.spark.encoding.tasks`, :class:`~bpe_spark.encoding.batch_encoder.BatchEncoder`): by the
 compiled encoder when the model has one, else by the Python regex and a per-process cache of
 each distinct pretoken's ids; the list column is built from flat ids and offsets with numpy
-gathers, no per-token Python. Writing shards and a manifest is :mod:`bpe_spark.spark.encode.dataset`.
+gathers, no per-token Python. Writing shards and a manifest is :mod:`bpe_spark.spark.encoding.dataset`.
 
 Document ids. Without ``id_cols`` the output carries ``doc_id`` (int64): the document's position
 in input order, counted from 0. For DataFrames read straight from files (text, JSON Lines,
@@ -40,16 +40,8 @@ from pyspark.sql import types as T
 
 from bpe_spark.encoding.batch_encoder import batch_options
 from bpe_spark.errors import ConfigError, current_interface, interface, option
-from bpe_spark.spark.encode.tasks import (
-    TEXT,
-    ModelBroadcast,
-    check_input,
-    encoded_slices,
-    segment_columns,
-    segment_key,
-    segment_runs,
-    segmented,
-)
+from bpe_spark.spark.encoding.tasks import TEXT, ModelBroadcast, check_input, encoded_slices
+from bpe_spark.spark.read.segments import segment_columns, segment_key, segment_runs, segmented
 from bpe_spark.encoding.tokenizer import Tokenizer
 
 _PART = "__bpe_part"

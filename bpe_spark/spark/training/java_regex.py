@@ -34,8 +34,6 @@ from bpe_spark.bpe.patterns import pattern_source
 from bpe_spark.bpe.pretokenize import longest_first
 
 JAVA_FLAGS = "(?Ud)"
-# Presets whose Java form was checked against the Python pretokenizer on the shared corpora.
-VERIFIED_PRESETS = ("gpt2", "cl100k", "o200k", "words", "whitespace")
 
 
 def java_pattern(pattern: str) -> str:

@@ -1,5 +1,6 @@
 """What ``encode`` and ``encode_dataset`` share: the model broadcast, the encoding of Arrow
-batches on the executors, input segments, the input checks, and executor errors.
+batches on the executors, and the input checks. Input segments (how documents are numbered)
+are :mod:`bpe_spark.spark.read.segments`; executor errors :mod:`bpe_spark.spark.runtime.failures`.
 
 The tokenizer is broadcast once, as plain data, and rebuilt once per executor process
 (:class:`ModelBroadcast`); each Arrow batch is cut into slices of at most ``SLICE_BYTES`` of text
@@ -7,39 +8,22 @@ and encoded whole by :class:`~bpe_spark.encoding.batch_encoder.BatchEncoder` (:f
 The text column holds the input's bytes (a string column from Spark's readers carries them
 unchecked, or binary): :func:`arrow_text` makes them text by the rule of :mod:`bpe_spark.bpe.text`,
 counting its replacements.
-
-Input segments and document order. A segment is one file split, keyed ``(file URI, block start,
--1)``, or, for rows not read from files, one partition, keyed ``("", -1, partition)``
-(:func:`segment_key`). Within a task a segment's rows are contiguous and in input order
-(:func:`segment_runs`); documents are numbered in segment-key order, then row order. Both entry
-points number documents this way, with two schemes: ``encode`` returns a lazy DataFrame, so it
-counts each segment's documents first (a JVM-only pass) and tasks number rows as they go;
-``encode_dataset`` writes each segment's documents to a piece and numbers them on the driver
-once every piece is in (no counting pass over the text).
 """
 
 from __future__ import annotations
 
-import contextlib
 import itertools
-import re
 from collections.abc import Iterator, Sequence
 from typing import Any
 
 import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
-from pyspark.sql import Column, DataFrame
-from pyspark.sql import functions as F
+from pyspark.sql import DataFrame
 
 from bpe_spark.encoding.batch_encoder import BatchEncoder
 from bpe_spark.errors import (
-    BadInputError,
-    BpeSparkError,
     ConfigError,
-    DisallowedSpecialTokenError,
-    PatternTimeoutError,
-    UnknownCharacterError,
     option,
 )
 from bpe_spark.spark.runtime.columns import STRING, check_columns
@@ -48,8 +32,6 @@ from bpe_spark.bpe.text import InputTally, utf8_buffers, utf8_view
 from bpe_spark.encoding.tokenizer import Tokenizer
 
 TEXT = "__bpe_text"
-FILE = "__bpe_file"  # input_file_name(): "" for rows not read from files
-BLOCK = "__bpe_block"  # input_file_block_start(): -1 for rows not read from files
 SLICE_BYTES = 64 << 20  # text per encoded slice: keeps int32 list offsets far from overflow
 
 
@@ -63,32 +45,6 @@ def check_input(df: DataFrame, text_col: str, id_cols: Sequence[str], added: Seq
         raise ConfigError(f"id columns repeat: {list(id_cols)}; name each once")
     if len(set(added)) != len(added):
         raise ConfigError(f"output column names repeat: {list(added)}; give each output column its own name")
-
-
-def segment_columns(df: DataFrame) -> list[Column]:
-    """The columns that name each row's input segment. Projected before the Python stage, where
-    the JVM still knows which file split each row came from; a frame that carries them already
-    (:func:`segmented`) keeps its own."""
-    if FILE in df.columns and BLOCK in df.columns:
-        return [F.col(FILE), F.col(BLOCK)]
-    return [F.input_file_name().alias(FILE), F.input_file_block_start().alias(BLOCK)]
-
-
-_SEGMENTED = "_bpe_spark_segmented"
-
-
-def carry_segments(documents: DataFrame, full: DataFrame) -> DataFrame:
-    """Mark ``documents`` (a projection of ``full``) as read from ``full``, which carries each
-    row's input segment in the columns ``FILE`` and ``BLOCK``: for documents made in a Python
-    stage (JSON Lines, :mod:`bpe_spark.spark.read.jsonl`), after which the JVM no longer knows them.
-    Any transformation of ``documents`` drops the mark (rows then number in partition order)."""
-    setattr(documents, _SEGMENTED, full)
-    return documents
-
-
-def segmented(df: DataFrame) -> DataFrame:
-    """The frame to encode ``df`` from: the one :func:`carry_segments` marked it with, or itself."""
-    return getattr(df, _SEGMENTED, df)
 
 
 IDS = pa.int32()  # the ids' type unless the shards take another (encode_dataset's pieces)
@@ -122,78 +78,7 @@ class ModelBroadcast:
 _ENCODERS: dict[tuple, BatchEncoder] = {}  # one per (model, options) per Python worker process
 
 
-def executor_error(exc: Exception) -> Exception:
-    """A bpe-spark error raised in a task, as itself rather than a Java trace (else ``exc``)."""
-    if isinstance(exc, BpeSparkError):
-        return exc
-    bad_file = bad_file_error(exc)
-    if bad_file is not None:
-        return bad_file
-    text = str(exc)
-    for error in _TASK_ERRORS:
-        marker = f"bpe_spark.errors.{error.__name__}: "
-        if marker in text:
-            return error(text.split(marker, 1)[1].splitlines()[0])
-    return exc
-
-
-_FAILED_READ = re.compile(r"\[FAILED_READ_FILE[.\w]*\][^\n]*? reading file (\S+?)\.?(?:\s|$)")
-_CAUSE = re.compile(r"Caused by: ([\w.$]+(?:Exception|Error)[^\n]*)")
-
-
-def bad_file_error(exc: Exception) -> BadInputError | None:
-    """Spark's failure to read a file (``FAILED_READ_FILE``: corrupt or truncated data) as a
-    one-line :class:`BadInputError` naming the file; None for any other error."""
-    text = str(exc)
-    found = _FAILED_READ.search(text)
-    if found is None:
-        return None
-    causes = _CAUSE.findall(text)  # the innermost cause says what was wrong with the data
-    detail = f" ({causes[-1].strip()})" if causes else ""
-    return BadInputError(
-        f"input file {found.group(1)} could not be read: corrupt or truncated{detail}; repair or remove "
-        f"it, or pass {option('on_bad_input', 'skip')} to skip it"
-    )
-
-
-@contextlib.contextmanager
-def executor_errors():
-    """Raise a task's bpe-spark error (:func:`executor_error`) instead of Spark's wrapper."""
-    try:
-        yield
-    except Exception as exc:
-        translated = executor_error(exc)
-        if translated is exc:
-            raise
-        raise translated from exc
-
-
-# what tasks raise on purpose
-_TASK_ERRORS = (UnknownCharacterError, ConfigError, DisallowedSpecialTokenError, PatternTimeoutError, BadInputError)
-
-
 # --- executor side --------------------------------------------------------------------------------
-def segment_key(file: str | None, block: int, partition: int) -> tuple[str, int, int]:
-    """The sort key of an input segment: ``(file, block start, -1)`` for a file split,
-    ``("", -1, partition)`` for rows not read from files."""
-    return (file, block, -1) if file else ("", -1, partition)
-
-
-def segment_runs(batch: pa.RecordBatch, partition: int) -> list[tuple[int, int, tuple]]:
-    """``(lo, hi, key)`` runs of rows from one input segment; the batch's last two columns are
-    :func:`segment_columns`."""
-    files = pc.dictionary_encode(batch.column(batch.num_columns - 2))
-    codes = files.indices.to_numpy(zero_copy_only=False)
-    names = files.dictionary.to_pylist()
-    blocks = batch.column(batch.num_columns - 1).to_numpy(zero_copy_only=False)
-    n = batch.num_rows
-    change = np.ones(n, dtype=bool)
-    change[1:] = (codes[1:] != codes[:-1]) | (blocks[1:] != blocks[:-1])
-    starts = [*np.flatnonzero(change).tolist(), n]
-    return [(lo, hi, segment_key(names[codes[lo]], int(blocks[lo]), partition))
-            for lo, hi in itertools.pairwise(starts)]
-
-
 def encoded_slices(encoder: BatchEncoder, rows: pa.RecordBatch, text_index: int,
                    tally: InputTally | None = None, id_type: pa.DataType = IDS) -> Iterator[tuple]:
     """``(start, slice, input_ids, n_tokens, text_bytes)`` for each slice of ``rows`` holding at

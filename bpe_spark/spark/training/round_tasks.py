@@ -1,4 +1,4 @@
-"""The executor side of the exact training rounds (:mod:`bpe_spark.spark.train.rounds` drives them):
+"""The executor side of the exact training rounds (:mod:`bpe_spark.spark.training.rounds` drives them):
 the words table built from the counts, a round's merges applied to it, and the exact changes of
 the rare pretokens' pair counts at each step of a speculation."""
 

@@ -49,14 +49,14 @@ class ResumeFault(RuntimeError):
 
 
 def resume_dir(output) -> str:
-    """The resumable pieces' directory of :class:`~bpe_spark.spark.encode.output.Output` ``output``."""
+    """The resumable pieces' directory of :class:`~bpe_spark.spark.encoding.output.Output` ``output``."""
     return f"{output.parent.rstrip('/')}/.{output.name}.resume"
 
 
 def run_fingerprint(df, tok, options: dict[str, Any], settings: dict[str, Any]) -> dict:
     """What a resumed run must share with the run it resumes: the input (files, sizes, mtimes:
-    :func:`bpe_spark.spark.train.checkpoint.input_fingerprint`), the model and the options."""
-    from bpe_spark.spark.train.checkpoint import input_fingerprint
+    :func:`bpe_spark.spark.training.checkpoint.input_fingerprint`), the model and the options."""
+    from bpe_spark.spark.training.checkpoint import input_fingerprint
 
     return {
         "input": input_fingerprint(df)["files"],

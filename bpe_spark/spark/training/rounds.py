@@ -18,7 +18,7 @@ engine would take on all the pretokens at once (:mod:`bpe_spark.training.round_r
    (one Spark job, which also fills the round's words table), at most :data:`_MAX_DELTA_ROWS`
    rows: the steps past that are left to the next round.
 3. The driver replays them and keeps those its exact counts prove; the round's merges are
-   appended to the checkpoint and applied to the words table (:func:`~bpe_spark.spark.train.round_tasks.apply_round_batches`), and
+   appended to the checkpoint and applied to the words table (:func:`~bpe_spark.spark.training.round_tasks.apply_round_batches`), and
    pretokens left with one symbol drop out. The words table is kept from round to round where a
    lost executor cannot take it (:mod:`round_words`); the rounds' tables and aggregations have
    partitions sized for the data (:mod:`resources`), not ``spark.sql.shuffle.partitions``.
@@ -44,8 +44,8 @@ from bpe_spark.training.round_plan import frequent_cut
 from bpe_spark.training.round_replay import RoundDriver, gathered
 from bpe_spark.spark.runtime.stage_progress import spark_phase
 from bpe_spark.spark.runtime.resources import capped
-from bpe_spark.spark.train.round_tasks import apply_round, initial_words, packed_batches, rare_deltas
-from bpe_spark.spark.train.round_words import LineageWords, ReliableWords, sized_counts
+from bpe_spark.spark.training.round_tasks import apply_round, initial_words, packed_batches, rare_deltas
+from bpe_spark.spark.training.round_words import LineageWords, ReliableWords, sized_counts
 from bpe_spark.bpe.symbols import SymbolTable
 from bpe_spark.training.trainer import (
     Merge,
@@ -57,7 +57,7 @@ from bpe_spark.training.trainer import (
 )
 
 if TYPE_CHECKING:  # pragma: no cover - typing only
-    from bpe_spark.spark.train.checkpoint import Checkpoint
+    from bpe_spark.spark.training.checkpoint import Checkpoint
 
 WordsStore = ReliableWords | LineageWords
 # the most pairs a shipping brings to the driver (a long pair and two long counts each)

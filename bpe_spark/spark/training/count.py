@@ -4,7 +4,7 @@ Two engines give the same ``(pretoken, count)`` table:
 
 - ``jvm`` (the default presets without normalization): Spark SQL only. ``split`` cuts each
   document at the special tokens, ``regexp_extract_all`` applies the Java form of the pattern
-  (:mod:`bpe_spark.spark.train.java_regex`), ``explode`` + ``groupBy`` count. No Python runs per row, so
+  (:mod:`bpe_spark.spark.training.java_regex`), ``explode`` + ``groupBy`` count. No Python runs per row, so
   counting goes at Spark's native speed and scales with the executors.
 - ``python``: Arrow batches through ``mapInArrow`` with the core :class:`Pretokenizer`, counted
   within each partition before the shuffle. Used for custom patterns and for ``lowercase`` /
@@ -30,16 +30,17 @@ from pyspark.sql.types import LongType, StringType, StructField, StructType
 
 from bpe_spark.bpe.config import TrainerConfig
 from bpe_spark.errors import ConfigError
+from bpe_spark.bpe.patterns import JAVA_PRESETS
 from bpe_spark.bpe.pretokenize import Pretokenizer
 from bpe_spark.spark.runtime.progress import OFF, Progress
 from bpe_spark.spark.runtime import resources
 from bpe_spark.spark.read import text_splits as textsplits
 from bpe_spark.spark.runtime.columns import STRING, check_columns
-from bpe_spark.spark.encode.tasks import executor_errors
+from bpe_spark.spark.runtime.failures import executor_errors
 from bpe_spark.spark.runtime.faults import fail_once
 from bpe_spark.spark.storage.hadoop import SparkOutput, input_paths
-from bpe_spark.spark.read.documents import with_reader_stats
-from bpe_spark.spark.train.java_regex import VERIFIED_PRESETS, java_pattern, special_tokens_regex
+from bpe_spark.spark.read.documents import local_input_bytes, with_reader_stats
+from bpe_spark.spark.training.java_regex import java_pattern, special_tokens_regex
 from bpe_spark.spark.options import ENGINES
 from bpe_spark.spark.runtime.stage_progress import spark_phase
 from bpe_spark.bpe.text import InputTally
@@ -68,7 +69,7 @@ def choose_engine(cfg: TrainerConfig, engine: str = "auto") -> str:
     if engine not in ENGINES:
         raise ConfigError(f"engine must be one of {ENGINES}, got {engine!r}")
     if engine != "auto":
-        if engine == "jvm" and cfg.pattern not in VERIFIED_PRESETS:
+        if engine == "jvm" and cfg.pattern not in JAVA_PRESETS:
             # subtle: Java's regex has no time limit, and a custom pattern is untrusted (see
             # bpe_spark.bpe.patterns): only the Python engine matches it under one
             raise ConfigError(
@@ -81,7 +82,7 @@ def choose_engine(cfg: TrainerConfig, engine: str = "auto") -> str:
                 "use engine='python' or 'auto'"
             )
         return engine
-    if cfg.pattern in VERIFIED_PRESETS and not cfg.lowercase and not cfg.normalization:
+    if cfg.pattern in JAVA_PRESETS and not cfg.lowercase and not cfg.normalization:
         return "jvm"
     return "python"
 
@@ -265,7 +266,8 @@ def write_pretoken_counts(
     counts = count_pretokens(df, cfg, text_col=text_col, engine=engine, observation=observation)
     counts = counts.persist(StorageLevel.MEMORY_AND_DISK)
     try:
-        with executor_errors(), spark_phase(df.sparkSession, progress or OFF, "counting", reads=df):
+        with executor_errors(), spark_phase(df.sparkSession, progress or OFF, "counting",
+                                                  input_size=lambda: local_input_bytes(df)):
             return _write_counts(df, counts, observation, output, overwrite)
     finally:
         counts.unpersist()

@@ -3,23 +3,23 @@ shards, and the manifest that describes them.
 
 Two Spark jobs, no shuffle, no cache, no second pass over the text:
 
-1. the encoding job (:mod:`bpe_spark.spark.encode.pieces`): each task encodes its rows
-   (:mod:`bpe_spark.spark.encode.tasks`) into one Arrow piece per input segment
-   (:class:`~bpe_spark.spark.encode.output.PieceWriter`) and reports the pieces' totals. Local text, Parquet and JSON Lines files tagged by ``read_documents`` are
+1. the encoding job (:mod:`bpe_spark.spark.encoding.pieces`): each task encodes its rows
+   (:mod:`bpe_spark.spark.encoding.tasks`) into one Arrow piece per input segment
+   (:class:`~bpe_spark.spark.encoding.output.PieceWriter`) and reports the pieces' totals. Local text, Parquet and JSON Lines files tagged by ``read_documents`` are
    read by the tasks themselves, one split per task (:mod:`bpe_spark.spark.read.text_splits`,
    :mod:`bpe_spark.spark.read.parquet_splits`, :mod:`bpe_spark.spark.read.jsonl`: no JVM string per
    document, the text handed to the encoder as Arrow over the bytes read, JSON parsed in the
    same task); anything else goes through the DataFrame.
 2. the driver sorts the pieces by segment key, which numbers the documents (``doc_id``: input
    order, as :func:`bpe_spark.spark.encode` numbers them, without its counting pass), plans the
-   shards (:func:`~bpe_spark.spark.encode.output.plan_shards`), and an I/O-only job writes each shard
-   from slices of the pieces (:func:`~bpe_spark.spark.encode.output.write_shards`).
+   shards (:func:`~bpe_spark.spark.encoding.output.plan_shards`), and an I/O-only job writes each shard
+   from slices of the pieces (:func:`~bpe_spark.spark.encoding.output.write_shards`).
 
 Everything goes to a hidden staging sibling of the output (named for its owner, so the next run
 removes those of dead runs), and is moved into place with ``_manifest.json`` and the
 ``_BPE_SPARK`` marker only when both jobs succeed; on an object store, where a directory cannot
 be renamed, the shards are committed one by one into the output, the marker last
-(:class:`~bpe_spark.spark.encode.output.Output`).
+(:class:`~bpe_spark.spark.encoding.output.Output`).
 """
 
 from __future__ import annotations
@@ -44,19 +44,16 @@ from bpe_spark.datasets.megatron import (
     MANIFEST_VERSION,
     token_dtype,
 )
-from bpe_spark.spark.encode import pieces as encode_pieces, resume as encode_resume
-from bpe_spark.spark.encode.tasks import (
-    ModelBroadcast,
-    check_input,
-    executor_error,
-)
+from bpe_spark.spark.encoding import pieces as encode_pieces, resume as encode_resume
+from bpe_spark.spark.encoding.tasks import ModelBroadcast, check_input
+from bpe_spark.spark.runtime.failures import executor_error
 from bpe_spark.spark.storage.hadoop import input_paths
-from bpe_spark.spark.read.documents import with_reader_stats
+from bpe_spark.spark.read.documents import local_input_bytes, with_reader_stats
 from bpe_spark.spark.options import DEFAULT_SHARD_TOKENS, OUTPUT_FORMATS, TOKEN_STREAM_FORMATS
-from bpe_spark.spark.encode.output import Output, plan_shards, write_shards
+from bpe_spark.spark.encoding.output import Output, plan_shards, write_shards
 from bpe_spark.spark.runtime.stage_progress import spark_phase
-from bpe_spark.spark.encode.shuffle import DocOrder, splits_record, write_ordered
-from bpe_spark.spark.encode.sidecar import (
+from bpe_spark.spark.encoding.shuffle import DocOrder, splits_record, write_ordered
+from bpe_spark.spark.encoding.sidecar import (
     SIDECAR_SUFFIX,
     check_min_tokens,
     short_documents,
@@ -104,7 +101,7 @@ def encode_dataset(
     ``data_paths.txt``, the prefixes for Megatron's ``--data-path``) or, ``output_format="datatrove"``,
     ``shard-00000.ds`` + ``.ds.index`` + ``.ds.metadata`` (:mod:`bpe_spark.datasets.datatrove`).
     With id columns, bin and datatrove shards also have ``shard-00000.ids.parquet`` (``doc_id``,
-    the id columns, ``offset`` and ``length`` in tokens: :mod:`bpe_spark.spark.encode.sidecar`).
+    the id columns, ``offset`` and ``length`` in tokens: :mod:`bpe_spark.spark.encoding.sidecar`).
     ``min_tokens``: leave out documents whose text has fewer tokens (BOS/EOS not counted; counted
     in ``dropped_short_documents``; the kept ones numbered contiguously). The same input and
     model give the same files, byte for byte, whatever the partitioning. Everything is
@@ -115,7 +112,7 @@ def encode_dataset(
     bytes, whatever the partitioning; ``doc_id`` stays the input-order number). ``splits``:
     ``["validation=0.01"]`` (or ``{"validation": 0.01}``): each document goes by a seeded hash of
     its doc id to a named split or, the rest, to ``train``, each written to its own subdirectory
-    with its own manifest (:mod:`bpe_spark.spark.encode.shuffle`, :mod:`bpe_spark.datasets.doc_order`).
+    with its own manifest (:mod:`bpe_spark.spark.encoding.shuffle`, :mod:`bpe_spark.datasets.doc_order`).
 
     ``out`` is a local (or shared) path or a URI the tasks write through pyarrow (``s3://``,
     ``s3a://`` with the session's ``fs.s3a.*`` settings, ``gs://``, ``abfs://``, ``hdfs://`` with
@@ -123,7 +120,7 @@ def encode_dataset(
     on a cluster it must be a file system they all reach. ``progress``: a
     :class:`~bpe_spark.spark.runtime.progress.Progress` reporter for the encoding and writing jobs (default:
     silent); the files do not depend on it. ``resume``: keep the pieces a killed run with
-    ``resume=True`` finished and encode only the rest (:mod:`bpe_spark.spark.encode.resume`: the
+    ``resume=True`` finished and encode only the rest (:mod:`bpe_spark.spark.encoding.resume`: the
     same input, model and options, else a ConfigError naming what differs; nothing to resume
     starts afresh); the manifest then adds ``resumed``.
     Before any work, ``out`` is refused (:class:`~bpe_spark.errors.OutputRefusedError`) when it
@@ -171,7 +168,7 @@ def encode_dataset(
         if resumed:
             fs.create_dir(staging, recursive=True)
             resumed.load()
-        with spark_phase(df.sparkSession, progress, "encoding", reads=df):
+        with spark_phase(df.sparkSession, progress, "encoding", input_size=lambda: local_input_bytes(df)):
             model = ModelBroadcast(df.sparkSession, tok, options)
             short = (min_tokens, (options["bos_id"] is not None) + (options["eos_id"] is not None))
             pieces, reading = encode_pieces.encode_to_pieces(df, model, text_col=text_col, id_cols=id_cols, fs=fs,

@@ -4,13 +4,13 @@ It holds ``training.json`` (the config, the input's fingerprint and the corpus s
 ``counts.parquet`` (the pretoken counts, when training from text) and ``merges.parquet``: the
 model directory's merges columns (:data:`bpe_spark.models.model_dir.MERGES_SCHEMA`) plus the
 ``round`` that learned each merge, one file appended per round; while a run trains in rounds,
-``rounds/`` holds its words table (:mod:`bpe_spark.spark.train.round_words`: scratch, removed when
+``rounds/`` holds its words table (:mod:`bpe_spark.spark.training.round_words`: scratch, removed when
 training ends, and by the next run if it was killed).
 
 A resumed run must be the same run: the same config and the same input (:func:`input_fingerprint`:
 the files read, their sizes and modification times, and the options that shape the documents);
 anything else, or a directory holding no checkpoint, is a one-line :class:`CheckpointError` saying
-what differs. A run holds the directory's lock (:mod:`bpe_spark.spark.train.checkpoint_lock`) from
+what differs. A run holds the directory's lock (:mod:`bpe_spark.spark.training.checkpoint_lock`) from
 :meth:`Checkpoint.start` to :meth:`Checkpoint.release`.
 """
 
@@ -26,9 +26,11 @@ from pyspark.sql.pandas.types import from_arrow_schema
 from pyspark.sql.types import IntegerType, StructField, StructType
 
 from bpe_spark.storage import output_guard
+
+from bpe_spark.storage import markers
 from bpe_spark.bpe.config import TrainerConfig
 from bpe_spark.errors import CheckpointError, ConfigError, OutputExistsError, in_cli, option
-from bpe_spark.spark.train.checkpoint_lock import CheckpointLock
+from bpe_spark.spark.training.checkpoint_lock import CheckpointLock
 from bpe_spark.spark.storage.hadoop import HadoopFiles, input_paths
 from bpe_spark.bpe.symbols import SymbolTable, utf8_bytes
 from bpe_spark.training.trainer import Merge
@@ -122,7 +124,7 @@ class Checkpoint:
     def _mark(self) -> None:
         """The marker goes in before the first file the run writes here."""
         if not self._marked:
-            output_guard.write_marker(self.path, "checkpoint", self._files)
+            markers.write_marker(self.path, "checkpoint", self._files)
             self._marked = True
 
     @property

@@ -4,8 +4,8 @@ on the driver.
 
 The executors count the pretokens. When the distinct pretokens fit the driver budget, their
 counts are collected and the core :class:`~bpe_spark.training.trainer.MergeEngine` runs on the driver: one
-round. Otherwise training runs in exact rounds (:mod:`bpe_spark.spark.train.rounds`); either way the
-merges equal the core's. The run's checkpoint directory is :mod:`bpe_spark.spark.train.checkpoint`.
+round. Otherwise training runs in exact rounds (:mod:`bpe_spark.spark.training.rounds`); either way the
+merges equal the core's. The run's checkpoint directory is :mod:`bpe_spark.spark.training.checkpoint`.
 
 >>> tok = train(read_documents(spark, "corpus.txt"), TrainerConfig(vocab_size=32000))  # doctest: +SKIP
 >>> tok.metadata["stats"]["rounds"]                                                     # doctest: +SKIP
@@ -39,16 +39,16 @@ from bpe_spark.errors import ConfigError, EmptyCorpusError
 from bpe_spark.spark.runtime.progress import OFF, Progress
 from bpe_spark.training.round_plan import words_bytes
 from bpe_spark.spark.runtime import resources
-from bpe_spark.spark.train.checkpoint import Checkpoint, input_fingerprint
+from bpe_spark.spark.training.checkpoint import Checkpoint, input_fingerprint
 from bpe_spark.spark.runtime.columns import INTEGER, STRING, check_columns, require_classic
-from bpe_spark.spark.train.count import CORPUS_STATS, count_pretokens
-from bpe_spark.spark.encode.tasks import executor_errors
+from bpe_spark.spark.training.count import CORPUS_STATS, count_pretokens
+from bpe_spark.spark.runtime.failures import executor_errors
 from bpe_spark.spark.storage.hadoop import input_paths
-from bpe_spark.spark.read.documents import with_reader_stats
+from bpe_spark.spark.read.documents import local_input_bytes, with_reader_stats
 from bpe_spark.spark.options import DEFAULT_DRIVER_BUDGET
 from bpe_spark.spark.runtime.stage_progress import spark_phase
-from bpe_spark.spark.train.round_words import ROUNDS_DIR, LineageWords, ReliableWords
-from bpe_spark.spark.train.rounds import Handoff, RoundTrainer, WordsStore, int64_counts
+from bpe_spark.spark.training.round_words import ROUNDS_DIR, LineageWords, ReliableWords
+from bpe_spark.spark.training.rounds import Handoff, RoundTrainer, WordsStore, int64_counts
 from bpe_spark.encoding.tokenizer import Tokenizer
 from bpe_spark.training.trainer import PackedWords, initial_table
 from bpe_spark.bpe.words import apply_merges, pair_rank_index, word_symbols
@@ -102,7 +102,7 @@ def train(
         if counts is not None:
             corpus = {k: recorded.get(k) for k in CORPUS_STATS}
         else:
-            counting.enter_context(spark_phase(spark, progress, "counting", reads=df))
+            counting.enter_context(spark_phase(spark, progress, "counting", input_size=lambda: local_input_bytes(df)))
             phase = time.perf_counter()
             observation = Observation("bpe_spark_corpus")
             counts = count_pretokens(df, cfg, text_col=text_col, engine=engine, observation=observation)
@@ -278,7 +278,7 @@ def _budget(spark, driver_budget, cfg: TrainerConfig, distinct: int, pretoken_by
 
 
 def _words_store(spark, checkpoint: Checkpoint | None) -> WordsStore:
-    """Where the rounds keep their words (:mod:`~bpe_spark.spark.train.round_words`): under the run's
+    """Where the rounds keep their words (:mod:`~bpe_spark.spark.training.round_words`): under the run's
     checkpoint directory, else under Spark's checkpoint directory, else in persisted blocks
     with their lineage."""
     if checkpoint is not None:

@@ -7,7 +7,7 @@ One Spark job then reads the pieces, gives each document its split and its order
 ``shuffle``) and a bucket (a range of that order), routes the documents through a Spark shuffle
 by (split, bucket), sorts each partition by (split, bucket, key, doc id) and writes one piece per
 bucket, ``doc_id`` column included. The driver only sees per-bucket totals; the existing shard plan
-and shard writer (:mod:`bpe_spark.spark.encode.output`) then cut each split's buckets, in order, into
+and shard writer (:mod:`bpe_spark.spark.encoding.output`) then cut each split's buckets, in order, into
 shards of about ``shard_tokens`` tokens. The order is a total order on doc ids, so the bytes do
 not depend on the partitioning.
 """
@@ -25,7 +25,7 @@ from pyspark.sql import types as T
 
 from bpe_spark.datasets import doc_order
 from bpe_spark.spark.options import TOKEN_STREAM_FORMATS
-from bpe_spark.spark.encode.output import PIECE_SCHEMA, PieceWriter, plan_shards, read_piece, write_shards
+from bpe_spark.spark.encoding.output import PIECE_SCHEMA, PieceWriter, plan_shards, read_piece, write_shards
 
 _BATCH_ROWS = 4096
 
