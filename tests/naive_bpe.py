@@ -48,7 +48,7 @@ def naive_train(
     min_frequency: int = 0,
     max_merges: int | None = None,
 ) -> NaiveResult:
-    """Train on ``{pretoken: count}``; the semantics of DESIGN 1.3 / 1.4 spelled out plainly."""
+    """Train on ``{pretoken: count}``; the semantics of docs/design.md 1.3 / 1.4 spelled out plainly."""
     words = {word: count for word, count in counts.items() if word and count > 0}
     # Initial symbols and their ids.
     if scheme == "byte":

@@ -1,4 +1,4 @@
-"""Pretokenization (DESIGN 1.2): presets against the reference patterns, special-token splitting
+"""Pretokenization (docs/design.md 1.2): presets against the reference patterns, special-token splitting
 (longest first, found before normalization), normalization."""
 
 from __future__ import annotations

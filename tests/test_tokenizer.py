@@ -1,4 +1,4 @@
-"""Tokenizer (DESIGN 1.5): encoding by merge rank, tiktoken's special-token policy, decoding,
+"""Tokenizer (docs/design.md 1.5): encoding by merge rank, tiktoken's special-token policy, decoding,
 readable tokens, and pickling from plain data."""
 
 from __future__ import annotations

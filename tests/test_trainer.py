@@ -1,4 +1,4 @@
-"""The exact merge engine (DESIGN 1.4): counting rules, stopping rules, tie-breaks, id reuse,
+"""The exact merge engine (docs/design.md 1.4): counting rules, stopping rules, tie-breaks, id reuse,
 determinism, and the floor / stop_after_reuse controls the distributed rounds use."""
 
 from __future__ import annotations

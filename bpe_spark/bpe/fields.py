@@ -6,7 +6,7 @@ Every error is a :class:`ModelFormatError` that names the file and the field pat
 ``model.merges[3]``) and shows the value found in JSON spelling, as it stands in the file.
 
 Model files are untrusted: reading one never runs code from it (JSON, Parquet and text only, no
-pickle), and every reader bounds what it takes (DESIGN 5, "Untrusted files"):
+pickle), and every reader bounds what it takes (docs/design.md 5, "Untrusted files"):
 
 - a file of at most ``MAX_FILE_BYTES`` (1 GiB), checked before it is read;
 - at most ``MAX_TOKENS`` (2**24 = 16,777,216) vocabulary entries, and as many merges and

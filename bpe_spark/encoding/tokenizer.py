@@ -514,7 +514,7 @@ class Tokenizer:
 
     # --- files ----------------------------------------------------------------------------------
     def save(self, directory, *, overwrite: bool = False, exports: Iterable[str] = ()) -> None:
-        """Write the model directory (DESIGN section 3)."""
+        """Write the model directory (docs/design.md section 3)."""
         from bpe_spark.models.model_dir import save_model
 
         save_model(self, directory, overwrite=overwrite, exports=exports)

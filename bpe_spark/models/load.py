@@ -1,30 +1,10 @@
-"""Model files: our model directory, and the tokenizer.json / GPT-2 / tiktoken / subword-nmt formats.
+"""Loading any model file and exporting to any format: ``load_any(path, build=...)`` recognises
+what ``path`` holds and builds the tokenizer from it (``Tokenizer.load(path)`` is the call to use:
+it passes its class); ``export_model(tok, fmt, out)`` writes one of the export formats of
+:mod:`bpe_spark.models.registry`. Every write is atomic: the output appears complete or not at all.
 
-The entry points: ``load_any(path, build=...)`` recognises what ``path`` holds and builds the
-tokenizer from it (``Tokenizer.load(path)`` is the call to use: it passes its class);
-``export_model(tok, fmt, out)`` writes one of the export formats (what ``bpe-spark inspect`` shows
-of a model is :mod:`bpe_spark.inspect.summary`'s). Every write is atomic: the output appears complete
-or not at all.
-
-No module here imports ``bpe_spark.encoding.tokenizer`` (which imports this package to save and load):
-the readers return the Tokenizer's keyword arguments, the writers take any tokenizer object.
-
-=================== ==============================================================================
-module              owns
-=================== ==============================================================================
-files               atomic files and directories, reading a JSON file
-fields              the field validator of the readers; the 256-single-bytes check
-registry            the export table (writer, files, needs) and ``MODEL_META_FILE``
-model_dir           our model directory (merges.parquet, vocab.parquet, bpe_spark.json); MERGES_SCHEMA
-hf_json             tokenizer.json export
-hf_json_read        tokenizer.json import
-hf_regex            our patterns in tokenizer.json (Oniguruma <-> Python regex)
-gpt2                vocab.json + merges.txt (and the printable byte form tokenizer.json shares)
-tiktoken_file       .tiktoken files and the merges derived from their ranks
-tekken              Mistral's tekken JSON (mistral-common)
-sentencepiece_model SentencePiece BPE .model files (through their tokenizer.json)
-subword_nmt         subword-nmt codes files and its ``@@`` segmentation
-=================== ==============================================================================
+No module of :mod:`bpe_spark.models` imports the Tokenizer (:mod:`bpe_spark.encoding`, a layer
+above): the readers return its keyword arguments, the writers take any tokenizer object.
 
 >>> from bpe_spark import Tokenizer, TrainerConfig, train
 >>> import tempfile, pathlib

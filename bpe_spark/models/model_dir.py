@@ -1,4 +1,4 @@
-"""Our model directory (DESIGN section 3): ``merges.parquet``, ``vocab.parquet``, ``bpe_spark.json``
+"""Our model directory (docs/design.md section 3): ``merges.parquet``, ``vocab.parquet``, ``bpe_spark.json``
 and, where tokenizers can express the model (byte scheme; char scheme with ``</w>`` fused),
 ``tokenizer.json`` with transformers' ``tokenizer_config.json`` and ``special_tokens_map.json``.
 
@@ -176,7 +176,7 @@ def model_metadata(tok, exports: Iterable[str] = ()) -> dict[str, Any]:
 
 
 def save_model(tok, directory, *, overwrite: bool = False, exports: Iterable[str] = ()) -> None:
-    """Write the model directory atomically (DESIGN section 3).
+    """Write the model directory atomically (docs/design.md section 3).
 
     Everything is written to a temporary sibling directory that is renamed into place once
     complete, with the ``_BPE_SPARK`` marker of kind ``model``; an existing ``directory`` is an
@@ -192,7 +192,7 @@ def save_model(tok, directory, *, overwrite: bool = False, exports: Iterable[str
     if tok.scheme != "byte" and byte_only:
         raise ConfigError(f"exports {byte_only} need a byte-scheme tokenizer")
     meta = model_metadata(tok, exports)  # validates metadata before anything is written
-    # A model tokenizers can express always holds tokenizer.json (DESIGN section 3), and the
+    # A model tokenizers can express always holds tokenizer.json (docs/design.md section 3), and the
     # files that make the directory a folder transformers loads.
     has_hf = hf_json.refusal(tok) is None
     folder = hf_config.folder_options(tok) if has_hf else None

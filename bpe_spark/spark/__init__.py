@@ -1,8 +1,8 @@
 """The Spark side of bpe-spark: the only package that imports pyspark.
 
 Every function takes a DataFrame first and returns a DataFrame or a result: reading
-(``read_documents``, ``read_counts``), training (DESIGN 2.1: ``count_pretokens``, ``train``,
-``train_from_counts``) and encoding (DESIGN 2.2: ``encode``, ``encode_dataset``). Models at any
+(``read_documents``, ``read_counts``), training (docs/design.md 2.1: ``count_pretokens``, ``train``,
+``train_from_counts``) and encoding (docs/design.md 2.2: ``encode``, ``encode_dataset``). Models at any
 URI Spark or pyarrow reaches take the session first: ``save_model(spark, tok, uri)``,
 ``load_model(spark, uri)``. The ``pyspark.ml`` Estimator and Transformer: ``BPETokenizer``,
 ``BPETokenizerModel`` (:mod:`bpe_spark.spark.ml`).

@@ -1,4 +1,4 @@
-"""Safe outputs (DESIGN 5 "Outputs"): where a bpe-spark output may be written, and how it is moved
+"""Safe outputs (docs/design.md 5 "Outputs"): where a bpe-spark output may be written, and how it is moved
 into place (what an output is, its marker: :mod:`bpe_spark.storage.markers`). Pure path rules: no pyspark, any file system through
 :class:`~bpe_spark.storage.file_systems.Files`.
 

@@ -1,4 +1,4 @@
-"""The driver budget: how many distinct pretokens the driver may hold at once (DESIGN 2.1 step 3).
+"""The driver budget: how many distinct pretokens the driver may hold at once (docs/design.md 2.1 step 3).
 
 Given as a count, a fraction of the distinct pretokens (``0.3``, ``"30%"``), or ``"auto"`` (the
 default): derived from the driver's memory by :func:`memory_budget`, from the bytes per distinct

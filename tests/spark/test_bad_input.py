@@ -1,4 +1,4 @@
-"""Bad input (DESIGN 5, "Bad records"): a corrupt compressed file or a bad JSON Lines record is
+"""Bad input (docs/design.md 5, "Bad records"): a corrupt compressed file or a bad JSON Lines record is
 named (file, line) in a one-line error by default, or skipped and counted with
 on_bad_input="skip" (--on-bad-input skip; spark.sql.files.ignoreCorruptFiles=true for files); a
 non-string text is never trained on as its JSON text; null documents are counted."""

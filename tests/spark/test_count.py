@@ -1,4 +1,4 @@
-"""Readers and pretoken counting on Spark (DESIGN 1.1, 1.2, 2.1 step 2)."""
+"""Readers and pretoken counting on Spark (docs/design.md 1.1, 1.2, 2.1 step 2)."""
 
 from __future__ import annotations
 

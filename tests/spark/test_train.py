@@ -1,4 +1,4 @@
-"""Training on Spark gives exactly the core's merges (DESIGN 1.4, 2.1 step 3; issue 3 acceptance)."""
+"""Training on Spark gives exactly the core's merges (docs/design.md 1.4, 2.1 step 3; issue 3 acceptance)."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Encoding as a DataFrame (DESIGN 2.2): ``encode(df, tok)`` gives ``input_ids`` and ``n_tokens``.
+"""Encoding as a DataFrame (docs/design.md 2.2): ``encode(df, tok)`` gives ``input_ids`` and ``n_tokens``.
 
 The result is a lazy DataFrame of the id columns (or ``doc_id``), ``input_ids`` (array<int32>)
 and ``n_tokens``: one ``mapInArrow`` stage whose tasks encode each Arrow batch of texts whole
@@ -20,7 +20,7 @@ partitions, and the rows go to Python without a segment column.
 Null and empty texts: empty text gives ``[]`` (plus BOS/EOS when asked); a null text gives a
 null ``input_ids`` and ``n_tokens`` 0 (no BOS/EOS).
 
-Why no Java-regex pretokenization here (DESIGN 1.2 allows it): Spark SQL's
+Why no Java-regex pretokenization here (docs/design.md 1.2 allows it): Spark SQL's
 ``regexp_extract_all`` with the ``(?U)`` gpt2 pattern splits text no faster than Python's
 ``regex``, and shipping the pretoken arrays to Python costs more than it saves; the two engines'
 Unicode versions also differ on some code points, and encoding must give ``Tokenizer.encode``'s

@@ -1,4 +1,4 @@
-"""Encoded datasets (DESIGN 2.2): ``encode_dataset(df, tok, out)`` writes Parquet parts or binary
+"""Encoded datasets (docs/design.md 2.2): ``encode_dataset(df, tok, out)`` writes Parquet parts or binary
 shards, and the manifest that describes them.
 
 Two Spark jobs, no shuffle, no cache, no second pass over the text:

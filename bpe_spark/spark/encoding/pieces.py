@@ -1,4 +1,4 @@
-"""The encoding job of ``encode_dataset`` (DESIGN 2.2, step 1): each task encodes its rows into one
+"""The encoding job of ``encode_dataset`` (docs/design.md 2.2, step 1): each task encodes its rows into one
 Arrow piece per input segment (:class:`~bpe_spark.spark.encoding.output.PieceWriter`) and reports the
 pieces' totals. Local text, Parquet and JSON Lines files tagged by ``read_documents`` are read
 by the tasks themselves, one split per task (:mod:`bpe_spark.spark.read.text_splits`,

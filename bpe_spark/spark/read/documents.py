@@ -1,4 +1,4 @@
-"""Readers: documents (DESIGN 1.1) and pretoken counts into DataFrames.
+"""Readers: documents (docs/design.md 1.1) and pretoken counts into DataFrames.
 
 Sources: text files (one document per line, the ``\\n`` kept; one per paragraph; or one per
 file), JSON Lines and Parquet (one document per row, from a named column). Paths are anything Spark reads: local

@@ -1,4 +1,4 @@
-"""Pretokenize and count on the executors (DESIGN 2.1 step 2).
+"""Pretokenize and count on the executors (docs/design.md 2.1 step 2).
 
 Two engines give the same ``(pretoken, count)`` table:
 

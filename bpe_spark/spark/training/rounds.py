@@ -1,4 +1,4 @@
-"""Exact training rounds on Spark (DESIGN 2.1 step 4): the round trainer and its executor side.
+"""Exact training rounds on Spark (docs/design.md 2.1 step 4): the round trainer and its executor side.
 
 When the distinct pretokens do not fit the driver budget, training runs in rounds. The
 executors hold every pretoken of two or more symbols as ``(wid, count, symbols)`` (symbol ids of

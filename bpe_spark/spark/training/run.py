@@ -1,4 +1,4 @@
-"""Training on Spark (DESIGN 2.1 steps 3-4): the entry points ``train`` and ``train_from_counts``,
+"""Training on Spark (docs/design.md 2.1 steps 3-4): the entry points ``train`` and ``train_from_counts``,
 the driver budget (given, or from the driver's memory: :mod:`bpe_spark.training.driver_budget`), and the run
 on the driver.
 
