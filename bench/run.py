@@ -229,7 +229,7 @@ def _machine() -> dict:
             versions[module] = __import__(module).__version__
         except Exception:  # noqa: BLE001 - a missing peer is reported, not fatal here
             versions[module] = None
-    from bpe_spark.training.trainer import compiled_core_available
+    from bpe_spark.training.engine import compiled_core_available
 
     cpu = ""
     try:

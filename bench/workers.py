@@ -89,7 +89,7 @@ def ours_train_from_counts(args: dict) -> dict:
     """``train_from_counts`` on a JSON file of pretoken counts (the merge engine, T3)."""
     from bpe_spark import TrainerConfig, train_from_counts
     from bpe_spark.bpe.symbols import bytes_to_display
-    from bpe_spark.training.trainer import compiled_core_available
+    from bpe_spark.training.engine import compiled_core_available
 
     with open(args["counts"], encoding="utf-8") as fh:
         counts = json.load(fh)

@@ -12,7 +12,8 @@ import random
 import pytest
 
 from bpe_spark import TrainerConfig
-from bpe_spark.training.trainer import MergeEngine, build_engine
+from bpe_spark.training.engine import MergeEngine
+from bpe_spark.training.trainer import build_engine
 
 pytest_plugins = ("compiled_fixtures",)  # the fastbpe and fastenc fixtures
 
@@ -26,7 +27,7 @@ def _corpus(seed: int) -> tuple[list[list[int]], list[int]]:
 
 
 def _merge(engine, next_id: int, n: int, key=int) -> list[tuple[int, int, int]]:
-    """Up to n merges, driven as _CompiledCore drives the engine."""
+    """Up to n merges, driven as CompiledCore drives the engine."""
     taken = []
     while len(taken) < n and (top := engine.best()) is not None:
         engine.extend([key(next_id)])

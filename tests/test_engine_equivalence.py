@@ -17,14 +17,9 @@ from tokenizers import models, pre_tokenizers, trainers
 from bpe_spark import TrainerConfig, train, train_from_counts
 from bpe_spark.errors import ConfigError
 from bpe_spark.bpe.symbols import bytes_to_display
-from bpe_spark.training.trainer import (
-    MergeEngine,
-    PackedWords,
-    build_engine,
-    count_pretokens,
-    initial_table,
-    new_token_budget,
-)
+from bpe_spark.training.engine import MergeEngine
+from bpe_spark.training.core import PackedWords
+from bpe_spark.training.trainer import build_engine, count_pretokens, initial_table, new_token_budget
 
 pytest_plugins = ("compiled_fixtures",)  # the fastbpe fixture
 needs_compiled = pytest.mark.usefixtures("fastbpe")
@@ -303,9 +298,9 @@ def test_compiled_words_are_compacted_as_they_shrink():
     compiled, reference = build_engine(counts, cfg), build_engine(counts, cfg)
     compiled = MergeEngine(compiled.table, compiled.words, compiled.counts, backend="compiled")
     reference = MergeEngine(reference.table, reference.words, reference.counts, backend="python")
-    before = compiled._core.engine.stats()
+    before = compiled.core.engine.stats()
     assert compiled.run(max_new_tokens=1700) == reference.run(max_new_tokens=1700)
-    after = compiled._core.engine.stats()
+    after = compiled.core.engine.stats()
     assert after["symbol_capacity"] < before["symbol_capacity"] // 2 + 1
     assert after["symbols"] <= after["symbol_capacity"]
     assert after["heap"] < after["live_pairs"] // 4  # the heap holds the pairs near the top only

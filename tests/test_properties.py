@@ -12,7 +12,8 @@ from naive_bpe import naive_train
 
 from bpe_spark import TrainerConfig, train, train_from_counts
 from bpe_spark.models.subword_nmt import Segmenter
-from bpe_spark.training.trainer import MergeEngine, initial_table, new_token_budget
+from bpe_spark.training.engine import MergeEngine
+from bpe_spark.training.trainer import initial_table, new_token_budget
 from bpe_spark.bpe.words import word_symbols
 
 SPECIALS = ("<|endoftext|>", "<|pad|>", "<|end|>")

@@ -23,13 +23,9 @@ from bpe_spark.training.round_replay import (
     gathered,
     spec_deltas,
 )
-from bpe_spark.training.trainer import (
-    MergeEngine,
-    PackedWords,
-    build_engine,
-    compiled_core_available,
-    count_pretokens,
-)
+from bpe_spark.training.engine import MergeEngine, compiled_core_available
+from bpe_spark.training.core import PackedWords
+from bpe_spark.training.trainer import build_engine, count_pretokens
 from bpe_spark.bpe.words import apply_merges, pair_rank_index
 
 BACKENDS = ["python"] + (["compiled"] if compiled_core_available() else [])
@@ -264,12 +260,12 @@ def test_a_lenient_engine_keeps_a_pair_its_words_hold_when_a_guess_took_its_coun
     base = build_engine({"abc": 1, "abd": 1}, TrainerConfig(vocab_size=300, pattern="whitespace"))
     a, b, c, d = (ord(x) for x in "abcd")
     engine = MergeEngine(base.table, [[a, b, c], [a, b, d]], [1, 1], backend=backend)
-    engine.lenient(True)
-    engine.adjust(a, b, -1)
+    engine.core.set_lenient(True)
+    engine.core.adjust(a, b, -1)
     engine.merge(b, c, 1)
     engine.best()  # a refill: pairs at zero are recycled
     bd, _ = engine.merge(b, d, 1)
-    assert engine.packed()[0].tolist() == [a, bd.new_id - 1, a, bd.new_id]
+    assert engine.core.packed()[0].tolist() == [a, bd.new_id - 1, a, bd.new_id]
 
 
 def test_engine_extras_agree_across_backends():
@@ -280,18 +276,18 @@ def test_engine_extras_agree_across_backends():
     for backend in ("python", "compiled"):
         engine = build_engine({"abcab": 2, "ab": 3, "xy": 1}, TrainerConfig(vocab_size=300, pattern="whitespace"))
         engine = MergeEngine(engine.table, [list(w) for w in engine.words], [2, 3, 1], backend=backend)
-        engine.adjust(ord("x"), ord("y"), 100)
+        engine.core.adjust(ord("x"), ord("y"), 100)
         top = engine.best()
-        engine.journal(True)
+        engine.core.set_journal(True)
         engine.merge(ord("a"), ord("b"), 7)
-        journal = sorted(map(tuple, engine.take_journal().tolist()))
+        journal = sorted(map(tuple, engine.core.take_journal().tolist()))
         ab = engine.table.index[b"ab"]
         bca, _ = engine.table.add(b"bca")  # absent: a merge that changes nothing
         cab, _ = engine.table.add(b"cab")
-        engine.apply_all([(ord("b"), ca := ord("c"), bca), (ca, ab, cab)])
-        steps = sorted(map(tuple, engine.take_journal().tolist()))  # step 1: (ab, c) -2, (ab, cab) +2
-        engine.adjust(ord("x"), ord("y"), -100)
-        got.append((top, journal, steps, [a.tolist() for a in engine.packed()], engine.best()))
+        engine.core.apply_all([(ord("b"), ca := ord("c"), bca), (ca, ab, cab)])
+        steps = sorted(map(tuple, engine.core.take_journal().tolist()))  # step 1: (ab, c) -2, (ab, cab) +2
+        engine.core.adjust(ord("x"), ord("y"), -100)
+        got.append((top, journal, steps, [a.tolist() for a in engine.core.packed()], engine.best()))
         with pytest.raises(ValueError, match="below zero"):
-            engine.adjust(ord("x"), ord("y"), -5)
+            engine.core.adjust(ord("x"), ord("y"), -5)
     assert got[0] == got[1]

@@ -17,7 +17,8 @@ from bpe_spark import (
     train_from_counts,
 )
 from bpe_spark.bpe.symbols import SymbolTable
-from bpe_spark.training.trainer import Merge, MergeEngine, build_engine, new_token_budget
+from bpe_spark.training.engine import Merge, MergeEngine
+from bpe_spark.training.trainer import build_engine, new_token_budget
 from bpe_spark.bpe.words import merge_symbols
 
 A, B, C = ord("a"), ord("b"), ord("c")

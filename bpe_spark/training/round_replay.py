@@ -1,6 +1,6 @@
 """The driver's side of exact training rounds: the frequent pretokens' engine kept from round to
 round, the speculated merges it sends out, and the replay that keeps only the merges the
-executors' exact counts prove. Pure Python and numpy over :class:`~bpe_spark.training.trainer.MergeEngine`;
+executors' exact counts prove. Pure Python and numpy over :class:`~bpe_spark.training.engine.MergeEngine`;
 no Spark (the jobs are :mod:`bpe_spark.spark.training.rounds`).
 
 The pretokens are split by count once: the frequent ones (``F``, at most half the driver
@@ -44,7 +44,8 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from bpe_spark.bpe.symbols import SymbolTable
-from bpe_spark.training.trainer import Merge, MergeEngine, PackedWords
+from bpe_spark.training.core import PackedWords
+from bpe_spark.training.engine import Merge, MergeEngine
 
 # a pair as one int64 key, left << PAIR_SHIFT | right (ids are < 2**31: exact and positive); the
 # rounds' Spark side keys its pairs the same way
@@ -106,12 +107,12 @@ def spec_deltas(table: SymbolTable, values: np.ndarray, offsets: np.ndarray, cou
     completed, held = len(spec), 0
     if len(counts) and spec:
         engine = MergeEngine(table, PackedWords(values, offsets), counts)
-        engine.index_all()
-        engine.journal(True)
+        engine.core.index_all()
+        engine.core.set_journal(True)
         for first in range(0, len(spec), SPEC_CHUNK):
             chunk = spec[first:first + SPEC_CHUNK]
-            engine.apply_all(chunk)
-            rows = engine.take_journal()
+            engine.core.apply_all(chunk)
+            rows = engine.core.take_journal()
             # the merged pair takes all its count (in a run of one symbol it also loses a neighbour)
             merged = np.array([(left << PAIR_SHIFT) | right for left, right, _ in chunk], dtype=np.int64)
             pair = (rows[:, 1] << PAIR_SHIFT) | rows[:, 2]
@@ -228,10 +229,10 @@ class RoundDriver:
             left, right = key >> PAIR_SHIFT, key & _LOW
             if key in self.tracked:
                 raise RoundMismatch(f"pair ({left}, {right}) was shipped while tracked")
-            engine.adjust(left, right, count)
+            engine.core.adjust(left, right, count)
             self.tracked[key] = count
-            if engine.pair_count(left, right) != total:
-                raise RoundMismatch(f"pair ({left}, {right}): the driver counts {engine.pair_count(left, right)}, "
+            if engine.core.pair_count(left, right) != total:
+                raise RoundMismatch(f"pair ({left}, {right}): the driver counts {engine.core.pair_count(left, right)}, "
                                     f"the executors {total}")
         self.outside = int(outside)
         self.born = self.table.first_id + len(self.table)
@@ -262,11 +263,11 @@ class RoundDriver:
         The copy is lenient (a guess may take more than a pair counts): its counts are guesses."""
         table = self.table.copy()
         self.spec_start = table.first_id + len(table)  # the speculation's own ids start here
-        data, offsets = self.engine.packed()
+        data, offsets = self.engine.core.packed()
         spec_engine = MergeEngine(table, PackedWords(data, offsets), self.counts)
         del data, offsets
-        spec_engine.lenient(True)
-        spec_engine.adjust_many(self.tracked_keys(), np.fromiter(self.tracked.values(), np.int64, len(self.tracked)))
+        spec_engine.core.set_lenient(True)
+        spec_engine.core.adjust_many(self.tracked_keys(), np.fromiter(self.tracked.values(), np.int64, len(self.tracked)))
         guesses = self.estimate.start(table) if self.estimate is not None else None
         spec: list[Triple] = []
         created, taken = self.created, self.taken
@@ -277,7 +278,7 @@ class RoundDriver:
                 break
             if self.forced is not None and not spec:
                 pair = self.forced
-                count = spec_engine.pair_count(*pair)
+                count = spec_engine.core.pair_count(*pair)
             else:
                 top = self._best(spec_engine)
                 if isinstance(top, str):
@@ -292,7 +293,7 @@ class RoundDriver:
                 guesses.made(merge)
                 pairs, changes = guesses.of(merge)
                 if len(pairs):
-                    spec_engine.adjust_many(pairs, changes)
+                    spec_engine.core.adjust_many(pairs, changes)
         return spec, table, stop
 
     def learn(self, spec: list[Triple], table: SymbolTable, deltas: StepDeltas) -> None:
@@ -343,7 +344,7 @@ class RoundDriver:
                 count += change
                 if count < 0:
                     raise RoundMismatch(f"pair ({left}, {right}) lost more in R than it counted there")
-                engine.adjust(left, right, change)
+                engine.core.adjust(left, right, change)
                 if count:
                     tracked[key] = count
                 else:
@@ -352,7 +353,7 @@ class RoundDriver:
                 if change < 0:
                     raise RoundMismatch(f"pair ({left}, {right}) of a new token lost counts it never had")
                 tracked[key] = change
-                engine.adjust(left, right, change)
+                engine.core.adjust(left, right, change)
             elif change > 0:
                 sure = False  # an older pair untracked in R gained (a reused id)
         return sure

@@ -33,7 +33,7 @@ from bpe_spark.errors import CheckpointError, ConfigError, OutputExistsError, in
 from bpe_spark.spark.training.checkpoint_lock import CheckpointLock
 from bpe_spark.spark.storage.hadoop import HadoopFiles, input_paths
 from bpe_spark.bpe.symbols import SymbolTable, utf8_bytes
-from bpe_spark.training.trainer import Merge
+from bpe_spark.training.engine import Merge
 
 META_FILE = "training.json"
 COUNTS_FILE = "counts.parquet"

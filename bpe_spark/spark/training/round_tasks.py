@@ -16,7 +16,8 @@ from bpe_spark.training.round_replay import PAIR_SHIFT, spec_deltas
 from bpe_spark.spark.runtime.faults import fail_once
 from bpe_spark.spark.runtime.resources import capped
 from bpe_spark.bpe.symbols import SymbolTable
-from bpe_spark.training.trainer import MergeEngine, PackedWords
+from bpe_spark.training.core import PackedWords
+from bpe_spark.training.engine import MergeEngine
 from bpe_spark.bpe.words import apply_merges, pair_rank_index, word_symbols
 
 WORDS_SCHEMA = "wid long, count long, symbols array<int>"
@@ -109,9 +110,9 @@ def apply_round_batches(batches, merges, table: SymbolTable | None = None) -> It
         starts = symbols.offsets.to_numpy(zero_copy_only=False).astype(np.int64)
         values = symbols.flatten().to_numpy(zero_copy_only=False).astype(np.int32, copy=False)
         engine = MergeEngine(table, PackedWords(values, starts - starts[0]), counts)
-        engine.index_all()
-        engine.apply_all(merges)
-        values, offsets = engine.packed()
+        engine.core.index_all()
+        engine.core.apply_all(merges)
+        values, offsets = engine.core.packed()
         lengths = np.diff(offsets)
         kept = lengths > 1
         words = pa.ListArray.from_arrays(pa.array(np.concatenate(([0], np.cumsum(lengths[kept]))), pa.int32()),

@@ -3,7 +3,7 @@ the driver budget (given, or from the driver's memory: :mod:`bpe_spark.training.
 on the driver.
 
 The executors count the pretokens. When the distinct pretokens fit the driver budget, their
-counts are collected and the core :class:`~bpe_spark.training.trainer.MergeEngine` runs on the driver: one
+counts are collected and the core :class:`~bpe_spark.training.engine.MergeEngine` runs on the driver: one
 round. Otherwise training runs in exact rounds (:mod:`bpe_spark.spark.training.rounds`); either way the
 merges equal the core's. The run's checkpoint directory is :mod:`bpe_spark.spark.training.checkpoint`.
 
@@ -50,7 +50,8 @@ from bpe_spark.spark.runtime.stage_progress import spark_phase
 from bpe_spark.spark.training.round_words import ROUNDS_DIR, LineageWords, ReliableWords
 from bpe_spark.spark.training.rounds import Handoff, RoundTrainer, WordsStore, int64_counts
 from bpe_spark.encoding.tokenizer import Tokenizer
-from bpe_spark.training.trainer import PackedWords, initial_table
+from bpe_spark.training.core import PackedWords
+from bpe_spark.training.trainer import initial_table
 from bpe_spark.bpe.words import apply_merges, pair_rank_index, word_symbols
 
 __all__ = ["absolute_budget", "resolve_budget", "train", "train_from_counts"]  # the budget's parsers: driver_budget

@@ -1,0 +1,149 @@
+"""The exact BPE merge engine: :class:`MergeEngine` takes the best pair, merge after merge, over a
+:class:`~bpe_spark.training.core.Core` (pure Python or compiled, chosen by ``backend``), and
+records each :class:`Merge`. The engine follows ``tokenizers``' BpeTrainer: pair counts, an index
+from each pair to the words holding it, and a lazily updated heap, so each merge touches only the
+words that contain its pair. Ties are broken by the :class:`~bpe_spark.bpe.symbols.SymbolTable` keys.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable
+from typing import NamedTuple
+
+from bpe_spark.bpe.symbols import SymbolTable
+from bpe_spark.errors import ConfigError
+from bpe_spark.native.compiled import _fastbpe  # the optional compiled core (None when not built)
+from bpe_spark.training.core import CompiledCore, Core, PythonCore
+
+
+class Merge(NamedTuple):
+    """One learned merge: ``left`` + ``right`` -> ``new_id``, taken when the pair occurred ``count`` times."""
+
+    left: int
+    right: int
+    new_id: int
+    count: int
+
+
+# BPE_SPARK_ENGINE=python forces the pure-Python core (the reference); "compiled" requires the
+# extension; the default "auto" uses the extension when it was built.
+ENGINE_BACKENDS = ("auto", "compiled", "python")
+
+
+def compiled_core_available() -> bool:
+    """True when the optional C extension ``bpe_spark.native._fastbpe`` is importable."""
+    return _fastbpe is not None
+
+
+def _resolve_backend(backend: str | None) -> str:
+    backend = backend or os.environ.get("BPE_SPARK_ENGINE", "auto") or "auto"
+    if backend not in ENGINE_BACKENDS:
+        raise ConfigError(f"engine backend must be one of {ENGINE_BACKENDS}, got {backend!r}")
+    if backend == "compiled" and _fastbpe is None:
+        raise ConfigError(
+            "the compiled merge engine (bpe_spark.native._fastbpe) is not built; reinstall with a C compiler "
+            "and Python headers (pip install -e .), or use backend='python'"
+        )
+    if backend == "auto":
+        return "compiled" if _fastbpe is not None else "python"
+    return backend
+
+
+class MergeEngine:
+    """Incremental exact BPE over words (symbol-id lists) with their counts.
+
+    ``run`` may be called repeatedly; the state carries over, so a caller can advance in steps
+    (the distributed rounds stop at a floor count and go on later with fresh words).
+
+    ``backend``: "auto" (the compiled core when built, else pure Python), "compiled" or
+    "python"; the environment variable ``BPE_SPARK_ENGINE`` sets the default. Both cores give
+    the same merges (tests/test_engine_equivalence.py). What else a core does (replaying merges,
+    counts kept for words it does not hold, the journal) is asked of :attr:`core` directly: the
+    :class:`~bpe_spark.training.core.Core` contract.
+
+    ``words`` are lists of symbol ids; in the byte scheme a word may also be its UTF-8
+    ``bytes``, which the compiled core reads directly (no list of ints per pretoken on the
+    driver). The compiled core copies the words; the Python core merges them in place.
+    """
+
+    def __init__(
+        self,
+        table: SymbolTable,
+        words: list[list[int]],
+        counts: list[int],
+        *,
+        backend: str | None = None,
+    ):
+        if len(words) != len(counts):
+            raise ValueError("words and counts differ in length")
+        self.table = table
+        self.counts = counts
+        self.backend = _resolve_backend(backend)
+        core = None
+        if self.backend == "compiled":
+            try:
+                core = CompiledCore(table, words, counts)
+            except OverflowError:
+                # subtle: counts beyond 64 bits (or ids beyond 32) only fit the Python core
+                if backend == "compiled":
+                    raise
+                self.backend = "python"
+        self.core: Core = core if core is not None else PythonCore(table, words, counts)
+
+    @property
+    def words(self) -> list[list[int]]:
+        """Every word's current symbol ids (after the merges taken so far)."""
+        return self.core.current_words()
+
+    def best(self) -> tuple[tuple[int, int], int] | None:
+        """The pair the next merge would take and its count, or None when no pair is left."""
+        top = self.core.best()
+        if top is None:
+            return None
+        left, right, count = top
+        return (left, right), count
+
+    def merge(self, left: int, right: int, count: int) -> tuple[Merge, bool]:
+        """Merge ``(left, right)`` (counted ``count``) now; returns the merge and whether its
+        token is new (else its id was reused). ``run`` takes the best pair this way."""
+        table = self.table
+        new_id, is_new = table.add(table.value(left) + table.value(right))
+        self.core.apply(left, right, new_id)
+        return Merge(left, right, new_id, count), is_new
+
+    def run(
+        self,
+        *,
+        max_new_tokens: int,
+        max_merges: int | None = None,
+        min_frequency: int = 0,
+        floor: int | None = None,
+        stop_after_reuse: bool = False,
+        progress: Callable[[int, Merge], None] | None = None,
+    ) -> list[Merge]:
+        """Merge while the vocabulary and merge budgets allow and the best count is high enough.
+
+        ``floor``: stop before a pair whose count is <= floor (the distributed rounds' bound U).
+        ``stop_after_reuse``: stop after a merge whose token already existed (its id is reused,
+        so counts of pairs outside this engine's words could grow; a round cannot prove more).
+        """
+        merges: list[Merge] = []
+        created = 0
+        core = self.core
+        lowest = max(min_frequency, 1)
+        while created < max_new_tokens and (max_merges is None or len(merges) < max_merges):
+            top = core.best()
+            if top is None:
+                break
+            left, right, count = top
+            if count < lowest or (floor is not None and count <= floor):
+                break
+            merge, is_new = self.merge(left, right, count)
+            created += is_new
+            merges.append(merge)
+            if progress is not None:
+                progress(len(merges), merge)
+            if stop_after_reuse and not is_new:
+                break
+        return merges
