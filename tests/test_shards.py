@@ -13,19 +13,8 @@ import pytest
 
 from bpe_spark import ConfigError, ModelFormatError, Tokenizer, TrainerConfig, train
 from bpe_spark.storage import markers
-from bpe_spark.datasets.megatron import (
-    MANIFEST_NAME,
-    ShardReader,
-    ShardWriter,
-    index_bytes,
-    iter_encoded_documents,
-    model_fingerprint,
-    read_index,
-    read_shards,
-    shard_name,
-    token_dtype,
-    write_index,
-)
+from bpe_spark.datasets.megatron import MANIFEST_NAME, ShardReader, ShardWriter, index_bytes, iter_encoded_documents, read_index, read_shards, shard_name, token_dtype, write_index
+from bpe_spark.models.fingerprint import model_fingerprint
 
 DOCS = [[5, 6, 7], [], [65535, 0], [42]]
 

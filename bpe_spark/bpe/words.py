@@ -3,7 +3,8 @@
 One copy of each rule that training and encoding must share: the initial symbols of a pretoken
 (bytes, or characters with the ``</w>`` marker separate or fused onto the last one), the merge
 of a pair inside a word, a merge list replayed on a word in rank order (what training did), and
-BPE by priority (what encoding does). The trainer, the tokenizer, the subword-nmt format and the
+BPE by priority (what encoding does), over one cache of each pretoken's ids (:class:`PretokenCache`,
+for the Tokenizer and the imported pipelines' BPE model alike). The trainer, the tokenizer, the subword-nmt format and the
 Spark rounds all use these; the compiled engine (``_fastbpe.c``) has its own, proven equal by
 ``tests/test_engine_equivalence.py``.
 
@@ -17,15 +18,54 @@ from __future__ import annotations
 
 import heapq
 from bisect import bisect_right
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from itertools import pairwise
 from typing import TYPE_CHECKING
+
+from bpe_spark.errors import ConfigError
 
 if TYPE_CHECKING:  # pragma: no cover - typing only
     from bpe_spark.bpe.config import TrainerConfig
     from bpe_spark.bpe.symbols import SymbolTable
 
 PRETOKEN_CACHE_LIMIT = 500_000  # distinct pretokens an encoder keeps ids for before it starts over
+
+
+class PretokenCache:
+    """Each distinct pretoken's ids, computed once (:func:`bpe_ids`): encoding repeats pretokens,
+    so a cache hit skips the BPE. At ``limit`` distinct pretokens it starts over, so memory stays
+    bounded on any corpus.
+
+    >>> cache = PretokenCache(limit=2)
+    >>> cache.put("ab", [256]), cache.get("ab"), cache.get("cd")
+    ([256], [256], None)
+    >>> _ = cache.put("cd", [99]), cache.put("ef", [7])  # the third distinct pretoken starts over
+    >>> cache.get("ab"), cache.get("ef")
+    (None, [7])
+    """
+
+    def __init__(self, limit: int = PRETOKEN_CACHE_LIMIT):
+        self.limit = limit
+        self._ids: dict[str, list[int]] = {}
+
+    def get(self, pretoken: str) -> list[int] | None:
+        return self._ids.get(pretoken)
+
+    def put(self, pretoken: str, ids: list[int]) -> list[int]:
+        """Keep ``ids`` as ``pretoken``'s; returns them."""
+        if len(self._ids) >= self.limit:
+            self._ids.clear()
+        self._ids[pretoken] = ids
+        return ids
+
+    def __len__(self) -> int:
+        return len(self._ids)
+
+
+def bpe_ids(initial: list[int], priority: Callable[[int, int], tuple[int, int] | None], compiled=None) -> list[int]:
+    """BPE of one pretoken's initial ids: by the compiled encoder's ``bpe`` when one is given (the
+    same merges, :mod:`bpe_spark.native`), else :func:`bpe_merge` by ``priority``."""
+    return compiled.bpe(initial) if compiled is not None else bpe_merge(initial, priority)
 
 
 def initial_symbols(pretoken: str, end_of_word: str | None, marker: str) -> list[str]:
@@ -66,6 +106,31 @@ def merge_symbols(symbols: list[int], left: int, right: int, new_id: int) -> lis
             out.append(symbols[i])
             i += 1
     return out
+
+
+def merge_table(
+    merges: Iterable[tuple[int, int]], vocab: Mapping[int, bytes | str], token_to_id: Mapping[bytes | str, int]
+) -> tuple[list[tuple[int, int, int]], dict[tuple[int, int], tuple[int, int]]]:
+    """The ``(left, right, new_id)`` of each merge in rank order, and each pair's ``(rank, new_id)``
+    (its first merge: what encoding by priority asks); every merge's parts and result must be
+    tokens of ``vocab`` (a :class:`~bpe_spark.errors.ConfigError` names the merge otherwise).
+
+    >>> merge_table([(0, 1)], {0: b"a", 1: b"b", 2: b"ab"}, {b"a": 0, b"b": 1, b"ab": 2})
+    ([(0, 1, 2)], {(0, 1): (0, 2)})
+    """
+    merge_ids: list[tuple[int, int, int]] = []
+    pair_rank: dict[tuple[int, int], tuple[int, int]] = {}
+    for rank, (left, right) in enumerate(merges):
+        for side in (left, right):
+            if side not in vocab:
+                raise ConfigError(f"merge {rank} refers to id {side}, which is not in the vocabulary")
+        merged = vocab[left] + vocab[right]
+        new_id = token_to_id.get(merged)
+        if new_id is None:
+            raise ConfigError(f"merge {rank} makes {merged!r}, which is not in the vocabulary")
+        merge_ids.append((left, right, new_id))
+        pair_rank.setdefault((left, right), (rank, new_id))
+    return merge_ids, pair_rank
 
 
 def pair_rank_index(merges: Sequence[tuple[int, int, int]]) -> dict[tuple[int, int], list[int]]:

@@ -1,4 +1,5 @@
-"""The Tokenizer: encode with merges by rank, decode, and the special-token policy.
+"""The Tokenizer: encode with merges by rank, decode, save and load; the special-token policy it
+follows is :mod:`bpe_spark.encoding.special_tokens`.
 
 >>> from bpe_spark import TrainerConfig, train
 >>> tok = train(["hello hello world"], TrainerConfig(vocab_size=262))
@@ -14,14 +15,14 @@ from typing import Any, Literal
 
 from bpe_spark.native import compiled as _compiled
 from bpe_spark.bpe.config import END_OF_WORD_MARKER, TrainerConfig
-from bpe_spark.errors import ConfigError, DisallowedSpecialTokenError, UnknownCharacterError
+from bpe_spark.errors import ConfigError, UnknownCharacterError
 from bpe_spark.bpe.patterns import compiled_preset
 from bpe_spark.bpe.pretokenize import Pretokenizer, SpecialTokenMatcher
-from bpe_spark.datasets.megatron import model_fingerprint
+from bpe_spark.models.fingerprint import model_fingerprint
 from bpe_spark.bpe.symbols import missing_bytes
 from bpe_spark.bpe.text import clean
-from bpe_spark.bpe.words import PRETOKEN_CACHE_LIMIT as _CACHE_LIMIT
-from bpe_spark.bpe.words import bpe_merge, initial_symbols
+from bpe_spark.encoding.special_tokens import check_disallowed, special_policy
+from bpe_spark.bpe.words import PretokenCache, bpe_ids, initial_symbols, merge_table
 
 MERGE_RULES = ("pairs", "ranks")
 
@@ -90,18 +91,7 @@ class Tokenizer:
         for token, token_id in self.special_tokens.items():
             if token_id in self._vocab:
                 raise ConfigError(f"special token {token!r} has id {token_id}, which the vocabulary uses")
-        self._merge_ids: list[tuple[int, int, int]] = []
-        self._pair_rank: dict[tuple[int, int], tuple[int, int]] = {}
-        for rank, (left, right) in enumerate(merges):
-            for side in (left, right):
-                if side not in self._vocab:
-                    raise ConfigError(f"merge {rank} refers to id {side}, which is not in the vocabulary")
-            merged = self._vocab[left] + self._vocab[right]
-            new_id = self._token_to_id.get(merged)
-            if new_id is None:
-                raise ConfigError(f"merge {rank} makes {merged!r}, which is not in the vocabulary")
-            self._merge_ids.append((left, right, new_id))
-            self._pair_rank.setdefault((left, right), (rank, new_id))
+        self._merge_ids, self._pair_rank = merge_table(merges, self._vocab, self._token_to_id)
         if self.pipeline is not None:
             self._merge_ids = self.pipeline.model.merge_list
         self._pretokenizer = None if pattern is None else Pretokenizer(pattern, lowercase=lowercase, normalization=normalization)
@@ -122,7 +112,7 @@ class Tokenizer:
         else:
             pair_rank = self._pair_rank
             self._priority = lambda left, right: pair_rank.get((left, right))
-        self._cache: dict[str, list[int]] = {}
+        self._cache = PretokenCache()
         self._fast = None  # the compiled encoder (bpe_spark.native._fastenc), built on first use
         self._fast_ready = self.pipeline is not None  # a pipeline encodes in Python
         self._fast_split = False  # compiled end to end (a compiled preset)
@@ -194,7 +184,7 @@ class Tokenizer:
 
     @property
     def fingerprint(self) -> str:
-        """``sha256:<hex>`` of what decides the ids (:func:`bpe_spark.datasets.megatron.model_fingerprint`),
+        """``sha256:<hex>`` of what decides the ids (:func:`bpe_spark.models.fingerprint.model_fingerprint`),
         computed once: a tokenizer does not change after it is built."""
         if self._fingerprint is None:
             self._fingerprint = model_fingerprint(self.to_dict())
@@ -318,17 +308,8 @@ class Tokenizer:
         if self.merge_rule == "ranks":
             whole = self._token_to_id.get(pretoken.encode("utf-8") if self.scheme == "byte" else pretoken)
             if whole is not None:
-                ids = [whole]
-        if ids is None:
-            fast = self._fast_encoder()
-            if fast is not None:
-                ids = fast.bpe(self._initial_ids(pretoken))
-            else:
-                ids = bpe_merge(self._initial_ids(pretoken), self._priority)
-        if len(self._cache) >= _CACHE_LIMIT:
-            self._cache.clear()
-        self._cache[pretoken] = ids
-        return ids
+                return self._cache.put(pretoken, [whole])
+        return self._cache.put(pretoken, bpe_ids(self._initial_ids(pretoken), self._priority, self._fast_encoder()))
 
     def encode_ordinary(self, text: str) -> list[int]:
         """Encode treating special-token text as ordinary text.
@@ -397,28 +378,13 @@ class Tokenizer:
         allowed_special: Literal["all"] | Collection[str],
         disallowed_special: Literal["all"] | Collection[str],
     ) -> tuple[set[str], set[str]]:
-        """The ``(allowed, disallowed)`` special tokens of a tiktoken-style policy: ``"all"`` or
-        a collection of names each; ``disallowed_special="all"`` means every one not allowed."""
-        specials = set(self.special_tokens)
-        allowed = specials if allowed_special == "all" else set(allowed_special)
-        unknown = allowed - specials
-        if unknown:
-            raise ConfigError(f"allowed_special names tokens that are not special tokens: {sorted(unknown)}")
-        disallowed = specials - allowed if disallowed_special == "all" else set(disallowed_special)
-        return allowed, disallowed
+        """The ``(allowed, disallowed)`` special tokens of a tiktoken-style policy
+        (:func:`bpe_spark.encoding.special_tokens.special_policy`)."""
+        return special_policy(self.special_tokens, allowed_special, disallowed_special)
 
     def check_disallowed(self, text: str, disallowed: Collection[str]) -> None:
         """Raise :class:`DisallowedSpecialTokenError` if ``text`` holds a ``disallowed`` token."""
-        if not disallowed:
-            return
-        for match in self._special_matcher.finditer(text):
-            token = match.group()
-            if token in disallowed:
-                raise DisallowedSpecialTokenError(
-                    f"text contains the special token {token!r} at offset {match.start()}; pass "
-                    f"allowed_special={{{token!r}}} (or 'all') to encode it as a special token, or "
-                    "disallowed_special=() to encode it as ordinary text"
-                )
+        check_disallowed(self._special_matcher, text, disallowed)
 
     def encode(
         self,
@@ -515,8 +481,7 @@ class Tokenizer:
     # --- files ----------------------------------------------------------------------------------
     def save(self, directory, *, overwrite: bool = False, exports: Iterable[str] = ()) -> None:
         """Write the model directory (docs/design.md section 3)."""
-        from bpe_spark.models.model_dir import save_model
-
+        from bpe_spark.models.model_dir import save_model  # Parquet: pyarrow loads on first use
         save_model(self, directory, overwrite=overwrite, exports=exports)
 
     @classmethod
@@ -525,7 +490,6 @@ class Tokenizer:
         (a directory holding them, or the ``vocab.json`` path), or a ``.tiktoken`` file.
         ``kwargs`` go to the format's reader (e.g. ``pattern=``, ``special_tokens=``)."""
         from bpe_spark.models.load import load_any  # its readers return this class's keyword arguments
-
         return load_any(path, build=cls, **kwargs)
 
     def __repr__(self) -> str:

@@ -35,8 +35,7 @@ from typing import Any
 from bpe_spark.native import compiled as _compiled
 from bpe_spark.errors import ModelFormatError
 from bpe_spark.bpe.fields import ID_RANGE, MAX_TOKEN_BYTES, MAX_TOKENS, is_id, show
-from bpe_spark.bpe.words import PRETOKEN_CACHE_LIMIT as _CACHE_LIMIT
-from bpe_spark.bpe.words import bpe_merge
+from bpe_spark.bpe.words import PRETOKEN_CACHE_LIMIT, PretokenCache, bpe_ids
 
 _IN_VOCAB, _BYTES, _UNKNOWN = range(3)  # what a symbol of a pretoken becomes (BpeModel._symbol)
 MODEL_KEYS = frozenset({
@@ -147,7 +146,7 @@ class BpeModel:
         self._fallback: list[int | None] | None = None
         if self.byte_fallback:
             self._fallback = [self.vocab.get(byte_fallback_token(b)) for b in range(256)]
-        self._cache: dict[str, list[int]] = {}
+        self._cache = PretokenCache()
         self._symbol_ids: dict[str, tuple[int, Any]] = {}
         merge_map = self.merges
         self._priority = lambda left, right: merge_map.get((left, right))
@@ -193,7 +192,7 @@ class BpeModel:
             found = lookup(symbol)
             if found is None:
                 found = self._symbol(symbol)
-                if len(symbol_ids) < _CACHE_LIMIT:
+                if len(symbol_ids) < PRETOKEN_CACHE_LIMIT:
                     symbol_ids[symbol] = found
             kind, symbol_ids_found = found
             if kind == _IN_VOCAB:
@@ -253,14 +252,7 @@ class BpeModel:
                 return [whole]
         ids = self._cache.get(pretoken)
         if ids is None:
-            fast = self._compiled()
-            if fast is not None:
-                ids = fast.bpe(self.initial_ids(pretoken))
-            else:
-                ids = bpe_merge(self.initial_ids(pretoken), self._priority)
-            if len(self._cache) >= _CACHE_LIMIT:
-                self._cache.clear()
-            self._cache[pretoken] = ids
+            ids = self._cache.put(pretoken, bpe_ids(self.initial_ids(pretoken), self._priority, self._compiled()))
         return ids
 
     def encode_units(self, units: list[str | int]) -> list[int]:

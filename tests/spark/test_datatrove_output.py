@@ -19,12 +19,8 @@ from bpe_spark.datasets.datatrove import (
 )
 from bpe_spark.errors import ConfigError
 from bpe_spark.datasets.remote import encoded_documents
-from bpe_spark.datasets.megatron import (
-    MANIFEST_NAME,
-    model_fingerprint,
-    read_manifest,
-    read_shards,
-)
+from bpe_spark.datasets.megatron import MANIFEST_NAME, read_manifest, read_shards
+from bpe_spark.models.fingerprint import model_fingerprint
 from bpe_spark.spark import encode_dataset
 from bpe_spark.spark.read.documents import read_documents
 

@@ -19,7 +19,8 @@ from conftest import CORPUS_NAMES, PEERS, corpus_lines, require_shared
 
 from bpe_spark import ConfigError, Tokenizer, TrainerConfig, UnknownCharacterError, train
 from bpe_spark.errors import ColumnError, DisallowedSpecialTokenError, OutputExistsError
-from bpe_spark.datasets.megatron import MANIFEST_NAME, model_fingerprint, read_manifest, read_shards
+from bpe_spark.datasets.megatron import MANIFEST_NAME, read_manifest, read_shards
+from bpe_spark.models.fingerprint import model_fingerprint
 from bpe_spark.spark import encode, encode_dataset
 from bpe_spark.spark.read.documents import read_documents
 

@@ -38,12 +38,7 @@ from bpe_spark.datasets import datatrove as datatrove_shards
 from bpe_spark.encoding.batch_encoder import batch_options
 from bpe_spark.errors import ConfigError
 from bpe_spark.spark.runtime.progress import OFF, Progress
-from bpe_spark.datasets.megatron import (
-    MANIFEST_FORMAT,
-    MANIFEST_NAME,
-    MANIFEST_VERSION,
-    token_dtype,
-)
+from bpe_spark.datasets.megatron import MANIFEST_FORMAT, MANIFEST_NAME, MANIFEST_VERSION, token_dtype
 from bpe_spark.spark.encoding import pieces as encode_pieces, resume as encode_resume
 from bpe_spark.spark.encoding.tasks import ModelBroadcast, check_input
 from bpe_spark.spark.runtime.failures import executor_error
