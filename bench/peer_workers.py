@@ -239,7 +239,7 @@ def first_differences(args: dict) -> dict:
         if index > made:
             engine.run(max_new_tokens=index - made)
             made = index
-        totals = pair_counts(engine.words, engine.counts)
+        totals = pair_counts(engine.core.current_words(), engine.counts)
         value_of = engine.table.value
         ours_pair, ours_count = best_split(ours[index], totals, value_of)
         peer_pair, peer_count = best_split(peer[index], totals, value_of)

@@ -9,7 +9,8 @@ import pytest
 from conftest import PEERS
 
 from bpe_spark import ConfigError, Tokenizer, TrainerConfig, train
-from bpe_spark.encoding.batch_encoder import batch_options, resolve_token
+from bpe_spark.bpe.token_options import resolve_token
+from bpe_spark.encoding.options import EncodeOptions
 from bpe_spark.cli import main
 from bpe_spark.cli.arguments import check_input_paths
 from bpe_spark.errors import InputError, interface
@@ -31,9 +32,9 @@ def test_numeric_eos_text_is_an_error_naming_the_id_option(gpt2):
         "(the text '100' is the ordinary token 3064: --eos-id 3064)"
     )
     with pytest.raises(ConfigError, match=r"for id 7 use eos_id=7"):
-        batch_options(gpt2, eos=" 7")
+        EncodeOptions(eos=" 7").resolved(gpt2)
     with pytest.raises(ConfigError, match=r"bos takes token text \(a string\), got 100; for a token id use bos_id=100"):
-        batch_options(gpt2, bos=100)
+        EncodeOptions(bos=100).resolved(gpt2)
 
 
 def test_eos_text_and_eos_id_resolve(gpt2):
@@ -41,14 +42,14 @@ def test_eos_text_and_eos_id_resolve(gpt2):
     assert resolve_token(gpt2, "eos", text="hello") == gpt2.token_to_id(b"hello")
     assert resolve_token(gpt2, "eos", token_id=100) == 100
     assert resolve_token(gpt2, "eos") is None
-    assert batch_options(gpt2, eos_id=50256, bos=EOT)["eos_id"] == batch_options(gpt2, bos=EOT)["bos_id"] == 50256
+    assert EncodeOptions(eos_id=50256, bos=EOT).resolved(gpt2).eos_id == EncodeOptions(bos=EOT).resolved(gpt2).bos_id == 50256
     with pytest.raises(ConfigError, match=r"--eos-id 50257 is not a token id of the model \(ids 0\.\.50256\)"), \
             interface("cli"):
         resolve_token(gpt2, "eos", token_id=50257)
     with pytest.raises(ConfigError, match="give eos .token text. or eos_id .a token id., not both"):
-        batch_options(gpt2, eos=EOT, eos_id=1)
+        EncodeOptions(eos=EOT, eos_id=1).resolved(gpt2)
     with pytest.raises(ConfigError, match="eos_id takes a token id"):
-        batch_options(gpt2, eos_id=True)
+        EncodeOptions(eos_id=True).resolved(gpt2)
 
 
 def test_unknown_eos_text_points_to_the_id_option_that_exists(gpt2):

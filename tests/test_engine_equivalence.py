@@ -17,8 +17,7 @@ from tokenizers import models, pre_tokenizers, trainers
 from bpe_spark import TrainerConfig, train, train_from_counts
 from bpe_spark.errors import ConfigError
 from bpe_spark.bpe.symbols import bytes_to_display
-from bpe_spark.training.engine import MergeEngine
-from bpe_spark.training.core import PackedWords
+from bpe_spark.training.engine import MergeEngine, PackedWords
 from bpe_spark.training.trainer import build_engine, count_pretokens, initial_table, new_token_budget
 
 pytest_plugins = ("compiled_fixtures",)  # the fastbpe fixture
@@ -42,9 +41,9 @@ def _display(tok) -> list[str]:
 
 def _engines(counts: dict[str, int], cfg: TrainerConfig) -> tuple[MergeEngine, MergeEngine]:
     python = build_engine(counts, cfg)
-    python = MergeEngine(python.table, python.words, python.counts, backend="python")
+    python = MergeEngine(python.table, python.core.current_words(), python.counts, backend="python")
     compiled = build_engine(counts, cfg)
-    compiled = MergeEngine(compiled.table, compiled.words, compiled.counts, backend="compiled")
+    compiled = MergeEngine(compiled.table, compiled.core.current_words(), compiled.counts, backend="compiled")
     return python, compiled
 
 
@@ -80,7 +79,7 @@ def test_real_corpora_three_way(name, max_bytes, vocab_size):
     compiled_merges = compiled.run(max_new_tokens=budget)
     assert len(python_merges) == vocab_size - 256
     assert compiled_merges == python_merges
-    assert compiled.words == python.words
+    assert compiled.core.current_words() == python.core.current_words()
     tok = train_from_counts(counts, cfg)
     assert _display(tok) == _hf_merges(lines, vocab_size), name
 
@@ -181,7 +180,7 @@ def test_random_corpora_compiled_equals_python():
         plan = _random_plan(rng)
         expected = _run_plan(python, budget, plan)
         assert _run_plan(compiled, budget, plan) == expected, f"seed {seed} {cfg}"
-        assert compiled.words == python.words, f"seed {seed}"
+        assert compiled.core.current_words() == python.core.current_words(), f"seed {seed}"
         assert compiled.best() == python.best(), f"seed {seed}"
         assert compiled.table.values == python.table.values
 
@@ -221,10 +220,10 @@ def test_two_engines_sharing_one_table():
     for backend in ("python", "compiled"):
         first = build_engine(counts, cfg)
         table = first.table
-        one = MergeEngine(table, [list(w) for w in first.words], first.counts, backend=backend)
-        two = MergeEngine(table, [list(w) for w in first.words], first.counts, backend=backend)
+        one = MergeEngine(table, [list(w) for w in first.core.current_words()], first.counts, backend=backend)
+        two = MergeEngine(table, [list(w) for w in first.core.current_words()], first.counts, backend=backend)
         taken = one.run(max_new_tokens=30) + two.run(max_new_tokens=10) + one.run(max_new_tokens=5)
-        results.append((taken, one.words, two.words, list(table.values)))
+        results.append((taken, one.core.current_words(), two.core.current_words(), list(table.values)))
     assert results[0] == results[1]
 
 
@@ -235,12 +234,12 @@ def test_byte_words_may_be_given_as_bytes(backend, request):
     cfg = TrainerConfig(vocab_size=600)
     counts = count_pretokens(corpus_lines("multilingual", 100_000), cfg)
     reference = build_engine(counts, cfg)
-    as_lists = MergeEngine(reference.table, reference.words, reference.counts, backend=backend)
+    as_lists = MergeEngine(reference.table, reference.core.current_words(), reference.counts, backend=backend)
     expected = as_lists.run(max_new_tokens=344)
     table = build_engine(counts, cfg).table
     as_bytes = MergeEngine(table, [p.encode("utf-8") for p in counts], list(counts.values()), backend=backend)
     assert as_bytes.run(max_new_tokens=344) == expected
-    assert as_bytes.words == as_lists.words
+    assert as_bytes.core.current_words() == as_lists.core.current_words()
 
 
 @needs_compiled
@@ -276,7 +275,7 @@ def test_packed_ids_give_the_same_merges(tie_break):
     # a few merges first, so that the packed words hold ids above 255, as a later round's do
     warm = MergeEngine(initial_table(cfg, ()), [list(w) for w in words], list(counts), backend="python")
     warm.run(max_new_tokens=40)
-    merged, table_state = warm.words, warm.table
+    merged, table_state = warm.core.current_words(), warm.table
     values = np.array([i for word in merged for i in word], dtype=np.int32)
     offsets = np.concatenate([[0], np.cumsum([len(w) for w in merged])]).astype(np.int32)
     assert values.max() > 255
@@ -286,7 +285,7 @@ def test_packed_ids_give_the_same_merges(tie_break):
         got = MergeEngine(_copy_table(table_state), PackedWords(values, offsets), np.array(counts, dtype=np.int64),
                           backend=backend)
         assert got.run(max_new_tokens=100) == expected, backend
-        assert got.words == expected_engine.words, backend
+        assert got.core.current_words() == expected_engine.core.current_words(), backend
 
 
 @needs_compiled
@@ -296,15 +295,15 @@ def test_compiled_words_are_compacted_as_they_shrink():
     counts = count_pretokens(corpus_lines("en_books", 200_000), TrainerConfig(vocab_size=2000))
     cfg = TrainerConfig(vocab_size=2000)
     compiled, reference = build_engine(counts, cfg), build_engine(counts, cfg)
-    compiled = MergeEngine(compiled.table, compiled.words, compiled.counts, backend="compiled")
-    reference = MergeEngine(reference.table, reference.words, reference.counts, backend="python")
+    compiled = MergeEngine(compiled.table, compiled.core.current_words(), compiled.counts, backend="compiled")
+    reference = MergeEngine(reference.table, reference.core.current_words(), reference.counts, backend="python")
     before = compiled.core.engine.stats()
     assert compiled.run(max_new_tokens=1700) == reference.run(max_new_tokens=1700)
     after = compiled.core.engine.stats()
     assert after["symbol_capacity"] < before["symbol_capacity"] // 2 + 1
     assert after["symbols"] <= after["symbol_capacity"]
     assert after["heap"] < after["live_pairs"] // 4  # the heap holds the pairs near the top only
-    assert compiled.words == reference.words
+    assert compiled.core.current_words() == reference.core.current_words()
 
 
 @needs_compiled
@@ -368,9 +367,9 @@ def test_empty_words_are_carried_along():
                       PackedWords(np.array([97, 98], dtype=np.int32), np.array([0, 0, 2]))):
             engine = MergeEngine(initial_table(cfg, ()), words, [1, 1], backend=backend)
             assert [m.new_id for m in engine.run(max_new_tokens=3)] == [256], (backend, words)
-            assert engine.words == [[], [256]]
+            assert engine.core.current_words() == [[], [256]]
         engine = MergeEngine(initial_table(cfg, ()), PackedWords(b"", np.array([0, 0, 0])), [1, 1], backend=backend)
-        assert engine.run(max_new_tokens=3) == [] and engine.words == [[], []]
+        assert engine.run(max_new_tokens=3) == [] and engine.core.current_words() == [[], []]
 
 
 @needs_compiled

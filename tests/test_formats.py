@@ -216,12 +216,12 @@ def test_existing_target_is_an_error_unless_overwrite(tmp_path, byte_tok):
 
 
 def test_failed_save_leaves_nothing_behind(tmp_path, byte_tok, monkeypatch):
-    from bpe_spark.models.huggingface import tokenizer_json_write as hf_json
+    from bpe_spark.models.huggingface import tokenizer_json_write
 
     def broken(tok):  # tokenizer.json is open for writing when its content fails
         raise RuntimeError("disk full")
 
-    monkeypatch.setattr(hf_json, "to_hf_dict", broken)
+    monkeypatch.setattr(tokenizer_json_write, "to_hf_dict", broken)
     with pytest.raises(RuntimeError, match="disk full"):
         byte_tok.save(tmp_path / "new" / "deeper" / "model")
     assert list(tmp_path.iterdir()) == []  # not even the parents it created
@@ -230,7 +230,7 @@ def test_failed_save_leaves_nothing_behind(tmp_path, byte_tok, monkeypatch):
     monkeypatch.undo()
     byte_tok.save(keep)
     before = {p.name: p.read_bytes() for p in keep.iterdir()}
-    monkeypatch.setattr(hf_json, "to_hf_dict", broken)
+    monkeypatch.setattr(tokenizer_json_write, "to_hf_dict", broken)
     with pytest.raises(RuntimeError, match="disk full"):
         byte_tok.save(keep, overwrite=True)
     assert {p.name: p.read_bytes() for p in keep.iterdir()} == before

@@ -22,7 +22,7 @@ from bpe_spark.native import compiled as _compiled
 from bpe_spark.bpe.long_documents import LongDocument, count_pieces, encode_pieces
 from bpe_spark.bpe.patterns import PRESETS
 from bpe_spark.bpe.pretokenize import Pretokenizer
-from bpe_spark.spark.read import text_splits as textsplits
+from bpe_spark.spark.read import text_splits
 from bpe_spark.spark.read.text_splits import Split, iter_lines
 from bpe_spark.bpe.text import InputTally, decode_counted
 
@@ -122,8 +122,8 @@ def test_long_document_pieces_decode_as_the_whole_bytes(seed, tmp_path):
 
 @pytest.mark.usefixtures("fastenc")
 def test_a_long_line_is_read_as_one_long_document(tmp_path, monkeypatch):
-    monkeypatch.setattr(textsplits, "LONG_DOCUMENT_BYTES", 1000)
-    monkeypatch.setattr(textsplits, "_READ_BYTES", 64)
+    monkeypatch.setattr(text_splits, "LONG_DOCUMENT_BYTES", 1000)
+    monkeypatch.setattr(text_splits, "_READ_BYTES", 64)
     long_line = ("word " * 400 + "中文😀 ").encode()
     data = b"short\n" + long_line + b"\nafter\n" + long_line  # the last line lacks its \n
     path = tmp_path / "doc.txt"
@@ -205,11 +205,12 @@ def test_a_100k_pretoken_encodes_as_the_naive_bpe(runs_tokenizer, pretoken, monk
 @pytest.mark.usefixtures("fastenc")
 def test_batch_encoder_encodes_a_long_document_like_its_text(en_tokenizer):
     from bpe_spark.encoding.batch_encoder import BatchEncoder
+    from bpe_spark.encoding.options import EncodeOptions
 
     text = _fuzz_text(11, 3000) + "<|endoftext|> tail"
     doc = LongDocument(bytearray(text.encode()), piece_bytes=100)
     for options in ({}, {"eos_id": 5, "bos_id": 7}):
-        encoder = BatchEncoder(en_tokenizer, **options)
+        encoder = BatchEncoder(en_tokenizer, EncodeOptions(**options))
         assert encoder.compiled
         got = [array.tolist() for array in encoder.encode_long(doc)]
         assert got == [array.tolist() for array in encoder.encode_texts([text])]

@@ -23,8 +23,7 @@ from bpe_spark.training.round_replay import (
     gathered,
     spec_deltas,
 )
-from bpe_spark.training.engine import MergeEngine, compiled_core_available
-from bpe_spark.training.core import PackedWords
+from bpe_spark.training.engine import MergeEngine, PackedWords, compiled_core_available
 from bpe_spark.training.trainer import build_engine, count_pretokens
 from bpe_spark.bpe.words import apply_merges, pair_rank_index
 
@@ -55,7 +54,7 @@ def simulate(counts: dict, cfg: TrainerConfig, frequent: float, *, room: int | N
         monkeypatch.setenv("BPE_SPARK_ENGINE", backend)
     engine = build_engine(counts, cfg)
     table = engine.table
-    words = [list(w) for w in engine.words]
+    words = [list(w) for w in engine.core.current_words()]
     weights = [int(c) for c in engine.counts]
     order = sorted(range(len(words)), key=lambda i: -weights[i])
     kept = set(order[:int(frequent * len(words))])
@@ -175,7 +174,7 @@ def test_step_changes_sum_to_the_difference_of_the_pair_counts(shakespeare_count
     monkeypatch.setenv("BPE_SPARK_ENGINE", backend)
     cfg = TrainerConfig(vocab_size=400)
     engine = build_engine(shakespeare_counts, cfg)
-    words = [list(w) for w in engine.words][::3]
+    words = [list(w) for w in engine.core.current_words()][::3]
     counts = [int(c) for c in engine.counts][::3]
     spec = [(m.left, m.right, m.new_id) for m in engine.run(max_new_tokens=144)]
     values, offsets = _packed(words)
@@ -200,7 +199,7 @@ def test_a_speculation_applied_in_chunks_gives_the_same_rows(shakespeare_counts,
     """spec_deltas takes its journal every SPEC_CHUNK merges: the rows do not depend on it."""
     monkeypatch.setenv("BPE_SPARK_ENGINE", backend)
     engine = build_engine(shakespeare_counts, TrainerConfig(vocab_size=400))
-    words = [list(w) for w in engine.words][1::2]
+    words = [list(w) for w in engine.core.current_words()][1::2]
     counts = np.array([int(c) for c in engine.counts][1::2], dtype=np.int64)
     spec = [(m.left, m.right, m.new_id) for m in engine.run(max_new_tokens=144)]
     values, offsets = _packed(words)
@@ -222,7 +221,7 @@ def test_a_row_budget_cuts_speculations_and_the_merges_stay_exact(shakespeare_co
 
 def test_spec_deltas_under_a_row_budget_keep_whole_steps(shakespeare_counts):
     engine = build_engine(shakespeare_counts, TrainerConfig(vocab_size=400))
-    words = [list(w) for w in engine.words]
+    words = [list(w) for w in engine.core.current_words()]
     counts = np.array([int(c) for c in engine.counts], dtype=np.int64)
     spec = [(m.left, m.right, m.new_id) for m in engine.run(max_new_tokens=144)]
     values, offsets = _packed(words)
@@ -244,7 +243,7 @@ def test_rows_from_several_partitions_are_summed():
 
 def test_a_shipped_count_that_disagrees_with_the_drivers_is_refused():
     engine = build_engine({"abab": 3}, TrainerConfig(vocab_size=300, pattern="whitespace"))
-    values, offsets = _packed([list(w) for w in engine.words])
+    values, offsets = _packed([list(w) for w in engine.core.current_words()])
     driver = RoundDriver(engine.table, PackedWords(values, offsets), [3], max_new_tokens=10, max_merges=None,
                          min_frequency=0)
     pair = (ord("a") << PAIR_SHIFT) | ord("b")
@@ -275,7 +274,7 @@ def test_engine_extras_agree_across_backends():
     got = []
     for backend in ("python", "compiled"):
         engine = build_engine({"abcab": 2, "ab": 3, "xy": 1}, TrainerConfig(vocab_size=300, pattern="whitespace"))
-        engine = MergeEngine(engine.table, [list(w) for w in engine.words], [2, 3, 1], backend=backend)
+        engine = MergeEngine(engine.table, [list(w) for w in engine.core.current_words()], [2, 3, 1], backend=backend)
         engine.core.adjust(ord("x"), ord("y"), 100)
         top = engine.best()
         engine.core.set_journal(True)

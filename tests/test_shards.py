@@ -173,9 +173,9 @@ def test_model_fingerprint_follows_what_decides_the_ids():
 
 
 def test_an_index_written_in_blocks_is_the_index_built_whole(monkeypatch):
-    from bpe_spark.datasets import megatron as shards
+    from bpe_spark.datasets import megatron
 
-    monkeypatch.setattr(shards, "_WRITE_BLOCK", 3)  # batches cut into blocks, and blocks across batches
+    monkeypatch.setattr(megatron, "_WRITE_BLOCK", 3)  # batches cut into blocks, and blocks across batches
     lengths = np.array([4, 0, 7, 1, 65535, 2, 9, 3], dtype=np.int64)
     whole = index_bytes(lengths, np.uint16)
     sink = io.BytesIO()

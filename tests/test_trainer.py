@@ -196,7 +196,7 @@ def test_engine_reuse_keeps_one_id_and_costs_no_vocabulary():
     engine = reuse_engine()
     merges = engine.run(max_new_tokens=2)
     assert merges == [Merge(256, C, 258, 3), Merge(A, 257, 258, 2), Merge(B, B, 259, 1)]
-    assert engine.words == [[258], [258], [259]]
+    assert engine.core.current_words() == [[258], [258], [259]]
     assert len(engine.table) == 260  # 256 bytes + ab + bc + abc + bb: abc once
 
 

@@ -1,7 +1,7 @@
 r"""Patterns in a ``tokenizer.json``: translation between Python's ``regex`` (ours, tiktoken's) and
 the Oniguruma dialect ``tokenizers`` compiles (``onig::Regex::new``: Ruby syntax), and recognising a
 preset by its translation. Used by the export
-(``hf_json``), the import (``hf_json_read``) and the imported pipeline's steps
+(``tokenizer_json_write``), the import (``tokenizer_json_read``) and the imported pipeline's steps
 (:mod:`bpe_spark.pipeline`).
 
 Entry points:

@@ -105,7 +105,6 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from bpe_spark.encoding.batch_encoder import resolve_token
     from bpe_spark.storage.output_guard import check_output, is_local
     from bpe_spark.encoding.tokenizer import Tokenizer
 
@@ -141,8 +140,7 @@ def run(args: argparse.Namespace) -> int:
 
         tok = load_model(spark, args.model)
         _check_model(tok, args)
-    ends = {name: resolve_token(tok, name, text=getattr(args, name), token_id=getattr(args, f"{name}_id"))
-            for name in ("eos", "bos")}
+    options = _encode_options(tok, args)
     docs = read_documents(
         spark, args.input, input_format=args.input_format, text_col=args.text_column,
         document=args.document, keep_columns=args.id_column, on_bad_input=args.on_bad_input,
@@ -150,8 +148,7 @@ def run(args: argparse.Namespace) -> int:
     )
     manifest = encode_dataset(
         docs, tok, args.out, output_format=args.output_format, text_col=args.text_column,
-        id_cols=args.id_column, eos_id=ends["eos"], bos_id=ends["bos"],
-        allowed_special="all" if args.allow_special else (), dtype=args.dtype,
+        id_cols=args.id_column, options=options, dtype=args.dtype,
         shard_tokens=args.shard_tokens, overwrite=args.overwrite, min_tokens=args.min_tokens,
         source={"model": str(args.model), "input": list(args.input), "input_format": args.input_format,
                 "document": args.document},
@@ -190,7 +187,6 @@ def encode_summary(manifest: Mapping, out: str) -> str:
 def _check_model(tok, args: argparse.Namespace) -> None:
     """What the model must allow, before any encoding: the token type, the special tokens and
     the end tokens asked for."""
-    from bpe_spark.encoding.batch_encoder import resolve_token
     from bpe_spark.datasets.megatron import token_dtype
 
     if args.output_format in TOKEN_STREAM_FORMATS:
@@ -200,5 +196,12 @@ def _check_model(tok, args: argparse.Namespace) -> None:
     if args.allow_special:
         check_special_tokens_match(tok.special_tokens, args.input_format, args.document,
                                    "--allow-special: the model's special token")
-    for name in ("eos", "bos"):
-        resolve_token(tok, name, text=getattr(args, name), token_id=getattr(args, f"{name}_id"))
+    _encode_options(tok, args)
+
+
+def _encode_options(tok, args: argparse.Namespace):
+    """The encode options the flags ask for, checked against the model (an unknown --eos fails here)."""
+    from bpe_spark.encoding.options import EncodeOptions
+
+    return EncodeOptions(eos=args.eos, eos_id=args.eos_id, bos=args.bos, bos_id=args.bos_id,
+                         allowed_special="all" if args.allow_special else ()).resolved(tok)

@@ -12,8 +12,8 @@ from collections.abc import Iterable, Iterator
 
 import numpy as np
 
-from bpe_spark.datasets import datatrove as datatrove_shards
-from bpe_spark.datasets import megatron as shards
+from bpe_spark.datasets import datatrove
+from bpe_spark.datasets import megatron
 from bpe_spark.errors import BpeSparkError, InputError, ModelFormatError
 from bpe_spark.storage import output_guard
 from bpe_spark.storage import markers
@@ -28,9 +28,9 @@ def encoded_documents(uri, *, limit: int | None = None, option: str = "--input")
     and marker are read first, then its Parquet part files or binary shards fetched one at a time
     into a temporary directory (only as many as ``limit`` documents need)."""
     if not scheme_of(uri):
-        if datatrove_shards.is_datatrove_output(uri):  # local only: a remote one is not fetched
-            return datatrove_shards.iter_documents(uri, limit=limit)
-        return shards.iter_encoded_documents(uri, limit=limit)
+        if datatrove.is_datatrove_output(uri):  # local only: a remote one is not fetched
+            return datatrove.iter_documents(uri, limit=limit)
+        return megatron.iter_encoded_documents(uri, limit=limit)
     if output_guard.is_local(uri):  # a file: URI
         return _local_documents(output_guard.local_path(uri), str(uri).rstrip("/"), limit)
     store = open_store(uri, option=option, error=InputError)
@@ -45,7 +45,7 @@ def encoded_documents(uri, *, limit: int | None = None, option: str = "--input")
 
 def _local_documents(path: str, given: str, limit: int | None) -> Iterator[list[int]]:
     with renamed(path, given):
-        yield from shards.iter_encoded_documents(path, limit=limit)
+        yield from megatron.iter_encoded_documents(path, limit=limit)
 
 
 def _fetched_documents(store: Store, found: str, limit: int | None) -> Iterator[list[int]]:
@@ -68,7 +68,7 @@ def _remote_documents(store: Store, found: str, mirror: str, limit: int | None) 
     files, path = store.files, store.path
     if found == "file":
         files.download(path, mirror)
-        yield from shards.iter_encoded_documents(mirror, limit=limit)
+        yield from megatron.iter_encoded_documents(mirror, limit=limit)
         return
     os.makedirs(mirror)
     markers.check_complete(path, "encoded", files, shown=store.uri)
@@ -78,7 +78,7 @@ def _remote_documents(store: Store, found: str, mirror: str, limit: int | None) 
         for name in (markers.MANIFEST_NAME, markers.MARKER_FILE):
             if name in listed:
                 files.download(files.join(path, name), os.path.join(mirror, name))
-        manifest = shards.read_manifest(mirror)
+        manifest = megatron.read_manifest(mirror)
     remaining = limit
 
     def taken(documents: Iterable) -> Iterator[list[int]]:
@@ -98,7 +98,7 @@ def _remote_documents(store: Store, found: str, mirror: str, limit: int | None) 
             for suffix in (".idx", ".bin"):
                 if entry["name"] + suffix in listed:
                     files.download(files.join(path, entry["name"] + suffix), prefix + suffix)
-            reader = shards.ShardReader(prefix, np.dtype(manifest["dtype"]) if manifest else None)
+            reader = megatron.ShardReader(prefix, np.dtype(manifest["dtype"]) if manifest else None)
             if manifest and len(reader) != entry["documents"]:
                 raise ModelFormatError(f"{prefix}.idx: {len(reader)} documents, the manifest says {entry['documents']}")
             yield from taken(reader)
@@ -118,7 +118,7 @@ def _remote_documents(store: Store, found: str, mirror: str, limit: int | None) 
         local = os.path.join(mirror, *name.split("/"))
         os.makedirs(os.path.dirname(local), exist_ok=True)
         files.download(files.join(path, name), local)
-        yield from taken(shards.iter_encoded_documents(local, limit=remaining))
+        yield from taken(megatron.iter_encoded_documents(local, limit=remaining))
         os.unlink(local)
         if remaining is not None and remaining <= 0:
             return

@@ -2,8 +2,8 @@
 
 :class:`BatchEncoder` turns a batch of texts into ``(values, offsets, nulls)``, the layout of an
 Arrow list column, with no Python object per token: what Spark's encoding tasks run on each
-Arrow batch (:mod:`bpe_spark.spark.encoding.tasks`), usable without Spark. :func:`batch_options`
-resolves the options once (special-token policy, BOS/EOS) into the plain data those tasks ship.
+Arrow batch (:mod:`bpe_spark.spark.encoding.tasks`), usable without Spark, shaped by one
+:class:`~bpe_spark.encoding.options.EncodeOptions` (special-token policy, BOS/EOS), resolved once.
 
 Ids equal ``Tokenizer.encode(text, allowed_special=..., disallowed_special=...)`` text for text;
 the defaults encode special-token text as ordinary text (``disallowed_special=()``), as bulk
@@ -14,47 +14,18 @@ asked); a null text gives no ids, no BOS/EOS, and ``nulls[i]`` True.
 from __future__ import annotations
 
 import itertools
-from collections.abc import Collection, Sequence
-from typing import Any, Literal
+from collections.abc import Sequence
+from typing import Any
 
 import numpy as np
 
 from bpe_spark.bpe.long_documents import LongDocument, encode_pieces
 from bpe_spark.bpe.pretokenize import SpecialTokenMatcher
 from bpe_spark.bpe.text import clean
-from bpe_spark.bpe.token_options import resolve_token
+from bpe_spark.encoding.options import EncodeOptions
 from bpe_spark.encoding.tokenizer import Tokenizer
 
 _CACHE_SLOTS = 1_000_000  # distinct pretokens kept per encoder before the cache starts over
-
-
-def batch_options(
-    tok: Tokenizer,
-    *,
-    allowed_special: Literal["all"] | Collection[str] = frozenset(),
-    disallowed_special: Literal["all"] | Collection[str] = (),
-    bos: str | None = None,
-    eos: str | None = None,
-    bos_id: int | None = None,
-    eos_id: int | None = None,
-) -> dict[str, Any]:
-    """:class:`BatchEncoder`'s keyword arguments, resolved (and checked) once: the allowed and
-    disallowed special tokens as sorted tuples, the BOS/EOS ids. Plain, hashable values.
-    ``bos`` / ``eos`` name a token by its text, ``bos_id`` / ``eos_id`` by its id
-    (:func:`resolve_token`).
-
-    >>> from bpe_spark import TrainerConfig, train
-    >>> tok = train(["ab ab"], TrainerConfig(vocab_size=258, special_tokens=("<|eot|>",)))
-    >>> batch_options(tok, allowed_special="all", eos="<|eot|>")
-    {'allowed_special': ('<|eot|>',), 'disallowed_special': (), 'bos_id': None, 'eos_id': 257}
-    """
-    allowed, disallowed = tok.special_policy(allowed_special, disallowed_special)
-    return {
-        "allowed_special": tuple(sorted(allowed)),
-        "disallowed_special": tuple(sorted(disallowed)),
-        "bos_id": resolve_token(tok, "bos", text=bos, token_id=bos_id),
-        "eos_id": resolve_token(tok, "eos", text=eos, token_id=eos_id),
-    }
 
 
 class BatchEncoder:
@@ -73,20 +44,13 @@ class BatchEncoder:
     ([256, 257], [0, 2, 2, 2], [False, True, False])
     """
 
-    def __init__(
-        self,
-        tok: Tokenizer,
-        *,
-        allowed_special: Literal["all"] | Collection[str] = frozenset(),
-        disallowed_special: Literal["all"] | Collection[str] = (),
-        bos_id: int | None = None,
-        eos_id: int | None = None,
-    ):
+    def __init__(self, tok: Tokenizer, options: EncodeOptions | None = None):
         self.tok = tok
-        allowed, self.disallowed = tok.special_policy(allowed_special, disallowed_special)
+        self.options = options = (options or EncodeOptions()).resolved(tok)
+        allowed, self.disallowed = set(options.allowed_special), set(options.disallowed_special)
         self.allow_special = bool(allowed)
-        self.bos_id = bos_id
-        self.eos_id = eos_id
+        self.bos_id = options.bos_id
+        self.eos_id = options.eos_id
         self._matcher = SpecialTokenMatcher(allowed)
         self._allowed = frozenset(allowed)
         self.pipeline = tok.pipeline  # an imported tokenizers pipeline encodes text by text
@@ -267,7 +231,7 @@ class BatchEncoder:
 
     def frame(self, values: np.ndarray, doc_tokens: np.ndarray, nulls: np.ndarray):
         """``(values, offsets, nulls)`` of documents of ``doc_tokens`` ids, BOS/EOS added."""
-        extra = (self.bos_id is not None) + (self.eos_id is not None)
+        extra = self.options.added_ids
         if not extra:
             return values, np.concatenate([[0], np.cumsum(doc_tokens)]), nulls
         bos = 1 if self.bos_id is not None else 0

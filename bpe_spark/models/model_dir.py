@@ -35,7 +35,7 @@ from bpe_spark.storage import markers
 from bpe_spark._version import __version__
 from bpe_spark.bpe.config import TrainerConfig
 from bpe_spark.errors import BpeSparkError, ConfigError, ModelFormatError
-from bpe_spark.models.huggingface import transformers_config as hf_config, tokenizer_json_write as hf_json
+from bpe_spark.models.huggingface import transformers_config, tokenizer_json_write
 from bpe_spark.bpe.fields import (
     ID_RANGE,
     Fields,
@@ -169,7 +169,7 @@ def model_metadata(tok, exports: Iterable[str] = ()) -> dict[str, Any]:
         "files": {
             "merges": MERGES_FILE,
             "vocab": VOCAB_FILE,
-            "tokenizer_json": HF_FILE if hf_json.refusal(tok) is None else None,
+            "tokenizer_json": HF_FILE if tokenizer_json_write.refusal(tok) is None else None,
             "exports": {fmt: list(EXPORTS[fmt].files) for fmt in exports},
         },
     }
@@ -194,8 +194,8 @@ def save_model(tok, directory, *, overwrite: bool = False, exports: Iterable[str
     meta = model_metadata(tok, exports)  # validates metadata before anything is written
     # A model tokenizers can express always holds tokenizer.json (docs/design.md section 3), and the
     # files that make the directory a folder transformers loads.
-    has_hf = hf_json.refusal(tok) is None
-    folder = hf_config.folder_options(tok) if has_hf else None
+    has_hf = tokenizer_json_write.refusal(tok) is None
+    folder = transformers_config.folder_options(tok) if has_hf else None
     written = dict.fromkeys((("tokenizer.json",) if has_hf else ()) + exports)
     with atomic_directory(directory, kind="model", overwrite=overwrite) as staged:
         pq.write_table(merges_table(tok), staged / MERGES_FILE)
@@ -203,7 +203,7 @@ def save_model(tok, directory, *, overwrite: bool = False, exports: Iterable[str
         for fmt in written:
             EXPORTS[fmt].write_into(tok, staged)
         if folder is not None:
-            hf_config.write_folder_files(tok, staged, folder)
+            transformers_config.write_folder_files(tok, staged, folder)
         with open(staged / MODEL_META_FILE, "w", encoding="utf-8") as fh:
             json.dump(meta, fh, ensure_ascii=False, indent=2)
             fh.write("\n")
@@ -241,16 +241,16 @@ def _save_pipeline_model(tok, directory, *, overwrite: bool, exports: Iterable[s
         },
         schema=MERGES_SCHEMA,
     )
-    folder = hf_config.folder_options(tok)
+    folder = transformers_config.folder_options(tok)
     with atomic_directory(directory, kind="model", overwrite=overwrite) as staged:
         pq.write_table(merges, staged / MERGES_FILE)
         pq.write_table(vocab_table(tok), staged / VOCAB_FILE)
-        EXPORTS["tokenizer.json"].write_into(tok, staged)  # the spec (hf_json.to_hf_dict)
-        hf_config.write_folder_files(tok, staged, hf_config.folder_options(tok))
+        EXPORTS["tokenizer.json"].write_into(tok, staged)  # the spec (tokenizer_json_write.to_hf_dict)
+        transformers_config.write_folder_files(tok, staged, transformers_config.folder_options(tok))
         with open(staged / MODEL_META_FILE, "w", encoding="utf-8") as fh:
             json.dump(meta, fh, ensure_ascii=False, indent=2)
             fh.write("\n")
-        hf_config.write_folder_files(tok, staged, folder)
+        transformers_config.write_folder_files(tok, staged, folder)
 
 
 def _read_pipeline_model(meta: dict, meta_path: Path) -> dict[str, Any]:

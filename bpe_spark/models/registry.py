@@ -5,7 +5,7 @@
 the model directory's own description file. Imports only the writers' modules.
 
 The formats transformers loads as a folder (``tokenizer.json``, ``gpt2``) have a ``folder``
-writer: ``tokenizer_config.json`` and ``special_tokens_map.json`` (:mod:`.hf_config`), written
+writer: ``tokenizer_config.json`` and ``special_tokens_map.json`` (:mod:`.huggingface.transformers_config`), written
 inside a directory export, and beside a single file named ``files[0]`` (``tokenizer.json``).
 
 >>> [name for name, spec in EXPORTS.items() if not spec.needs_byte]

@@ -38,7 +38,7 @@ from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
-from bpe_spark.encoding.batch_encoder import batch_options
+from bpe_spark.encoding.options import EncodeOptions
 from bpe_spark.bpe.config import TrainerConfig
 from bpe_spark.errors import ConfigError, current_interface, interface
 from bpe_spark.spark.runtime.columns import STRING, check_columns, require_classic
@@ -96,16 +96,16 @@ class _EncodeParams(HasInputCol, HasOutputCol):
         """The Param's value, None when it has neither a value nor a default."""
         return self.getOrDefault(param) if self.isDefined(param) else None
 
-    def encode_options(self) -> dict[str, Any]:
-        """:func:`bpe_spark.spark.encode`'s keyword arguments from the Params."""
-        return {
-            "eos": self._value(self.eos),
-            "bos": self._value(self.bos),
-            "eos_id": self._value(self.eosId),
-            "bos_id": self._value(self.bosId),
-            "allowed_special": self.getOrDefault(self.allowedSpecial),
-            "disallowed_special": self.getOrDefault(self.disallowedSpecial),
-        }
+    def encode_options(self) -> EncodeOptions:
+        """The encode options (:func:`bpe_spark.spark.encode`'s) the Params set."""
+        return EncodeOptions(
+            eos=self._value(self.eos),
+            bos=self._value(self.bos),
+            eos_id=self._value(self.eosId),
+            bos_id=self._value(self.bosId),
+            allowed_special=self.getOrDefault(self.allowedSpecial),
+            disallowed_special=self.getOrDefault(self.disallowedSpecial),
+        )
 
     def setInputCol(self, value: str):
         return self._set(inputCol=value)
@@ -232,7 +232,7 @@ class BPETokenizerModel(Model, _EncodeParams, MLReadable, MLWritable):
     def _transform(self, dataset: DataFrame) -> DataFrame:
         tok = self.tokenizer
         self._check_schema(dataset)
-        model = ModelBroadcast(dataset.sparkSession, tok, batch_options(tok, **self.encode_options()))
+        model = ModelBroadcast(dataset.sparkSession, tok, self.encode_options())
         text, out = self.getInputCol(), self.getOutputCol()
         if _ARROW_UDF is not None:
             return dataset.withColumn(out, _ARROW_UDF(_text_ids(model), IDS_TYPE)(F.col(f"`{text}`")))

@@ -1,8 +1,7 @@
 """The merge engine's core, the contract written once as :class:`Core`, and its two
 implementations: :class:`PythonCore` (the reference: pair counts, pair -> holder words, a lazily
 updated heap) and :class:`CompiledCore` (the same in C, ``bpe_spark.native._fastbpe``), which
-give the same merges (tests/training/test_engine_equivalence.py). :class:`PackedWords` hands
-words to the compiled core as Arrow lays them out.
+give the same merges (tests/test_engine_equivalence.py).
 """
 
 from __future__ import annotations
@@ -68,33 +67,6 @@ class Core(Protocol):
 
     def packed(self) -> tuple[np.ndarray, np.ndarray]:
         """Every word's current symbols as packed words: int32 ids and int64 offsets."""
-
-
-class PackedWords:
-    """Words packed as Arrow lays out a binary or a ``list<int32>`` column: word ``i`` is
-    ``data[offsets[i]:offsets[i + 1]]``. ``data``: the UTF-8 bytes of byte-scheme pretokens (a
-    bytes-like buffer) or symbol ids (an int32 buffer, e.g. a numpy array); ``offsets``: an
-    int32 or int64 buffer of n + 1 entries, counted in items. The compiled engine reads the
-    buffers directly: no Python object per word on the driver.
-
-    >>> words = PackedWords(b"abcab", [0, 3, 5])
-    >>> len(words), list(words)
-    (2, [b'abc', b'ab'])
-    """
-
-    def __init__(self, data, offsets):
-        self.data = data
-        self.offsets = offsets
-
-    def __len__(self) -> int:
-        return len(self.offsets) - 1
-
-    def __iter__(self):
-        view = memoryview(self.data)
-        ids = view.itemsize != 1
-        for lo, hi in pairwise(self.offsets):
-            piece = view[int(lo):int(hi)]
-            yield piece.tolist() if ids else bytes(piece)
 
 
 class PythonCore:
@@ -279,14 +251,13 @@ class PythonCore:
 
 
 class CompiledCore:
-    """The :class:`Core` in C (``bpe_spark.native._fastbpe``): flat arrays, in-place merges, int pair keys."""
+    """The :class:`Core` in C (``bpe_spark.native._fastbpe``): flat arrays, in-place merges, int pair keys.
+    ``words`` may also be packed, a ``(data, offsets)`` pair (:class:`~bpe_spark.training.engine.PackedWords`)."""
 
-    def __init__(self, table: SymbolTable, words: list[list[int]], counts: list[int]):
+    def __init__(self, table: SymbolTable, words, counts: list[int]):
         self.table = table
         self.lexicographic = table.tie_break != "hf"
         keys = [self._key(value, key) for value, key in zip(table.values, table.keys)]
-        if isinstance(words, PackedWords):
-            words = (words.data, words.offsets)
         self.engine = _fastbpe.Engine(words, counts, keys, table.first_id, self.lexicographic)
         self.known = len(keys)  # ids whose keys the C side holds
 
@@ -300,15 +271,16 @@ class CompiledCore:
     def best(self) -> tuple[int, int, int] | None:
         return self.engine.best()
 
-    def apply(self, left: int, right: int, new_id: int) -> None:
+    def _extend_keys(self) -> None:
+        # the keys of tokens added to the table since (this merge's, or another engine's on the same table)
         table = self.table
         if len(table) > self.known:
-            # this merge's new token (or tokens another engine on the same table added)
             start = self.known
-            self.engine.extend(
-                [self._key(v, k) for v, k in zip(table.values[start:], table.keys[start:])]
-            )
+            self.engine.extend([self._key(v, k) for v, k in zip(table.values[start:], table.keys[start:])])
             self.known = len(table)
+
+    def apply(self, left: int, right: int, new_id: int) -> None:
+        self._extend_keys()
         self.engine.apply(left, right, new_id)
 
     def current_words(self) -> list[list[int]]:
@@ -336,10 +308,7 @@ class CompiledCore:
         return np.frombuffer(self.engine.take_journal(), dtype=np.int64).reshape(-1, 4)
 
     def apply_all(self, merges) -> None:
-        table = self.table
-        if len(table) > self.known:
-            self.engine.extend([self._key(v, k) for v, k in zip(table.values[self.known:], table.keys[self.known:])])
-            self.known = len(table)
+        self._extend_keys()
         self.engine.apply_all(np.ascontiguousarray(np.asarray(merges, dtype=np.int32).reshape(-1, 3)))
 
     def packed(self) -> tuple[np.ndarray, np.ndarray]:

@@ -3,12 +3,14 @@
 records each :class:`Merge`. The engine follows ``tokenizers``' BpeTrainer: pair counts, an index
 from each pair to the words holding it, and a lazily updated heap, so each merge touches only the
 words that contain its pair. Ties are broken by the :class:`~bpe_spark.bpe.symbols.SymbolTable` keys.
+:class:`PackedWords` hands the engine words as Arrow lays them out.
 """
 
 from __future__ import annotations
 
 import os
 from collections.abc import Callable
+from itertools import pairwise
 from typing import NamedTuple
 
 from bpe_spark.bpe.symbols import SymbolTable
@@ -50,6 +52,33 @@ def _resolve_backend(backend: str | None) -> str:
     return backend
 
 
+class PackedWords:
+    """Words packed as Arrow lays out a binary or a ``list<int32>`` column: word ``i`` is
+    ``data[offsets[i]:offsets[i + 1]]``. ``data``: the UTF-8 bytes of byte-scheme pretokens (a
+    bytes-like buffer) or symbol ids (an int32 buffer, e.g. a numpy array); ``offsets``: an
+    int32 or int64 buffer of n + 1 entries, counted in items. The compiled engine reads the
+    buffers directly: no Python object per word on the driver.
+
+    >>> words = PackedWords(b"abcab", [0, 3, 5])
+    >>> len(words), list(words)
+    (2, [b'abc', b'ab'])
+    """
+
+    def __init__(self, data, offsets):
+        self.data = data
+        self.offsets = offsets
+
+    def __len__(self) -> int:
+        return len(self.offsets) - 1
+
+    def __iter__(self):
+        view = memoryview(self.data)
+        ids = view.itemsize != 1
+        for lo, hi in pairwise(self.offsets):
+            piece = view[int(lo):int(hi)]
+            yield piece.tolist() if ids else bytes(piece)
+
+
 class MergeEngine:
     """Incremental exact BPE over words (symbol-id lists) with their counts.
 
@@ -64,7 +93,8 @@ class MergeEngine:
 
     ``words`` are lists of symbol ids; in the byte scheme a word may also be its UTF-8
     ``bytes``, which the compiled core reads directly (no list of ints per pretoken on the
-    driver). The compiled core copies the words; the Python core merges them in place.
+    driver), as it reads :class:`PackedWords`. The compiled core copies the words; the Python
+    core merges them in place. ``core.current_words()`` gives them after the merges so far.
     """
 
     def __init__(
@@ -83,18 +113,14 @@ class MergeEngine:
         core = None
         if self.backend == "compiled":
             try:
-                core = CompiledCore(table, words, counts)
+                packed = (words.data, words.offsets) if isinstance(words, PackedWords) else words
+                core = CompiledCore(table, packed, counts)
             except OverflowError:
                 # subtle: counts beyond 64 bits (or ids beyond 32) only fit the Python core
                 if backend == "compiled":
                     raise
                 self.backend = "python"
         self.core: Core = core if core is not None else PythonCore(table, words, counts)
-
-    @property
-    def words(self) -> list[list[int]]:
-        """Every word's current symbol ids (after the merges taken so far)."""
-        return self.core.current_words()
 
     def best(self) -> tuple[tuple[int, int], int] | None:
         """The pair the next merge would take and its count, or None when no pair is left."""

@@ -44,8 +44,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from bpe_spark.bpe.symbols import SymbolTable
-from bpe_spark.training.core import PackedWords
-from bpe_spark.training.engine import Merge, MergeEngine
+from bpe_spark.training.engine import Merge, MergeEngine, PackedWords
 
 # a pair as one int64 key, left << PAIR_SHIFT | right (ids are < 2**31: exact and positive); the
 # rounds' Spark side keys its pairs the same way

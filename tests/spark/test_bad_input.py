@@ -17,7 +17,7 @@ from bpe_spark import TrainerConfig
 from bpe_spark.cli import main
 from bpe_spark.errors import BadInputError, ColumnError
 from bpe_spark.spark import encode_dataset, read_documents, train
-from bpe_spark.spark.read import jsonl, text_splits as textsplits
+from bpe_spark.spark.read import jsonl, text_splits
 from bpe_spark.bpe.text import InputTally
 
 pytestmark = pytest.mark.spark
@@ -127,7 +127,7 @@ def test_encoding_names_a_bad_jsonl_record_by_file_and_line(spark, jsonl_path, t
 
 
 def test_a_split_read_by_a_task_names_its_lines_from_the_file_start(tmp_path):
-    """A split that starts inside a file (textsplits: it owns the lines starting at or after its
+    """A split that starts inside a file (text_splits: it owns the lines starting at or after its
     start) counts its lines from the file's start, whichever byte it starts at."""
     lines = [json.dumps({"text": f"line {i}"}) for i in range(40)]
     lines[25] = '{"text": false}'
@@ -135,14 +135,14 @@ def test_a_split_read_by_a_task_names_its_lines_from_the_file_start(tmp_path):
     path.write_text("\n".join(lines) + "\n", encoding="utf-8")
     data = path.read_bytes()
     line_start = sum(len(line) + 1 for line in lines[:20])
-    source = textsplits.local_source([str(path)])
+    source = text_splits.local_source([str(path)])
     records = jsonl.JsonlSource(source, "text", "fix it")
     for start in (line_start - 1, line_start, line_start + 1):  # 20 or 21 lines before its first
-        split = textsplits.Split(str(path), start, len(data), str(path))
+        split = text_splits.Split(str(path), start, len(data), str(path))
         with pytest.raises(BadInputError, match=r"split.jsonl, line 26 is a bad JSON Lines record: its \"text\" "
                                                 r"field is a boolean, not a string; fix it$"):
             list(jsonl.SplitRecords(records, InputTally()).texts(split))
-    good = textsplits.Split(str(path), line_start, line_start + len(lines[20]), str(path))
+    good = text_splits.Split(str(path), line_start, line_start + len(lines[20]), str(path))
     reader = jsonl.SplitRecords(records, InputTally())
     assert [array.to_pylist() for array in reader.texts(good)] == [["line 20"]]
 

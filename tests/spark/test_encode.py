@@ -18,6 +18,7 @@ import pytest
 from conftest import CORPUS_NAMES, PEERS, corpus_lines, require_shared
 
 from bpe_spark import ConfigError, Tokenizer, TrainerConfig, UnknownCharacterError, train
+from bpe_spark.encoding.options import EncodeOptions
 from bpe_spark.errors import ColumnError, DisallowedSpecialTokenError, OutputExistsError
 from bpe_spark.datasets.megatron import MANIFEST_NAME, read_manifest, read_shards
 from bpe_spark.models.fingerprint import model_fingerprint
@@ -253,6 +254,9 @@ def test_special_token_policy(spark, tok, tmp_path):
     ordinary = encode(df, tok).first().input_ids
     allowed = encode(df, tok, allowed_special="all").first().input_ids
     named = encode(df, tok, allowed_special={EOT}).first().input_ids
+    assert encode(df, tok, options=EncodeOptions(allowed_special={EOT})).first().input_ids == named
+    with pytest.raises(ConfigError, match=r"as options= or as keyword arguments \(eos\), not both"):
+        encode(df, tok, eos=EOT, options=EncodeOptions(allowed_special={EOT}))
     assert ordinary == tok.encode(text, disallowed_special=())
     assert allowed == named == tok.encode(text, allowed_special="all")
     assert tok.special_tokens[EOT] in allowed and tok.special_tokens[EOT] not in ordinary
@@ -321,10 +325,10 @@ def test_existing_output_needs_overwrite_and_failures_leave_nothing(spark, tok, 
 @pytest.mark.parametrize("output_format", ["parquet", "bin"])
 def test_text_files_read_by_the_tasks_give_the_same_files_as_spark_reader(spark, inputs, tok, tmp_path,
                                                                         monkeypatch, output_format):
-    """Local text files are read by the encoding tasks (textsplits); a transformed DataFrame goes
+    """Local text files are read by the encoding tasks (text_splits); a transformed DataFrame goes
     through Spark's reader. Same documents, same order (file URIs sort like Spark's, even with
     spaces in names), same files byte for byte."""
-    from bpe_spark.spark.read import text_splits as textsplits
+    from bpe_spark.spark.read import text_splits
 
     root, _ = inputs
     corpus = tmp_path / "corpus dir"
@@ -336,11 +340,11 @@ def test_text_files_read_by_the_tasks_give_the_same_files_as_spark_reader(spark,
                 fh.write(data[:-1])  # no final newline
         else:
             (corpus / f"{path.stem} {i}.txt").write_bytes(data)
-    monkeypatch.setattr(textsplits, "MIN_SPLIT_BYTES", 1)
-    monkeypatch.setattr(textsplits, "MAX_SPLIT_BYTES", 20_000)
+    monkeypatch.setattr(text_splits, "MIN_SPLIT_BYTES", 1)
+    monkeypatch.setattr(text_splits, "MAX_SPLIT_BYTES", 20_000)
     docs = read_documents(spark, str(corpus))
-    assert textsplits.source_of(docs) is not None
-    assert len(textsplits.plan_splits(textsplits.source_of(docs), 2)) > 6
+    assert text_splits.source_of(docs) is not None
+    assert len(text_splits.plan_splits(text_splits.source_of(docs), 2)) > 6
     _same_as_spark_reader(docs, tok, tmp_path, output_format)
 
 
@@ -360,10 +364,10 @@ def _same_as_spark_reader(docs, tok, tmp_path, output_format) -> dict:
 @pytest.mark.parametrize("output_format", ["parquet", "bin"])
 def test_parquet_files_read_by_the_tasks_give_the_same_files_as_spark_reader(spark, inputs, tok, tmp_path,
                                                                            monkeypatch, output_format):
-    """Local Parquet files are read by the encoding tasks (parquetsplits, whole row groups per
+    """Local Parquet files are read by the encoding tasks (parquet_splits, whole row groups per
     split); a transformed DataFrame goes through Spark's reader. Same documents (nulls, invalid
     UTF-8 by the text rule), same order, same files byte for byte."""
-    from bpe_spark.spark.read import parquet_splits as parquetsplits, text_splits as textsplits
+    from bpe_spark.spark.read import parquet_splits, text_splits
 
     root, _ = inputs
     corpus = tmp_path / "corpus dir"
@@ -374,11 +378,11 @@ def test_parquet_files_read_by_the_tasks_give_the_same_files_as_spark_reader(spa
         column = pa.array(texts, pa.large_binary() if i % 2 else pa.binary())
         column = column.view(pa.large_string() if i % 2 else pa.string())
         pq.write_table(pa.table({"text": column}), corpus / f"{path.stem} #{i}.parquet", row_group_size=97 + i)
-    monkeypatch.setattr(textsplits, "MIN_SPLIT_BYTES", 1)
-    monkeypatch.setattr(textsplits, "MAX_SPLIT_BYTES", 20_000)
+    monkeypatch.setattr(text_splits, "MIN_SPLIT_BYTES", 1)
+    monkeypatch.setattr(text_splits, "MAX_SPLIT_BYTES", 20_000)
     docs = read_documents(spark, str(corpus), input_format="parquet")
-    assert parquetsplits.source_of(docs) is not None
-    assert len(parquetsplits.plan_splits(parquetsplits.source_of(docs), 2)) > 6
+    assert parquet_splits.source_of(docs) is not None
+    assert len(parquet_splits.plan_splits(parquet_splits.source_of(docs), 2)) > 6
     direct = _same_as_spark_reader(docs, tok, tmp_path, output_format)
     assert direct["null_documents"] == 4 and direct["replaced_sequences"] >= 4
 

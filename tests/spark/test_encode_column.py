@@ -13,6 +13,7 @@ import pytest
 
 from bpe_spark import TrainerConfig, train
 from bpe_spark.encoding.batch_encoder import BatchEncoder
+from bpe_spark.encoding.options import EncodeOptions
 from bpe_spark.spark.encoding.tasks import arrow_text, encode_column, narrowed
 from bpe_spark.bpe.text import InputTally, utf8_buffers
 
@@ -23,7 +24,7 @@ SAMPLE = Path(__file__).resolve().parents[2] / "data" / "sample" / "tiny_shakesp
 def encoder():
     with gzip.open(SAMPLE, "rt", encoding="utf-8") as fh:
         lines = fh.read(100_000).splitlines(keepends=True)
-    return BatchEncoder(train(lines, TrainerConfig(vocab_size=600)), eos_id=0), lines
+    return BatchEncoder(train(lines, TrainerConfig(vocab_size=600)), EncodeOptions(eos_id=0)), lines
 
 
 def by_str(encoder, column):

@@ -15,7 +15,7 @@ from test_text import CRAFTED
 
 from bpe_spark import TrainerConfig
 from bpe_spark.spark import count_pretokens, encode, encode_dataset, read_documents, train
-from bpe_spark.spark.read import text_splits as textsplits
+from bpe_spark.spark.read import text_splits
 from bpe_spark.spark.training.count import valid_text
 from bpe_spark.bpe.text import decode_counted
 
@@ -63,11 +63,11 @@ def test_make_valid_utf8_is_the_python_rule(spark):
 def test_jvm_and_task_readers_give_identical_documents(spark, crafted, monkeypatch, split_bytes):
     path, documents, _, _ = crafted
     if split_bytes:
-        monkeypatch.setattr(textsplits, "MIN_SPLIT_BYTES", 1)
-        monkeypatch.setattr(textsplits, "MAX_SPLIT_BYTES", split_bytes)
+        monkeypatch.setattr(text_splits, "MIN_SPLIT_BYTES", 1)
+        monkeypatch.setattr(text_splits, "MAX_SPLIT_BYTES", split_bytes)
     docs = read_documents(spark, str(path))
-    source = textsplits.source_of(docs)
-    by_tasks = [line for split in textsplits.plan_splits(source, 4) for batch in textsplits.iter_lines(split)
+    source = text_splits.source_of(docs)
+    by_tasks = [line for split in text_splits.plan_splits(source, 4) for batch in text_splits.iter_lines(split)
                 for line in batch]
     by_jvm = [row[0] for row in docs.select(valid_text("text")).collect()]
     assert by_tasks == documents

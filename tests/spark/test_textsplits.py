@@ -14,7 +14,7 @@ from conftest import CORPUS_NAMES, corpus_text
 from bpe_spark import TrainerConfig
 from bpe_spark import count_pretokens as core_count
 from bpe_spark.spark import count_pretokens, read_documents
-from bpe_spark.spark.read import text_splits as textsplits
+from bpe_spark.spark.read import text_splits
 from bpe_spark.spark.training.count import write_pretoken_counts
 from bpe_spark.spark.read.text_splits import Split, iter_lines, plan_splits, source_of
 
@@ -52,7 +52,7 @@ def test_compressed_files_are_one_split(tmp_path):
     with bz2.open(tmp_path / "b.txt.bz2", "wt", encoding="utf-8") as fh:
         fh.write("z\n")
     (tmp_path / "c.txt").write_text("p\n" * 10, encoding="utf-8")
-    source = textsplits.TextSource(tuple(str(tmp_path / n) for n in ("a.txt.gz", "b.txt.bz2", "c.txt")))
+    source = text_splits.TextSource(tuple(str(tmp_path / n) for n in ("a.txt.gz", "b.txt.bz2", "c.txt")))
     splits = plan_splits(source, parallelism=8)
     assert [(os.path.basename(s.path), s.end) for s in splits] == [("a.txt.gz", -1), ("b.txt.bz2", -1), ("c.txt", 20)]
     assert [line for s in splits for b in iter_lines(s) for line in b] == ["x\n", "y\n", "z\n"] + ["p\n"] * 10
@@ -85,8 +85,8 @@ def test_direct_counts_equal_spark_reader_and_core(spark, tmp_path, monkeypatch,
     (tmp_path / "b.txt").write_text(text[:half], encoding="utf-8")
     with gzip.open(tmp_path / "a.txt.gz", "wt", encoding="utf-8") as fh:
         fh.write(text[half:])
-    monkeypatch.setattr(textsplits, "MIN_SPLIT_BYTES", 1)  # many splits, lines cut across them
-    monkeypatch.setattr(textsplits, "MAX_SPLIT_BYTES", 10_000)
+    monkeypatch.setattr(text_splits, "MIN_SPLIT_BYTES", 1)  # many splits, lines cut across them
+    monkeypatch.setattr(text_splits, "MAX_SPLIT_BYTES", 10_000)
     cfg = TrainerConfig(pattern="gpt2", special_tokens=("<|endoftext|>",))
     docs = read_documents(spark, str(tmp_path))
     assert len(plan_splits(source_of(docs), 2)) > 5
@@ -129,16 +129,16 @@ def test_head_lines_reads_the_first_lines_of_local_files_in_uri_order(tmp_path):
         fh.write(b'{"text": "c1"}\n')
     (tmp_path / "a.jsonl").write_bytes(b'{"text": "\xff"}\n\n')
     files = sorted(str(p) for p in tmp_path.iterdir())
-    assert textsplits.head_lines(files, 100) == ['{"text": "\ufffd"}', "", '{"text": "b1"}\r', '{"text": "b2"}',
+    assert text_splits.head_lines(files, 100) == ['{"text": "\ufffd"}', "", '{"text": "b1"}\r', '{"text": "b2"}',
                                                   '{"text": "c1"}']
-    assert textsplits.head_lines(files, 3) == ['{"text": "\ufffd"}', "", '{"text": "b1"}\r']
-    assert textsplits.head_lines([], 3) == []
+    assert text_splits.head_lines(files, 3) == ['{"text": "\ufffd"}', "", '{"text": "b1"}\r']
+    assert text_splits.head_lines([], 3) == []
     # not local, another codec, or unreadable: None (the caller asks Spark)
-    assert textsplits.head_lines(["s3a://bucket/a.jsonl"], 3) is None
+    assert text_splits.head_lines(["s3a://bucket/a.jsonl"], 3) is None
     (tmp_path / "d.jsonl.zst").write_bytes(b"\x28\xb5\x2f\xfd")
-    assert textsplits.head_lines([str(tmp_path / "d.jsonl.zst")], 3) is None
+    assert text_splits.head_lines([str(tmp_path / "d.jsonl.zst")], 3) is None
     (tmp_path / "e.jsonl.gz").write_bytes(b"not gzip")
-    assert textsplits.head_lines([str(tmp_path / "e.jsonl.gz")], 3) is None
+    assert text_splits.head_lines([str(tmp_path / "e.jsonl.gz")], 3) is None
 
 
 def test_local_jsonl_columns_are_checked_on_the_driver_without_a_job(spark, tmp_path):

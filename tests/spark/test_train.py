@@ -229,10 +229,10 @@ def test_apply_merges_replays_training_exactly():
     cfg = TrainerConfig(vocab_size=400)
     counts = dict(core_train_from_counts.__globals__["count_pretokens"](lines, cfg))
     engine = build_engine(counts, cfg)
-    initial = [list(word) for word in engine.words]
+    initial = [list(word) for word in engine.core.current_words()]
     merges = engine.run(max_new_tokens=144)
     triples = [(m.left, m.right, m.new_id) for m in merges]
-    assert [apply_merges(word, triples) for word in initial] == engine.words
+    assert [apply_merges(word, triples) for word in initial] == engine.core.current_words()
 
 
 def test_a_round_rewrites_only_the_words_holding_its_pairs():
@@ -244,7 +244,7 @@ def test_a_round_rewrites_only_the_words_holding_its_pairs():
     counts = dict(core_train_from_counts.__globals__["count_pretokens"](lines, cfg))
     engine = build_engine(counts, cfg)
     engine.run(max_new_tokens=60)  # words as a later round holds them
-    words = [w for w in engine.words if len(w) > 1]
+    words = [w for w in engine.core.current_words() if len(w) > 1]
     triples = [(m.left, m.right, m.new_id) for m in engine.run(max_new_tokens=40)]
     ranks = pair_rank_index(triples)
     batch = _words_batch(list(range(len(words))), [7] * len(words), words)

@@ -1,6 +1,6 @@
 """Hugging Face ``tokenizer.json`` import: the keyword arguments of
 :class:`~bpe_spark.encoding.tokenizer.Tokenizer` for any BPE file ``tokenizers`` runs, keeping its ids.
-The export is ``hf_json``.
+The export is :mod:`bpe_spark.models.huggingface.tokenizer_json_write`.
 
 Two routes, the same ids. A file of today's fast layout (byte-level BPE without model options: a
 ByteLevel pre-tokenizer, or one Split + ByteLevel(use_regex=false) whose pattern Python's regex

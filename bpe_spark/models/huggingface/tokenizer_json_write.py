@@ -1,4 +1,4 @@
-"""Hugging Face ``tokenizer.json`` export; the import is ``hf_json_read``.
+"""Hugging Face ``tokenizer.json`` export; the import is :mod:`.tokenizer_json_read`.
 
 Export writes what ``tokenizers.Tokenizer.from_file`` and ``transformers.PreTrainedTokenizerFast``
 load, with our ids: a BPE model with the merges in rank order, a pre-tokenizer that reproduces our

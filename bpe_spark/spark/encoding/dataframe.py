@@ -38,7 +38,7 @@ from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
-from bpe_spark.encoding.batch_encoder import batch_options
+from bpe_spark.encoding.options import EncodeOptions, encode_options
 from bpe_spark.errors import ConfigError, current_interface, interface, option
 from bpe_spark.spark.encoding.tasks import TEXT, ModelBroadcast, check_input, encoded_slices
 from bpe_spark.spark.read.segments import segment_columns, segment_key, segment_runs, segmented
@@ -62,6 +62,7 @@ def encode(
     bos_id: int | None = None,
     allowed_special: Literal["all"] | Collection[str] = frozenset(),
     disallowed_special: Literal["all"] | Collection[str] = (),
+    options: EncodeOptions | None = None,
 ) -> DataFrame:
     """Encode the documents of ``df[text_col]``: id columns, ``input_ids`` array<int32>, ``n_tokens``.
 
@@ -72,7 +73,9 @@ def encode(
     :class:`~bpe_spark.errors.DisallowedSpecialTokenError` (inside Spark's error, since the
     result is lazy). ``eos`` / ``bos`` (token text: a special token or one token of the
     vocabulary) or ``eos_id`` / ``bos_id`` (an id) are appended / prepended to every non-null
-    document; numeric text is refused (see :func:`bpe_spark.encoding.batch_encoder.resolve_token`).
+    document; numeric text is refused (see :func:`bpe_spark.bpe.token_options.resolve_token`).
+    ``options``: these six at once, an :class:`~bpe_spark.encoding.options.EncodeOptions` (then
+    none of them as a keyword argument).
 
     Without ``id_cols`` the output carries ``doc_id``, the position in input order (see the
     module docstring; computing it costs one extra JVM-only pass over the input). Null text gives
@@ -82,8 +85,8 @@ def encode(
     >>> out.columns                                                       # doctest: +SKIP
     ['doc_id', 'input_ids', 'n_tokens']
     """
-    options = batch_options(tok, allowed_special=allowed_special, disallowed_special=disallowed_special,
-                            bos=bos, eos=eos, bos_id=bos_id, eos_id=eos_id)
+    options = encode_options(options, allowed_special=allowed_special, disallowed_special=disallowed_special,
+                             bos=bos, eos=eos, bos_id=bos_id, eos_id=eos_id).resolved(tok)
     id_cols = list(id_cols or [])
     position_col = None if id_cols else doc_id_col
     added = [c for c in (position_col, output_col, n_tokens_col) if c is not None]

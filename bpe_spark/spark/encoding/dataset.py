@@ -35,7 +35,7 @@ import pyarrow as pa
 from pyspark.sql import DataFrame
 
 from bpe_spark.datasets import datatrove as datatrove_shards
-from bpe_spark.encoding.batch_encoder import batch_options
+from bpe_spark.encoding.options import EncodeOptions, encode_options
 from bpe_spark.errors import ConfigError
 from bpe_spark.spark.runtime.progress import OFF, Progress
 from bpe_spark.datasets.megatron import MANIFEST_FORMAT, MANIFEST_NAME, MANIFEST_VERSION, token_dtype
@@ -71,6 +71,7 @@ def encode_dataset(
     bos_id: int | None = None,
     allowed_special: Literal["all"] | Collection[str] = frozenset(),
     disallowed_special: Literal["all"] | Collection[str] = (),
+    options: EncodeOptions | None = None,
     dtype: str = "auto",
     shard_tokens: int = DEFAULT_SHARD_TOKENS,
     overwrite: bool = False,
@@ -130,8 +131,8 @@ def encode_dataset(
     if isinstance(shard_tokens, bool) or not isinstance(shard_tokens, int) or shard_tokens < 1:
         raise ConfigError(f"shard_tokens must be a positive integer, got {shard_tokens!r}")
     min_tokens = check_min_tokens(min_tokens)
-    options = batch_options(tok, allowed_special=allowed_special, disallowed_special=disallowed_special,
-                            bos=bos, eos=eos, bos_id=bos_id, eos_id=eos_id)
+    options = encode_options(options, allowed_special=allowed_special, disallowed_special=disallowed_special,
+                             bos=bos, eos=eos, bos_id=bos_id, eos_id=eos_id).resolved(tok)
     id_cols = list(id_cols or [])
     if output_format in TOKEN_STREAM_FORMATS:
         numpy_dtype = token_dtype(tok.max_token_id, dtype)
@@ -165,7 +166,7 @@ def encode_dataset(
             resumed.load()
         with spark_phase(df.sparkSession, progress, "encoding", input_size=lambda: local_input_bytes(df)):
             model = ModelBroadcast(df.sparkSession, tok, options)
-            short = (min_tokens, (options["bos_id"] is not None) + (options["eos_id"] is not None))
+            short = (min_tokens, options.added_ids)
             pieces, reading = encode_pieces.encode_to_pieces(df, model, text_col=text_col, id_cols=id_cols, fs=fs,
                                                 pieces_dir=pieces_dir, short=short, resumed=resumed,
                                                 id_type=pa.from_numpy_dtype(numpy_dtype))
@@ -299,10 +300,7 @@ def _manifest(pieces, plan, written, tok, fingerprint: str, options, *, output_f
         "columns": (id_cols or ["doc_id"]) + ["input_ids", "n_tokens"],
         "id_columns": id_cols,
         "text_column": text_col,
-        "allowed_special": list(options["allowed_special"]),
-        "disallowed_special": list(options["disallowed_special"]),
-        "bos_id": options["bos_id"],
-        "eos_id": options["eos_id"],
+        **options.record(),
         "shard_tokens": shard_tokens,
         "model": {
             "fingerprint": fingerprint,

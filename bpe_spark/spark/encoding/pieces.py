@@ -16,8 +16,8 @@ import pyarrow.compute as pc
 from pyspark.sql import functions as F
 
 from bpe_spark.bpe.long_documents import LongDocument
-from bpe_spark.spark.encoding import resume as encode_resume
-from bpe_spark.spark.read import jsonl, parquet_splits as parquetsplits, text_splits as textsplits
+from bpe_spark.spark.encoding import resume
+from bpe_spark.spark.read import jsonl, parquet_splits, text_splits
 from bpe_spark.spark.encoding.tasks import IDS, TEXT, ModelBroadcast, encoded_slices, id_columns
 from bpe_spark.spark.read.segments import segment_columns, segment_key, segment_runs, segmented
 from bpe_spark.spark.encoding.output import PIECE_SCHEMA, PieceWriter
@@ -34,17 +34,17 @@ def encode_to_pieces(df, model: ModelBroadcast, *, text_col, id_cols, fs, pieces
     the files: it skips without telling), and, when the tasks parsed JSON Lines themselves,
     ``skipped_records``."""
     spark = df.sparkSession
-    source, parquet, records = textsplits.source_of(df), parquetsplits.source_of(df), jsonl.source_of(df)
+    source, parquet, records = text_splits.source_of(df), parquet_splits.source_of(df), jsonl.source_of(df)
     splits = tables = None
     if records is not None and resumed is not None:
         records = None  # resumed: Spark's reader, whose count of bad records covers the kept pieces too
     if not id_cols and df.columns == [text_col]:
         if source is not None:
-            splits = textsplits.plan_splits(source, spark.sparkContext.defaultParallelism)
+            splits = text_splits.plan_splits(source, spark.sparkContext.defaultParallelism)
         elif parquet is not None:
-            tables = parquetsplits.plan_splits(parquet, spark.sparkContext.defaultParallelism)
+            tables = parquet_splits.plan_splits(parquet, spark.sparkContext.defaultParallelism)
         elif records is not None:
-            splits = textsplits.plan_splits(records.text, spark.sparkContext.defaultParallelism)
+            splits = text_splits.plan_splits(records.text, spark.sparkContext.defaultParallelism)
             source = records.text
     else:
         records = None
@@ -64,7 +64,7 @@ def encode_to_pieces(df, model: ModelBroadcast, *, text_col, id_cols, fs, pieces
     tag = uuid.uuid4().hex[:8]
 
     on_bad_input = source.on_bad_input if source is not None else "error"
-    recorder = encode_resume.piece_recorder(fs, encode_resume.fault_from(spark)) if resumed else None
+    recorder = resume.piece_recorder(fs, resume.fault_from(spark)) if resumed else None
     name_tag = f"{resumed.run}-" if resumed else ""
 
     def run(batches):
@@ -156,21 +156,21 @@ def _encode_pieces(batches, *, model: ModelBroadcast, keep_names: list[str], fs,
     yield from pieces.report(read.skipped_files, skipped_records())
 
 
-def _split_batches(batches, splits: list[textsplits.Split], read: InputTally, on_bad_input: str):
+def _split_batches(batches, splits: list[text_splits.Split], read: InputTally, on_bad_input: str):
     """The documents of the splits named by the task's rows (see
     :mod:`bpe_spark.spark.read.text_splits`), as :class:`_SplitRows`: Arrow text over the bytes read,
     no object per line; a long document as a :class:`_LongRow`."""
     for batch in batches:
         for index in batch.column(0).to_pylist():
             split = splits[index]
-            for block in textsplits.iter_blocks(split, tally=read, on_bad_input=on_bad_input):
+            for block in text_splits.iter_blocks(split, tally=read, on_bad_input=on_bad_input):
                 if isinstance(block, LongDocument):  # it comes alone: never one str, nor Arrow
                     yield _LongRow(block, split.uri, split.start)
                 else:
-                    yield _SplitRows(textsplits.lines_array(block), split.uri, split.start)
+                    yield _SplitRows(text_splits.lines_array(block), split.uri, split.start)
 
 
-def _record_batches(batches, splits: list[textsplits.Split], reader: jsonl.SplitRecords):
+def _record_batches(batches, splits: list[text_splits.Split], reader: jsonl.SplitRecords):
     """The texts of the JSON Lines records of the splits named by the task's rows, parsed here
     (:class:`~bpe_spark.spark.read.jsonl.SplitRecords`), as :class:`_SplitRows`."""
     for batch in batches:
@@ -180,13 +180,13 @@ def _record_batches(batches, splits: list[textsplits.Split], reader: jsonl.Split
                 yield _SplitRows(texts, split.uri, split.start)
 
 
-def _table_batches(batches, splits: list[parquetsplits.Split]):
+def _table_batches(batches, splits: list[parquet_splits.Split]):
     """The texts of the Parquet splits named by the task's rows (see
     :mod:`bpe_spark.spark.read.parquet_splits`), as :class:`_SplitRows` keyed by first row group."""
     for batch in batches:
         for index in batch.column(0).to_pylist():
             split = splits[index]
-            for texts in parquetsplits.iter_texts(split):
+            for texts in parquet_splits.iter_texts(split):
                 yield _SplitRows(texts, split.uri, split.row_groups[0])
 
 

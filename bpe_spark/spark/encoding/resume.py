@@ -34,6 +34,7 @@ from typing import Any
 
 import pyarrow.fs as pafs
 
+from bpe_spark.encoding.options import EncodeOptions
 from bpe_spark.errors import ConfigError
 from bpe_spark.storage.owners import create_exclusive, held_by_gone_process, lock_record
 
@@ -53,16 +54,16 @@ def resume_dir(output) -> str:
     return f"{output.parent.rstrip('/')}/.{output.name}.resume"
 
 
-def run_fingerprint(df, tok, options: dict[str, Any], settings: dict[str, Any]) -> dict:
+def run_fingerprint(df, tok, options: EncodeOptions, settings: dict[str, Any]) -> dict:
     """What a resumed run must share with the run it resumes: the input (files, sizes, mtimes:
-    :func:`bpe_spark.spark.training.checkpoint.input_fingerprint`), the model and the options."""
+    :func:`bpe_spark.spark.training.checkpoint.input_fingerprint`), the model and the (resolved)
+    encode options."""
     from bpe_spark.spark.training.checkpoint import input_fingerprint
 
     return {
         "input": input_fingerprint(df)["files"],
         "model": tok.fingerprint,
-        "options": json.loads(json.dumps({**{k: sorted(v) if isinstance(v, (set, frozenset)) else v
-                                             for k, v in options.items()}, **settings}, default=str)),
+        "options": json.loads(json.dumps({**options.record(), **settings}, default=str)),
     }
 
 

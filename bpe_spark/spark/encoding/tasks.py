@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import itertools
 from collections.abc import Iterator, Sequence
-from typing import Any
 
 import numpy as np
 import pyarrow as pa
@@ -22,6 +21,7 @@ import pyarrow.compute as pc
 from pyspark.sql import DataFrame
 
 from bpe_spark.encoding.batch_encoder import BatchEncoder
+from bpe_spark.encoding.options import EncodeOptions
 from bpe_spark.errors import (
     ConfigError,
     option,
@@ -51,14 +51,14 @@ IDS = pa.int32()  # the ids' type unless the shards take another (encode_dataset
 
 
 class ModelBroadcast:
-    """The model, broadcast once as plain data with the resolved encoder options
-    (:func:`~bpe_spark.encoding.batch_encoder.batch_options`); on an executor, the process's encoder."""
+    """The model, broadcast once as plain data with the resolved encode options
+    (:class:`~bpe_spark.encoding.options.EncodeOptions`); on an executor, the process's encoder."""
 
-    def __init__(self, spark, tok: Tokenizer, options: dict[str, Any]):
-        self.options = dict(options)
+    def __init__(self, spark, tok: Tokenizer, options: EncodeOptions):
+        self.options = options.resolved(tok)
         data = tok.to_dict()  # one copy of the model, broadcast
         self.fingerprint = tok.fingerprint  # the manifest's too
-        self.key = (self.fingerprint, *sorted(self.options.items()))
+        self.key = (self.fingerprint, self.options)
         self.broadcast = spark.sparkContext.broadcast(data)
 
     def encoder(self) -> BatchEncoder:
@@ -67,7 +67,7 @@ class ModelBroadcast:
         if encoder is None:
             if len(_ENCODERS) >= 4:
                 _ENCODERS.clear()
-            encoder = BatchEncoder(Tokenizer.from_dict(self.broadcast.value), **self.options)
+            encoder = BatchEncoder(Tokenizer.from_dict(self.broadcast.value), self.options)
             _ENCODERS[self.key] = encoder
         return encoder
 

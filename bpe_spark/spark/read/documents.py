@@ -20,7 +20,7 @@ with their ``\\n`` (one is added to a file's last line that lacks it): ``"a\\nb\
 (as ``document="file"``: one file at a time in a task's memory, under 2 GB) and cuts it there,
 so the documents do not depend on the split size (Spark's ``lineSep="\\n\\n"`` reader is not
 used: it repeats a record when a split edge falls between the two ``\\n``); the Python tasks'
-reader (``textsplits``) reads line documents only.
+reader (``text_splits``) reads line documents only.
 
 Text and bad input. The text column holds the bytes as read (Spark's reader does not decode
 them); every consumer (counting, encoding) turns them into text by the rule of
@@ -47,7 +47,7 @@ from pyspark.sql import functions as F
 from pyspark.sql.types import StringType, StructField
 
 from bpe_spark.errors import ConfigError, InputError, option
-from bpe_spark.spark.read import jsonl, parquet_splits as parquetsplits, text_splits as textsplits
+from bpe_spark.spark.read import jsonl, parquet_splits, text_splits
 from bpe_spark.spark.runtime.columns import STRING, check_columns
 from bpe_spark.spark.options import DOCUMENT_UNITS, INPUT_FORMATS, JSON_SAMPLE_LINES
 from bpe_spark.bpe.text import check_bad_input_policy
@@ -81,7 +81,7 @@ def _load(what, paths: list[str]) -> DataFrame:
 def reads_local_text(paths: str | Sequence[str], input_format: str = "text", document: str = "line",
                      tasks_read_jsonl: bool = False) -> bool:
     """True when ``read_documents`` with these arguments reads local text files line by line,
-    which the Python tasks then read themselves (``textsplits``) on a local master (or with
+    which the Python tasks then read themselves (``text_splits``) on a local master (or with
     ``shared_input``): the JVM only coordinates. ``tasks_read_jsonl``: the caller's tasks read
     local JSON Lines themselves too (encoding with no kept columns: ``jsonl.tag``).
 
@@ -145,7 +145,7 @@ def read_documents(
         # subtle: the reader drops the "\n"; tokenizers trains on lines that keep it.
         docs = frame.select(F.concat(F.col("value"), F.lit("\n")).alias(text_col))
         if shared_input or _local_master(spark):  # every task sees the driver's files: they may read them directly
-            docs = textsplits.tag(docs, frame.inputFiles(), on_bad_input)
+            docs = text_splits.tag(docs, frame.inputFiles(), on_bad_input)
         return _tag_reader(docs, {"skipped_records": 0})
     if input_format == "parquet":
         frame = _load(lambda p: reader.parquet(*p), paths)
@@ -153,7 +153,7 @@ def read_documents(
                       hint=_text_hint())
         docs = frame.select(text_col, *keep_columns)
         if not keep_columns and on_bad_input == "error" and (shared_input or _local_master(spark)):
-            docs = parquetsplits.tag(docs, frame.inputFiles(), text_col)  # the tasks may read them directly
+            docs = parquet_splits.tag(docs, frame.inputFiles(), text_col)  # the tasks may read them directly
         return _tag_reader(docs, {"skipped_records": 0})
     # JSON Lines: look at the first lines for the columns, then parse every line in the Python
     # tasks (bpe_spark.spark.read.jsonl), so that Spark does not scan the whole input to infer a schema.
@@ -161,7 +161,7 @@ def read_documents(
     lines = _load(lambda p: reader.text(p, lineSep="\n"), paths)
     tasks_see_files = shared_input or _local_master(spark)  # every task (and the driver) sees them
     files = lines.inputFiles() if tasks_see_files else []
-    sample = textsplits.head_lines(files, JSON_SAMPLE_LINES) if tasks_see_files else None
+    sample = text_splits.head_lines(files, JSON_SAMPLE_LINES) if tasks_see_files else None
     if sample is None:
         sample = [row.value for row in _load(lambda p: reader.text(p), paths).limit(JSON_SAMPLE_LINES).collect()]
     seen: dict[str, None] = {}
@@ -258,7 +258,7 @@ def local_input_bytes(df) -> int | None:
 
     Local text read by the Python tasks (:mod:`~bpe_spark.spark.read.text_splits`) knows its
     files; any other DataFrame read from files names them (``DataFrame.inputFiles``)."""
-    source = textsplits.source_of(df)
+    source = text_splits.source_of(df)
     if source is not None:
         files = list(source.files)
     else:

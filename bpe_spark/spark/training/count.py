@@ -34,7 +34,7 @@ from bpe_spark.bpe.patterns import JAVA_PRESETS
 from bpe_spark.bpe.pretokenize import Pretokenizer
 from bpe_spark.spark.runtime.progress import OFF, Progress
 from bpe_spark.spark.runtime import resources
-from bpe_spark.spark.read import text_splits as textsplits
+from bpe_spark.spark.read import text_splits
 from bpe_spark.spark.runtime.columns import STRING, check_columns
 from bpe_spark.spark.runtime.failures import executor_errors
 from bpe_spark.spark.runtime.faults import fail_once
@@ -111,7 +111,7 @@ def count_pretokens(
     [Row(pretoken='a', count=1), Row(pretoken=' a', count=1)]
     """
     check_columns(df, {text_col: STRING}, source="the DataFrame", hint="pass text_col=")
-    source = textsplits.source_of(df)
+    source = text_splits.source_of(df)
     if source is not None and engine in ("auto", "python") and df.columns == [text_col]:
         return _count_text_files(df.sparkSession, source, cfg, observation)
     chosen = choose_engine(cfg, engine)
@@ -179,11 +179,11 @@ def _count_python(docs: DataFrame, cfg: TrainerConfig, most: int | None) -> Data
     return _sum_counts(docs.mapInArrow(count_partition, _PARTIAL_SCHEMA), most)
 
 
-def _count_text_files(spark, source: textsplits.TextSource, cfg: TrainerConfig, observation) -> DataFrame:
-    """Count local text files read by the Python tasks (see :mod:`textsplits`): no JVM string
+def _count_text_files(spark, source: text_splits.TextSource, cfg: TrainerConfig, observation) -> DataFrame:
+    """Count local text files read by the Python tasks (see :mod:`text_splits`): no JVM string
     per line, no Arrow hand-off of the text. Each split also reports its totals in one extra
     row (null pretoken), which feeds ``observation`` and is dropped."""
-    splits = textsplits.plan_splits(source, spark.sparkContext.defaultParallelism)
+    splits = text_splits.plan_splits(source, spark.sparkContext.defaultParallelism)
     settings = cfg.to_dict()
     on_bad_input = source.on_bad_input
 
@@ -193,7 +193,7 @@ def _count_text_files(spark, source: textsplits.TextSource, cfg: TrainerConfig, 
             for index in batch.column(0).to_pylist():
                 documents = size = 0
                 read = InputTally()
-                for lines, nbytes in textsplits.iter_lines(splits[index], with_bytes=True, tally=read,
+                for lines, nbytes in text_splits.iter_lines(splits[index], with_bytes=True, tally=read,
                                                            on_bad_input=on_bad_input, arrow=True):
                     tally.add(lines)
                     documents += len(lines)

@@ -16,8 +16,7 @@ from bpe_spark.training.round_replay import PAIR_SHIFT, spec_deltas
 from bpe_spark.spark.runtime.faults import fail_once
 from bpe_spark.spark.runtime.resources import capped
 from bpe_spark.bpe.symbols import SymbolTable
-from bpe_spark.training.core import PackedWords
-from bpe_spark.training.engine import MergeEngine
+from bpe_spark.training.engine import MergeEngine, PackedWords
 from bpe_spark.bpe.words import apply_merges, pair_rank_index, word_symbols
 
 WORDS_SCHEMA = "wid long, count long, symbols array<int>"

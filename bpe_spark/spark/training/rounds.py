@@ -47,8 +47,7 @@ from bpe_spark.spark.runtime.resources import capped
 from bpe_spark.spark.training.round_tasks import apply_round, initial_words, packed_batches, rare_deltas
 from bpe_spark.spark.training.round_words import LineageWords, ReliableWords, sized_counts
 from bpe_spark.bpe.symbols import SymbolTable
-from bpe_spark.training.engine import Merge, MergeEngine
-from bpe_spark.training.core import PackedWords
+from bpe_spark.training.engine import Merge, MergeEngine, PackedWords
 from bpe_spark.training.trainer import check_vocab_floor, initial_table, new_token_budget
 
 if TYPE_CHECKING:  # pragma: no cover - typing only

@@ -50,7 +50,7 @@ from bpe_spark.spark.runtime.stage_progress import spark_phase
 from bpe_spark.spark.training.round_words import ROUNDS_DIR, LineageWords, ReliableWords
 from bpe_spark.spark.training.rounds import Handoff, RoundTrainer, WordsStore, int64_counts
 from bpe_spark.encoding.tokenizer import Tokenizer
-from bpe_spark.training.core import PackedWords
+from bpe_spark.training.engine import PackedWords
 from bpe_spark.training.trainer import initial_table
 from bpe_spark.bpe.words import apply_merges, pair_rank_index, word_symbols
 
