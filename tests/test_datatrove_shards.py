@@ -10,15 +10,8 @@ import numpy as np
 import pytest
 
 from bpe_spark import ConfigError, ModelFormatError
-from bpe_spark.datasets.datatrove import (
-    DatatroveReader,
-    DatatroveWriter,
-    data_paths_text,
-    megatron_data_path,
-    metadata_text,
-    read_metadata,
-    tokens_with_prefix,
-)
+from bpe_spark.datasets.datatrove import DatatroveReader, DatatroveWriter, metadata_text, read_metadata, tokens_with_prefix
+from bpe_spark.datasets.megatron import data_paths_text, megatron_data_path
 
 DOCS = [[5, 6, 7], [], [65535, 0], [42]]
 

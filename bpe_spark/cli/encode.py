@@ -23,7 +23,8 @@ from bpe_spark.cli.arguments import (
     start_spark,
 )
 from bpe_spark.errors import ConfigError
-from bpe_spark.spark.options import DEFAULT_SHARD_TOKENS, OUTPUT_FORMATS, TOKEN_STREAM_FORMATS
+from bpe_spark.datasets.formats import OUTPUT_FORMATS, TOKEN_STREAM_FORMATS
+from bpe_spark.spark.options import DEFAULT_SHARD_TOKENS
 
 NAME = "encode"
 SUMMARY = "encode a dataset to token ids (Parquet or binary shards)"
@@ -63,9 +64,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--out", required=True, metavar="DIR",
                         help="output directory (must not exist unless --overwrite): written by the executors, so "
                              "on a cluster s3a://, gs://, abfs:// or a path every node shares")
-    parser.add_argument("--output-format", choices=OUTPUT_FORMATS, default=OUTPUT_FORMATS[0],
-                        help="Parquet parts, binary token shards (bin: Megatron .bin/.idx + data_paths.txt) or "
-                             f"datatrove's .ds/.ds.index/.ds.metadata files (default: {OUTPUT_FORMATS[0]})")
+    parser.add_argument("--output-format", choices=list(OUTPUT_FORMATS), default=next(iter(OUTPUT_FORMATS)),
+                        help="; ".join(f"{name}: {fmt.help}" for name, fmt in OUTPUT_FORMATS.items())
+                             + f" (default: {next(iter(OUTPUT_FORMATS))})")
     add_document_options(parser)
     parser.set_defaults(**DOCUMENT_DEFAULTS)
     parser.add_argument("--id-column", action="append", default=[], metavar="C",

@@ -1,5 +1,4 @@
-"""Datatrove's tokenized layout (``--output-format datatrove``): its writer and a reader, and the
-``data_paths.txt`` list of Megatron prefixes written beside ``--output-format bin`` shards.
+"""Datatrove's tokenized layout (``--output-format datatrove``): its writer and a reader.
 
 An encoded dataset written with ``--output-format datatrove`` is a directory::
 
@@ -16,10 +15,6 @@ loader) read the directory as they read their own. The token size is 2 bytes whe
 fits uint16, else 4, as datatrove picks it; shards are cut at document boundaries by
 ``shard_tokens``, in document order, as the bin shards are.
 
-``data_paths.txt`` (bin output) lists one shard a line as ``<tokens> <prefix>``, the prefix
-relative to the output directory: split on whitespace it is Megatron's weighted ``--data-path``
-form ``weight prefix weight prefix ...`` (weights are relative), what ``--data-args-path`` reads.
-
 >>> import tempfile, numpy as np
 >>> d = tempfile.mkdtemp()
 >>> with DatatroveWriter(f"{d}/shard-00000", np.uint16, "models/en32k") as w:
@@ -34,9 +29,9 @@ from __future__ import annotations
 
 import math
 import os
-from collections.abc import Callable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterator
 from pathlib import Path
-from typing import Any, BinaryIO
+from typing import BinaryIO
 
 import numpy as np
 
@@ -46,7 +41,6 @@ from bpe_spark.datasets.megatron import MANIFEST_NAME, DocumentShards, TokenStre
 DS_SUFFIX = ".ds"
 INDEX_SUFFIX = ".ds.index"
 METADATA_SUFFIX = ".ds.metadata"
-DATA_PATHS_NAME = "data_paths.txt"
 _TOKEN_SIZES = {np.dtype("uint16"): 2, np.dtype("uint32"): 4}
 _SIZE_DTYPES = {2: np.dtype("<u2"), 4: np.dtype("<u4")}
 
@@ -224,32 +218,3 @@ def iter_documents(path: str | os.PathLike, *, limit: int | None = None) -> Iter
         yield ids.tolist()
         if limit is not None and count >= limit:
             return
-
-
-# --- data_paths.txt ---------------------------------------------------------------------------
-def data_paths_text(shards: Sequence[Mapping[str, Any]]) -> str:
-    """``data_paths.txt`` of bin shards (manifest entries: ``name``, ``tokens``): one
-    ``<tokens> <prefix>`` line per shard holding tokens (Megatron cannot sample an empty one).
-
-    >>> print(data_paths_text([{"name": "shard-00000", "tokens": 120}, {"name": "shard-00001", "tokens": 0},
-    ...                        {"name": "shard-00002", "tokens": 7}]), end="")
-    120 shard-00000
-    7 shard-00002
-    """
-    return "".join(f"{int(entry['tokens'])} {entry['name']}\n" for entry in shards if entry["tokens"] > 0)
-
-
-def megatron_data_path(text: str, root: str | os.PathLike | None = None) -> list[str]:
-    """The ``--data-path`` values of a ``data_paths.txt`` (``weight prefix ...``), the prefixes
-    joined to ``root`` (the output directory) when given.
-
-    >>> megatron_data_path("120 shard-00000\\n7 shard-00002\\n", "/data/out")
-    ['120', '/data/out/shard-00000', '7', '/data/out/shard-00002']
-    """
-    words = text.split()
-    if len(words) % 2:
-        raise ModelFormatError(f"data_paths.txt: {len(words)} words, expected 'tokens prefix' pairs")
-    values = []
-    for weight, prefix in zip(words[::2], words[1::2]):
-        values += [weight, prefix if root is None else f"{str(root).rstrip('/')}/{prefix}"]
-    return values

@@ -7,6 +7,10 @@ An encoded dataset written with ``--output-format bin`` is a directory::
     shard-00000.idx        the document index of shard-00000.bin (Megatron ``MMIDIDX`` layout)
     shard-00001.bin ...
 
+``data_paths.txt`` (bin output) lists one shard a line as ``<tokens> <prefix>``, the prefix
+relative to the output directory: split on whitespace it is Megatron's weighted ``--data-path``
+form ``weight prefix weight prefix ...`` (weights are relative), what ``--data-args-path`` reads.
+
 Documents are stored in document-id order: shard 0 holds documents 0..n0-1, shard 1 the next,
 and so on (the manifest gives each shard's ``first_document`` and ``documents``). A ``.bin`` file
 has no header, so ``np.memmap(path, dtype=np.uint16, mode="r")`` reads it as nanoGPT does; the
@@ -39,7 +43,7 @@ import itertools
 import json
 import os
 import struct
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any, BinaryIO
 
@@ -390,3 +394,33 @@ def iter_encoded_documents(path: str | os.PathLike, *, limit: int | None = None,
 def _iter_loose_shards(directory: Path) -> Iterator[np.ndarray]:
     for idx in sorted(directory.glob("*.idx")):
         yield from ShardReader(idx)
+
+
+# --- data_paths.txt ---------------------------------------------------------------------------
+DATA_PATHS_NAME = "data_paths.txt"
+def data_paths_text(shards: Sequence[Mapping[str, Any]]) -> str:
+    """``data_paths.txt`` of bin shards (manifest entries: ``name``, ``tokens``): one
+    ``<tokens> <prefix>`` line per shard holding tokens (Megatron cannot sample an empty one).
+
+    >>> print(data_paths_text([{"name": "shard-00000", "tokens": 120}, {"name": "shard-00001", "tokens": 0},
+    ...                        {"name": "shard-00002", "tokens": 7}]), end="")
+    120 shard-00000
+    7 shard-00002
+    """
+    return "".join(f"{int(entry['tokens'])} {entry['name']}\n" for entry in shards if entry["tokens"] > 0)
+
+
+def megatron_data_path(text: str, root: str | os.PathLike | None = None) -> list[str]:
+    """The ``--data-path`` values of a ``data_paths.txt`` (``weight prefix ...``), the prefixes
+    joined to ``root`` (the output directory) when given.
+
+    >>> megatron_data_path("120 shard-00000\\n7 shard-00002\\n", "/data/out")
+    ['120', '/data/out/shard-00000', '7', '/data/out/shard-00002']
+    """
+    words = text.split()
+    if len(words) % 2:
+        raise ModelFormatError(f"data_paths.txt: {len(words)} words, expected 'tokens prefix' pairs")
+    values = []
+    for weight, prefix in zip(words[::2], words[1::2]):
+        values += [weight, prefix if root is None else f"{str(root).rstrip('/')}/{prefix}"]
+    return values

@@ -1,11 +1,11 @@
 """The values the Spark functions' options take: their choices and defaults, in one place.
 
-A leaf that imports nothing: the command line (:mod:`bpe_spark.cli`) builds its parser from
+A leaf that imports nothing (the output formats are :mod:`bpe_spark.datasets.formats`'s table): the command line (:mod:`bpe_spark.cli`) builds its parser from
 these without importing pyspark, and the Spark modules check their arguments against the same
 tuples. In each tuple of choices the first is the default.
 
->>> INPUT_FORMATS[0], DOCUMENT_UNITS[0], ENGINES[0], OUTPUT_FORMATS[0]
-('text', 'line', 'auto', 'parquet')
+>>> INPUT_FORMATS[0], DOCUMENT_UNITS[0], ENGINES[0]
+('text', 'line', 'auto')
 """
 
 from __future__ import annotations
@@ -16,7 +16,5 @@ ENGINES = ("auto", "jvm", "python")  # count_pretokens(engine=): who pretokenize
 # train(driver_budget=): distinct pretokens the driver may hold at once; "auto": as many as the
 # driver's memory holds, at the bytes per pretoken measured (bpe_spark.training.driver_budget)
 DEFAULT_DRIVER_BUDGET = "auto"
-OUTPUT_FORMATS = ("parquet", "bin", "datatrove")  # encode_dataset(output_format=)
-TOKEN_STREAM_FORMATS = ("bin", "datatrove")  # the formats of flat token streams (dtype=, shard files)
 JSON_SAMPLE_LINES = 200  # read_documents: the JSON Lines records whose fields are the columns
 DEFAULT_SHARD_TOKENS = 100_000_000  # encode_dataset(shard_tokens=): about this many per file

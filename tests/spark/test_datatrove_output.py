@@ -11,12 +11,8 @@ import pytest
 
 from bpe_spark import TrainerConfig, train
 from bpe_spark.cli import main
-from bpe_spark.datasets.datatrove import (
-    DatatroveReader,
-    megatron_data_path,
-    read_datatrove,
-    read_metadata,
-)
+from bpe_spark.datasets.datatrove import DatatroveReader, read_datatrove, read_metadata
+from bpe_spark.datasets.megatron import megatron_data_path
 from bpe_spark.errors import ConfigError
 from bpe_spark.datasets.remote import encoded_documents
 from bpe_spark.datasets.megatron import MANIFEST_NAME, read_manifest, read_shards

@@ -34,7 +34,8 @@ import numpy as np
 import pyarrow as pa
 from pyspark.sql import DataFrame
 
-from bpe_spark.datasets import datatrove as datatrove_shards
+from bpe_spark.datasets import megatron
+from bpe_spark.datasets.formats import output_format as output_format_named
 from bpe_spark.encoding.options import EncodeOptions, encode_options
 from bpe_spark.errors import ConfigError
 from bpe_spark.spark.runtime.progress import OFF, Progress
@@ -44,7 +45,7 @@ from bpe_spark.spark.encoding.tasks import ModelBroadcast, check_input
 from bpe_spark.spark.runtime.failures import executor_error
 from bpe_spark.spark.storage.hadoop import input_paths
 from bpe_spark.spark.read.documents import local_input_bytes, with_reader_stats
-from bpe_spark.spark.options import DEFAULT_SHARD_TOKENS, OUTPUT_FORMATS, TOKEN_STREAM_FORMATS
+from bpe_spark.spark.options import DEFAULT_SHARD_TOKENS
 from bpe_spark.spark.encoding.output import Output, plan_shards, write_shards
 from bpe_spark.spark.runtime.stage_progress import spark_phase
 from bpe_spark.spark.encoding.shuffle import DocOrder, splits_record, write_ordered
@@ -126,15 +127,14 @@ def encode_dataset(
     """
     started = time.time()
     progress = progress or OFF
-    if output_format not in OUTPUT_FORMATS:
-        raise ConfigError(f"output_format must be one of {OUTPUT_FORMATS}, got {output_format!r}")
+    fmt = output_format_named(output_format)
     if isinstance(shard_tokens, bool) or not isinstance(shard_tokens, int) or shard_tokens < 1:
         raise ConfigError(f"shard_tokens must be a positive integer, got {shard_tokens!r}")
     min_tokens = check_min_tokens(min_tokens)
     options = encode_options(options, allowed_special=allowed_special, disallowed_special=disallowed_special,
                              bos=bos, eos=eos, bos_id=bos_id, eos_id=eos_id).resolved(tok)
     id_cols = list(id_cols or [])
-    if output_format in TOKEN_STREAM_FORMATS:
+    if fmt.token_stream:
         numpy_dtype = token_dtype(tok.max_token_id, dtype)
     else:
         if dtype not in ("auto", "int32"):
@@ -196,7 +196,7 @@ def encode_dataset(
                     output_format=output_format, dtype=numpy_dtype, describe=describe, tokenizer=tokenizer_name)
         else:
             plan = plan_shards(pieces, shard_tokens, fs, pieces_dir,
-                               "shard" if output_format in TOKEN_STREAM_FORMATS else "part")
+                               fmt.file_label)
             dest = output.begin(overwrite)  # in place (object stores): the earlier output goes from here
             with spark_phase(df.sparkSession, progress, "writing"):
                 written = write_shards(df.sparkSession, plan, fs=fs, staging=staging, dest=dest,
@@ -213,7 +213,7 @@ def encode_dataset(
                 with fs.open_output_stream(f"{dest}/{split['split']}/{MANIFEST_NAME}") as fh:
                     fh.write((json.dumps(split, indent=2, sort_keys=False) + "\n").encode("utf-8"))
         manifest.update(short_documents(pieces, min_tokens))
-        if output_format in TOKEN_STREAM_FORMATS and id_cols:
+        if fmt.token_stream and id_cols:
             manifest["sidecar_columns"] = sidecar_columns(id_cols)
         _write_data_paths(fs, dest, manifest, output_format)
         if resumed:
@@ -237,12 +237,13 @@ def encode_dataset(
 
 
 def _write_data_paths(fs, where: str, manifest: dict, output_format: str) -> None:
-    """Beside bin shards: the Megatron prefixes with their token counts, for ``--data-path``."""
-    if output_format != "bin":
+    """Beside the shards of a format that keeps one (bin): the Megatron prefixes with their token
+    counts, for ``--data-path``."""
+    if not output_format_named(output_format).data_paths:
         return
-    manifest["data_paths"] = datatrove_shards.DATA_PATHS_NAME
-    with fs.open_output_stream(f"{where}/{datatrove_shards.DATA_PATHS_NAME}") as fh:
-        fh.write(datatrove_shards.data_paths_text(manifest["shards"]).encode("utf-8"))
+    manifest["data_paths"] = megatron.DATA_PATHS_NAME
+    with fs.open_output_stream(f"{where}/{megatron.DATA_PATHS_NAME}") as fh:
+        fh.write(megatron.data_paths_text(manifest["shards"]).encode("utf-8"))
 
 
 def _check_pieces_seen(fs, pieces_dir: str, pieces: list[dict], shown: str) -> None:
@@ -272,10 +273,9 @@ def _manifest(pieces, plan, written, tok, fingerprint: str, options, *, output_f
         if got is None or got["documents"] != entry["documents"]:
             raise RuntimeError(f"internal: shard {entry['name']} was written as {got}, planned as {entry}")
         name = entry["name"]
-        files = [name + ".bin", name + ".idx"] if output_format == "bin" else [name + ".parquet"]
-        if output_format == "datatrove":
-            files = datatrove_shards.shard_files(name)
-        if output_format in TOKEN_STREAM_FORMATS and id_cols:
+        fmt = output_format_named(output_format)
+        files = fmt.shard_files(name)
+        if fmt.token_stream and id_cols:
             files.append(name + SIDECAR_SUFFIX)
         shards.append({
             "name": name, "files": files, "first_document": entry["first"],

@@ -30,10 +30,10 @@ from pyspark.sql import types as T
 from bpe_spark.storage import output_guard
 
 from bpe_spark.storage import markers
-from bpe_spark.datasets.datatrove import DatatroveWriter
+from bpe_spark.datasets.formats import output_format as output_format_named
 from bpe_spark.errors import ConfigError
 from bpe_spark.storage.file_systems import ArrowFiles, is_object_store
-from bpe_spark.datasets.megatron import ShardWriter, shard_name
+from bpe_spark.datasets.megatron import shard_name
 from bpe_spark.spark.runtime.faults import fail_once
 from bpe_spark.spark.encoding.sidecar import SidecarWriter
 
@@ -279,9 +279,8 @@ def _assemble_shards(specs, *, fs, staging, dest, pieces_dir, output_format, dty
 
         prefix = f"{dest}/{spec['name']}"
         tokens = 0
-        writer = ShardWriter(prefix, dtype, opener=opener) if output_format == "bin" else None
-        if output_format == "datatrove":
-            writer = DatatroveWriter(prefix, dtype, tokenizer, opener=opener)
+        make_writer = output_format_named(output_format).writer  # None: rows in Parquet
+        writer = make_writer(prefix, dtype, tokenizer, opener) if make_writer is not None else None
         sidecar = SidecarWriter(prefix, id_cols, opener) if writer is not None and id_cols else None
         parquet = sink = None
         for piece, lo, hi, first_doc in spec["slices"]:

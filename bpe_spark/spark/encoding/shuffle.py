@@ -24,7 +24,7 @@ import pyarrow.compute as pc
 from pyspark.sql import types as T
 
 from bpe_spark.datasets import doc_order
-from bpe_spark.spark.options import TOKEN_STREAM_FORMATS
+from bpe_spark.datasets.formats import output_format as output_format_named
 from bpe_spark.spark.encoding.output import PIECE_SCHEMA, PieceWriter, plan_shards, read_piece, write_shards
 
 _BATCH_ROWS = 4096
@@ -71,7 +71,7 @@ def write_ordered(spark, pieces: list[dict], order: DocOrder, *, fs, staging: st
     groups = _reorder(spark, pieces, order, fs=fs, pieces_dir=pieces_dir, out_dir=ordered_dir,
                       id_fields=id_fields, shard_tokens=shard_tokens)
     names = doc_order.split_names(order.splits) if order.splits else [None]
-    prefix = "shard" if output_format in TOKEN_STREAM_FORMATS else "part"
+    prefix = output_format_named(output_format).file_label
     plan_all: list[dict] = []
     written_all: dict[int, dict] = {}
     split_manifests = []
