@@ -1,7 +1,7 @@
 """Fixtures for the tests of the compiled extensions: each one fails the test, never skips it,
 when its extension is not built (or is stale), so that a comparison of the compiled and the
 Python paths cannot pass by comparing Python with itself. A test module loads them with
-``pytest_plugins = ("compiled_fixtures",)``."""
+``pytest_plugins = ("tests.compiled_fixtures",)``."""
 
 from __future__ import annotations
 

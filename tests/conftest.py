@@ -85,7 +85,7 @@ def encode_output_bytes(directory: Path) -> dict[str, bytes]:
 @pytest.fixture(scope="session")
 def spark():
     """The one session-scoped local[2] SparkSession of the suite: two cores, each task tried
-    twice (``local[2,2]``), so that an injected task failure is retried (tests/spark/test_faults.py)."""
+    twice (``local[2,2]``), so that an injected task failure is retried (tests/spark/runtime/test_faults.py)."""
     from bpe_spark.spark.runtime.session import build_session
 
     session = build_session(
@@ -106,7 +106,7 @@ def spark():
 @pytest.fixture(autouse=True)
 def _training_report_only_where_tested(request, monkeypatch):
     """``bpe-spark train`` writes report.html after the model (about a second of plotting): in
-    the tests of other things it does not; tests marked ``report`` make it (tests/spark/test_report_train.py)."""
+    the tests of other things it does not; tests marked ``report`` make it (tests/spark/training/test_report_train.py)."""
     if request.node.get_closest_marker("report") is None:
         monkeypatch.setattr("bpe_spark.cli.train.train_report", lambda spark, tok, out, options: None)
         monkeypatch.setattr("bpe_spark.cli.train.preload_plotting", lambda: None)

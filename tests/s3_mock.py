@@ -1,7 +1,7 @@
 """A local S3 endpoint for the object-store tests: a moto server on a free port of 127.0.0.1
 (:func:`moto_server`), and pyarrow's view of it with a bucket made (:func:`s3_file_system`). A test
 module takes the fixtures :func:`endpoint` (the server's URL, one server per module) and
-:func:`s3` (the file system, with the bucket ``bucket``) with ``pytest_plugins = ("s3_mock",)``."""
+:func:`s3` (the file system, with the bucket ``bucket``) with ``pytest_plugins = ("tests.s3_mock",)``."""
 
 from __future__ import annotations
 

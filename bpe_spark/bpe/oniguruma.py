@@ -14,7 +14,7 @@ Entry points:
   is :func:`bpe_spark.pipeline.pre_tokenizers.find_matches`.
 
 Where Oniguruma's Ruby syntax means something else than Python's (each checked against
-``tokenizers`` in tests/test_hf_regex.py):
+``tokenizers`` in tests/bpe/test_oniguruma.py):
 
 - ``X{n,m}+`` is not possessive but a greedy repeat of ``X{n,m}``: ``(?:X{n,m})+`` (tiktoken's raw
   cl100k ``\p{N}{1,3}+`` keeps "1870" whole there, which BPE then merges as ``18|70``); ``X{n}?``
@@ -34,7 +34,7 @@ Where Oniguruma's Ruby syntax means something else than Python's (each checked a
   characters assigned in 17.0 (CJK Extension J, 2025's emoji, ...; Oniguruma sees them
   unassigned) and U+0295 (Ll there, Lo here) differ in ``\p{..}``, ``\w``, ``\d``; not
   reproduced (the translation keeps a preset's text, hence its compiled fast path). Every other
-  code point agrees (tests/test_hf_regex.py checks each class the hub patterns use).
+  code point agrees (tests/bpe/test_oniguruma.py checks each class the hub patterns use).
 """
 
 from __future__ import annotations

@@ -14,7 +14,7 @@ characters other than whitespace (the regex's ``\\s``) that they leave unmatched
 pretokenization drops, and warn once. Whitespace between pretokens may go, as in the ``words``
 and ``whitespace`` presets and subword-nmt, where a word boundary stands for it. The presets
 are matched without either: their worst case is linear, gpt2 / cl100k / o200k match every
-character, and ``words`` / ``whitespace`` drop whitespace only (tests/test_pattern_safety.py).
+character, and ``words`` / ``whitespace`` drop whitespace only (tests/bpe/test_pattern_safety.py).
 
 >>> compile_pattern("words").findall("a, b")
 ['a', ',', 'b']

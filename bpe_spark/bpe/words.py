@@ -6,7 +6,7 @@ of a pair inside a word, a merge list replayed on a word in rank order (what tra
 BPE by priority (what encoding does), over one cache of each pretoken's ids (:class:`PretokenCache`,
 for the Tokenizer and the imported pipelines' BPE model alike). The trainer, the tokenizer, the subword-nmt format and the
 Spark rounds all use these; the compiled engine (``_fastbpe.c``) has its own, proven equal by
-``tests/test_engine_equivalence.py``.
+``tests/training/test_engine_equivalence.py``.
 
 >>> initial_symbols("low", "separate", "</w>"), initial_symbols("low", "fused", "</w>")
 (['l', 'o', 'w', '</w>'], ['l', 'o', 'w</w>'])

@@ -18,7 +18,7 @@
  * chased through a pretoken of a million symbols missed the processor's caches at every step).
  * For a well-formed model the time is linear in the length (plus one pass over a bitmap of the
  * ranks, two for the sorted first pairs; the heap's pairs add their log), with no allocation
- * once a pretoken starts. tests/test_compiled_ranks.py proves it equal to bpe_merge.
+ * once a pretoken starts. tests/native/test_compiled_ranks.py proves it equal to bpe_merge.
  */
 #ifndef BPE_SPARK_MERGE_H
 #define BPE_SPARK_MERGE_H

@@ -1,6 +1,6 @@
 /* bpe_spark.native._fastenc: the optional compiled encoder (pretokenize + cached BPE), for the byte
  * scheme's hot path. bpe_spark/encoding/tokenizer.py keeps the pure-Python encoder as the reference and
- * the fallback; tests/test_encoder_equivalence.py proves both give the same pretokens and ids.
+ * the fallback; tests/encoding/test_encoder_equivalence.py proves both give the same pretokens and ids.
  *
  * - Pretokenization of the compiled presets is hand-written over UTF-8 bytes (_pretokenizer.h),
  *   so it splits exactly as `regex.findall` does with the same Unicode data.

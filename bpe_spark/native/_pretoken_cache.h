@@ -8,7 +8,7 @@
  * pretoken of three ids or more. Slots are at a load of 1/2 at most, aligned to 32 bytes.
  *
  * The cache only remembers: a miss is computed by the caller and added; the ids are the same
- * with or without it (tests/test_encoder_equivalence.py, tests/test_compiled_ranks.py).
+ * with or without it (tests/encoding/test_encoder_equivalence.py, tests/native/test_compiled_ranks.py).
  */
 #ifndef BPE_SPARK_PRETOKEN_CACHE_H
 #define BPE_SPARK_PRETOKEN_CACHE_H

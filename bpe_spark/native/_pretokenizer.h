@@ -347,7 +347,7 @@ static inline size_t next_pretoken(int pattern, const uint8_t *s, size_t n, size
  * also gives *far, where the furthest run it read stopped (n when one was cut by the end), and
  * the margin is counted from there: every other read lies within two code points of the
  * pretoken's end or of *far, as for gpt2 and cl100k.
- * tests/test_long_documents.py checks it against the whole text at every cut. */
+ * tests/bpe/test_long_documents.py checks it against the whole text at every cut. */
 #define STREAM_MARGIN 16
 
 /* The end of the pretoken at i if the stream may take it now; 0 if it must wait for more text. */

@@ -1,7 +1,7 @@
 """The merge engine's core, the contract written once as :class:`Core`, and its two
 implementations: :class:`PythonCore` (the reference: pair counts, pair -> holder words, a lazily
 updated heap) and :class:`CompiledCore` (the same in C, ``bpe_spark.native._fastbpe``), which
-give the same merges (tests/test_engine_equivalence.py).
+give the same merges (tests/training/test_engine_equivalence.py).
 """
 
 from __future__ import annotations

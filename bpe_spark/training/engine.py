@@ -87,7 +87,7 @@ class MergeEngine:
 
     ``backend``: "auto" (the compiled core when built, else pure Python), "compiled" or
     "python"; the environment variable ``BPE_SPARK_ENGINE`` sets the default. Both cores give
-    the same merges (tests/test_engine_equivalence.py). What else a core does (replaying merges,
+    the same merges (tests/training/test_engine_equivalence.py). What else a core does (replaying merges,
     counts kept for words it does not hold, the journal) is asked of :attr:`core` directly: the
     :class:`~bpe_spark.training.core.Core` contract.
 

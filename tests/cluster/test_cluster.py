@@ -24,7 +24,7 @@ from pathlib import Path
 import pytest
 import standalone
 import submission
-from conftest import CORPORA, encode_output_bytes
+from tests.conftest import CORPORA, encode_output_bytes
 
 TRAIN_JOB = submission.ROOT / "jobs" / "train_tokenizer.py"
 ENCODE_JOB = submission.ROOT / "jobs" / "encode_dataset.py"

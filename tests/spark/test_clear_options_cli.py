@@ -9,7 +9,7 @@ import json
 
 import pyarrow.parquet as pq
 import pytest
-from conftest import PEERS
+from tests.conftest import PEERS
 
 from bpe_spark import ConfigError, Tokenizer, TrainerConfig, train
 from bpe_spark.cli import main

@@ -12,7 +12,7 @@ import shlex
 import shutil
 
 import pytest
-from conftest import ROOT, require_shared
+from tests.conftest import ROOT, require_shared
 
 from bpe_spark import TrainerConfig, train
 from bpe_spark.cli import COMMANDS, main

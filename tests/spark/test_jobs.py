@@ -9,7 +9,7 @@ import subprocess
 import sys
 
 import pytest
-from conftest import ROOT, corpus_lines
+from tests.conftest import ROOT, corpus_lines
 
 from bpe_spark import TrainerConfig
 from bpe_spark import train as core_train

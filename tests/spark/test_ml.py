@@ -9,7 +9,7 @@ import dataclasses
 import json
 
 import pytest
-from conftest import corpus_lines
+from tests.conftest import corpus_lines
 from pyspark.ml import Pipeline, PipelineModel
 from pyspark.sql import functions as F
 

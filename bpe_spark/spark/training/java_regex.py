@@ -7,7 +7,7 @@ folding follow Unicode, not ASCII) and ``(?d)`` (UNIX_LINES: only ``\\n`` ends a
 ``$`` and ``.``, as in Python). Possessive quantifiers, ``\\p{..}`` classes and ``(?i:..)``
 groups mean the same in both engines.
 
-Measured agreement (``tests/spark/test_count.py``, and once on the full files): the Java forms
+Measured agreement (``tests/spark/training/test_count.py``, and once on the full files): the Java forms
 of ``gpt2``, ``cl100k``, ``o200k``, ``words`` and ``whitespace`` give exactly the pretoken
 counts of the Python ``Pretokenizer`` on all four shared corpora (English books, Chinese
 classics, the multilingual file with hundreds of scripts and every RGI emoji, Shakespeare).

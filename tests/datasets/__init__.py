@@ -1,0 +1,1 @@
+"""Encoded-data files without Spark (bpe_spark.datasets): shards, datatrove, document order."""

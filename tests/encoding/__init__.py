@@ -1,0 +1,1 @@
+"""Encoding (bpe_spark.encoding): the Tokenizer, the batch encoder, token options, the seeds' examples."""

@@ -1,0 +1,1 @@
+"""The compiled accelerators (bpe_spark.native) against their pure-Python references."""

@@ -1,0 +1,1 @@
+"""Imported tokenizers' steps (bpe_spark.pipeline), each equal to tokenizers' own."""

@@ -1,0 +1,95 @@
+"""Quiet runs and one-line Spark failures (issue 16, acceptance 1 and 2): a failed Spark job
+(Py4JJavaError, a task's root cause) and an AnalysisException through ``main(argv)``; Ctrl-C of a
+running ``train`` process exits 130 in one line. (``train`` then ``encode`` as separate processes
+with stderr free of JVM and Spark lines: tests/spark/encoding/test_encode_cli.py's end-to-end test.)"""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+from tests.conftest import ROOT
+
+from bpe_spark.cli import main, train
+
+pytestmark = pytest.mark.spark
+
+SAMPLE = str(ROOT / "data" / "sample" / "tiny_shakespeare.txt.gz")
+TRAIN_ARGS = ["train", "--input", SAMPLE, "--vocab-size", "300"]
+
+
+def _one_line(capsys) -> str:
+    err = capsys.readouterr().err
+    assert "Traceback" not in err
+    assert err.count("\n") == 1, err
+    return err.strip()
+
+
+def test_a_failed_spark_job_is_its_root_cause_in_one_line(spark, tmp_path, monkeypatch, capsys):
+    def failing_job(args):
+        spark.sparkContext.parallelize([1, 2], 2).map(lambda x: x // 0).collect()
+
+    monkeypatch.setattr(train, "run", failing_job)
+    assert main([*TRAIN_ARGS, "--out", str(tmp_path / "m")]) == 1
+    assert _one_line(capsys) == ("bpe-spark train: error: a Spark task failed: ZeroDivisionError: integer "
+                                 "division or modulo by zero (run with --verbose for the trace)")
+
+
+def test_an_analysis_exception_is_a_user_error_in_one_line(spark, tmp_path, monkeypatch, capsys):
+    def bad_query(args):
+        spark.sql("SELECT no_such_column").collect()
+
+    monkeypatch.setattr(train, "run", bad_query)
+    assert main([*TRAIN_ARGS, "--out", str(tmp_path / "m")]) == 2
+    line = _one_line(capsys)
+    assert line.startswith("bpe-spark train: error: AnalysisException: ")
+    assert "no_such_column" in line
+
+
+def _command(*args: str) -> list[str]:
+    return [sys.executable, "-m", "bpe_spark.cli", *args]
+
+
+def _env() -> dict[str, str]:
+    # the worktree's package first, and the quiet default: no --verbose, no trace
+    env = dict(os.environ, PYSPARK_PYTHON=sys.executable, PYSPARK_DRIVER_PYTHON=sys.executable,
+               PYTHONPATH=os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")]).rstrip(os.pathsep))
+    env.pop("BPE_SPARK_TRACE", None)
+    return env
+
+
+def _has_java_child(pid: int) -> bool:
+    for stat in Path("/proc").glob("[0-9]*/stat"):
+        try:
+            fields = stat.read_text().rsplit(")", 1)[1].split()
+        except OSError:
+            continue
+        if int(fields[1]) == pid and "java" in (stat.parent / "comm").read_text():
+            return True
+    return False
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(not Path("/proc").is_dir(), reason="finds the driver JVM through /proc")
+def test_ctrl_c_of_a_running_train_exits_130_in_one_line(tmp_path):
+    process = subprocess.Popen(_command(*TRAIN_ARGS, "--out", str(tmp_path / "m"), "--master", "local[2]"),
+                               stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=_env(), cwd=ROOT)
+    try:
+        deadline = time.monotonic() + 120
+        while not _has_java_child(process.pid) and process.poll() is None and time.monotonic() < deadline:
+            time.sleep(0.2)
+        time.sleep(2)  # the JVM starting, or the first job running: Ctrl-C ends either in one line
+        process.send_signal(signal.SIGINT)
+        interrupted = time.monotonic()
+        _, err = process.communicate(timeout=120)
+    finally:
+        process.kill()
+    assert process.returncode == 130, err[-3000:]
+    assert err == "bpe-spark train: interrupted\n"
+    assert time.monotonic() - interrupted < 60
+    assert not (tmp_path / "m").exists()

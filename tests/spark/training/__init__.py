@@ -1,0 +1,1 @@
+"""Training on Spark (bpe_spark.spark.training): counting, driver mode, rounds, checkpoints."""

@@ -1,0 +1,1 @@
+"""Outputs without Spark (bpe_spark.storage): the output guard and markers."""
