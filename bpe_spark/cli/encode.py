@@ -23,7 +23,7 @@ from bpe_spark.cli.arguments import (
     start_spark,
 )
 from bpe_spark.errors import ConfigError
-from bpe_spark.datasets.formats import OUTPUT_FORMATS, TOKEN_STREAM_FORMATS
+from bpe_spark.datasets.formats import DEFAULT_OUTPUT_FORMAT, OUTPUT_FORMATS, TOKEN_STREAM_FORMATS
 from bpe_spark.spark.options import DEFAULT_SHARD_TOKENS
 
 NAME = "encode"
@@ -64,9 +64,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--out", required=True, metavar="DIR",
                         help="output directory (must not exist unless --overwrite): written by the executors, so "
                              "on a cluster s3a://, gs://, abfs:// or a path every node shares")
-    parser.add_argument("--output-format", choices=list(OUTPUT_FORMATS), default=next(iter(OUTPUT_FORMATS)),
+    parser.add_argument("--output-format", choices=list(OUTPUT_FORMATS), default=DEFAULT_OUTPUT_FORMAT,
                         help="; ".join(f"{name}: {fmt.help}" for name, fmt in OUTPUT_FORMATS.items())
-                             + f" (default: {next(iter(OUTPUT_FORMATS))})")
+                             + f" (default: {DEFAULT_OUTPUT_FORMAT})")
     add_document_options(parser)
     parser.set_defaults(**DOCUMENT_DEFAULTS)
     parser.add_argument("--id-column", action="append", default=[], metavar="C",
@@ -124,7 +124,7 @@ def run(args: argparse.Namespace) -> int:
     # a local model loads (and fails) before Spark starts; a remote one through the session's file system
     tok = Tokenizer.load(args.model) if is_local(args.model) else None
     if tok is not None:
-        _check_model(tok, args)
+        options = _checked_options(tok, args)
     elif args.output_format not in TOKEN_STREAM_FORMATS and args.dtype != "auto":
         raise ConfigError("--dtype applies to --output-format bin or datatrove (Parquet stores int32)")
     # whole files are big documents: fewer per Arrow batch keeps the Python workers' memory small
@@ -140,8 +140,7 @@ def run(args: argparse.Namespace) -> int:
         from bpe_spark.spark.storage.uris import load_model
 
         tok = load_model(spark, args.model)
-        _check_model(tok, args)
-    options = _encode_options(tok, args)
+        options = _checked_options(tok, args)
     docs = read_documents(
         spark, args.input, input_format=args.input_format, text_col=args.text_column,
         document=args.document, keep_columns=args.id_column, on_bad_input=args.on_bad_input,
@@ -185,10 +184,12 @@ def encode_summary(manifest: Mapping, out: str) -> str:
             f"at {out}: {seconds:,.1f} s{speed}")
 
 
-def _check_model(tok, args: argparse.Namespace) -> None:
+def _checked_options(tok, args: argparse.Namespace):
     """What the model must allow, before any encoding: the token type, the special tokens and
-    the end tokens asked for."""
+    the end tokens asked for; the encode options the flags ask for, resolved against it (an
+    unknown --eos fails here)."""
     from bpe_spark.datasets.megatron import token_dtype
+    from bpe_spark.encoding.options import EncodeOptions
 
     if args.output_format in TOKEN_STREAM_FORMATS:
         token_dtype(tok.max_token_id, args.dtype)
@@ -197,12 +198,5 @@ def _check_model(tok, args: argparse.Namespace) -> None:
     if args.allow_special:
         check_special_tokens_match(tok.special_tokens, args.input_format, args.document,
                                    "--allow-special: the model's special token")
-    _encode_options(tok, args)
-
-
-def _encode_options(tok, args: argparse.Namespace):
-    """The encode options the flags ask for, checked against the model (an unknown --eos fails here)."""
-    from bpe_spark.encoding.options import EncodeOptions
-
     return EncodeOptions(eos=args.eos, eos_id=args.eos_id, bos=args.bos, bos_id=args.bos_id,
                          allowed_special="all" if args.allow_special else ()).resolved(tok)

@@ -71,6 +71,7 @@ OUTPUT_FORMATS: dict[str, OutputFormat] = {
         ),
     )
 }
+DEFAULT_OUTPUT_FORMAT = "parquet"
 TOKEN_STREAM_FORMATS = tuple(name for name, fmt in OUTPUT_FORMATS.items() if fmt.token_stream)
 
 

@@ -232,7 +232,7 @@ class BPETokenizerModel(Model, _EncodeParams, MLReadable, MLWritable):
     def _transform(self, dataset: DataFrame) -> DataFrame:
         tok = self.tokenizer
         self._check_schema(dataset)
-        model = ModelBroadcast(dataset.sparkSession, tok, self.encode_options())
+        model = ModelBroadcast(dataset.sparkSession, tok, self.encode_options().resolved(tok))
         text, out = self.getInputCol(), self.getOutputCol()
         if _ARROW_UDF is not None:
             return dataset.withColumn(out, _ARROW_UDF(_text_ids(model), IDS_TYPE)(F.col(f"`{text}`")))

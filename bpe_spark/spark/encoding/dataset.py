@@ -35,6 +35,7 @@ import pyarrow as pa
 from pyspark.sql import DataFrame
 
 from bpe_spark.datasets import megatron
+from bpe_spark.datasets.formats import OutputFormat
 from bpe_spark.datasets.formats import output_format as output_format_named
 from bpe_spark.encoding.options import EncodeOptions, encode_options
 from bpe_spark.errors import ConfigError
@@ -195,8 +196,7 @@ def encode_dataset(
                     id_fields=[df.schema[c] for c in id_cols], shard_tokens=shard_tokens,
                     output_format=output_format, dtype=numpy_dtype, describe=describe, tokenizer=tokenizer_name)
         else:
-            plan = plan_shards(pieces, shard_tokens, fs, pieces_dir,
-                               fmt.file_label)
+            plan = plan_shards(pieces, shard_tokens, fs, pieces_dir, fmt.file_label)
             dest = output.begin(overwrite)  # in place (object stores): the earlier output goes from here
             with spark_phase(df.sparkSession, progress, "writing"):
                 written = write_shards(df.sparkSession, plan, fs=fs, staging=staging, dest=dest,
@@ -209,13 +209,13 @@ def encode_dataset(
             if split_manifests:
                 manifest["splits"] = splits_record(order, split_manifests)
             for split in split_manifests:
-                _write_data_paths(fs, f"{dest}/{split['split']}", split, output_format)
+                _write_data_paths(fs, f"{dest}/{split['split']}", split, fmt)
                 with fs.open_output_stream(f"{dest}/{split['split']}/{MANIFEST_NAME}") as fh:
                     fh.write((json.dumps(split, indent=2, sort_keys=False) + "\n").encode("utf-8"))
         manifest.update(short_documents(pieces, min_tokens))
         if fmt.token_stream and id_cols:
             manifest["sidecar_columns"] = sidecar_columns(id_cols)
-        _write_data_paths(fs, dest, manifest, output_format)
+        _write_data_paths(fs, dest, manifest, fmt)
         if resumed:
             manifest["resumed"] = {"kept_pieces": len(resumed.kept), "encoded_pieces": len(pieces) - len(resumed.kept),
                                    "fresh": resumed.fresh}
@@ -236,10 +236,10 @@ def encode_dataset(
             resumed.release()
 
 
-def _write_data_paths(fs, where: str, manifest: dict, output_format: str) -> None:
+def _write_data_paths(fs, where: str, manifest: dict, fmt: OutputFormat) -> None:
     """Beside the shards of a format that keeps one (bin): the Megatron prefixes with their token
     counts, for ``--data-path``."""
-    if not output_format_named(output_format).data_paths:
+    if not fmt.data_paths:
         return
     manifest["data_paths"] = megatron.DATA_PATHS_NAME
     with fs.open_output_stream(f"{where}/{megatron.DATA_PATHS_NAME}") as fh:
@@ -267,13 +267,13 @@ def _manifest(pieces, plan, written, tok, fingerprint: str, options, *, output_f
               source, started, read_stats: dict[str, Any]) -> dict[str, Any]:
     """The manifest (:mod:`bpe_spark.datasets.megatron`' ``_manifest.json``), checking that the shards
     written are the shards planned and hold every token encoded."""
+    fmt = output_format_named(output_format)
     shards = []
     for entry in plan:
         got = written.get(entry["index"])
         if got is None or got["documents"] != entry["documents"]:
             raise RuntimeError(f"internal: shard {entry['name']} was written as {got}, planned as {entry}")
         name = entry["name"]
-        fmt = output_format_named(output_format)
         files = fmt.shard_files(name)
         if fmt.token_stream and id_cols:
             files.append(name + SIDECAR_SUFFIX)

@@ -270,6 +270,7 @@ def _assemble_shards(specs, *, fs, staging, dest, pieces_dir, output_format, dty
     from pyspark import TaskContext
 
     tag = f"{attempt_tag}-{TaskContext.get().partitionId()}-{TaskContext.get().attemptNumber()}"
+    make_writer = output_format_named(output_format).writer  # None: rows in Parquet
     for spec in specs:
         moves = []
 
@@ -279,7 +280,6 @@ def _assemble_shards(specs, *, fs, staging, dest, pieces_dir, output_format, dty
 
         prefix = f"{dest}/{spec['name']}"
         tokens = 0
-        make_writer = output_format_named(output_format).writer  # None: rows in Parquet
         writer = make_writer(prefix, dtype, tokenizer, opener) if make_writer is not None else None
         sidecar = SidecarWriter(prefix, id_cols, opener) if writer is not None and id_cols else None
         parquet = sink = None

@@ -51,11 +51,12 @@ IDS = pa.int32()  # the ids' type unless the shards take another (encode_dataset
 
 
 class ModelBroadcast:
-    """The model, broadcast once as plain data with the resolved encode options
-    (:class:`~bpe_spark.encoding.options.EncodeOptions`); on an executor, the process's encoder."""
+    """The model, broadcast once as plain data with its encode options, resolved
+    (:meth:`~bpe_spark.encoding.options.EncodeOptions.resolved`: plain and hashable); on an
+    executor, the process's encoder."""
 
     def __init__(self, spark, tok: Tokenizer, options: EncodeOptions):
-        self.options = options.resolved(tok)
+        self.options = options
         data = tok.to_dict()  # one copy of the model, broadcast
         self.fingerprint = tok.fingerprint  # the manifest's too
         self.key = (self.fingerprint, self.options)
