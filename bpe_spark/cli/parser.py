@@ -34,9 +34,9 @@ def did_you_mean(given: str, known: Iterable[str]) -> str:
 
 class Parser(argparse.ArgumentParser):
     """An :class:`argparse.ArgumentParser` that takes options only as spelled in full and reports
-    an unknown argument itself, under its own usage: a command's parser names the command's
-    options, not the top-level usage (argparse hands a subcommand's unknown arguments up to the
-    top-level parser, which prints its own usage and no hint)."""
+    an unknown argument itself: a command's parser names the command's options and its own
+    ``--help`` (argparse hands a subcommand's unknown arguments up to the top-level parser, which
+    would name neither). Every error is one line, without argparse's usage block."""
 
     def __init__(self, *args, **kwargs) -> None:
         kwargs["allow_abbrev"] = False  # --vocab-siz is an error, never --vocab-size
@@ -63,6 +63,13 @@ class Parser(argparse.ArgumentParser):
                     and arg.split("=", 1)[0] not in self._option_string_actions):
                 return arg
         return None
+
+    def error(self, message: str):  # one line, no usage block: the usage is one --help away
+        """Print ``prog: error: message (see prog --help)`` on stderr and exit with status 2."""
+        hint = f"{self.prog} --help"
+        if hint not in message:
+            message = f"{message} (see {hint})"
+        self.exit(2, f"{self.prog}: error: {message}\n")
 
     def unknown_message(self, extras: list[str]) -> str:
         """What is wrong with the first unknown argument, and the nearest option to it."""

@@ -1,6 +1,7 @@
 """The user's side of the parser, without Spark (issue 16, items 2 and 3): no abbreviated
 options; an unknown option, choice or command is a one-line error naming the nearest one under
-the usage of the command it was given to; ``--version``; the columns of local jsonl and parquet
+the command it was given to, in one line with that command's ``--help`` and no usage block
+(issue 43, item 11); ``--version``; the columns of local jsonl and parquet
 input are checked before Spark starts; messages name options in the words of the interface in
 use (``--overwrite`` on the command line, ``overwrite=True`` in Python)."""
 
@@ -32,9 +33,8 @@ def _fails(argv, capsys) -> str:
 
 def test_abbreviations_are_refused_and_the_nearest_option_named(capsys):
     err = _fails(["train", "--vocab-siz", "32000", "--input", "x.txt", "--out", "m"], capsys)
-    assert err.startswith("usage: bpe-spark train ")  # the command's own usage, not the top-level one
-    assert err.splitlines()[-1] == (
-        "bpe-spark train: error: unknown option --vocab-siz; did you mean --vocab-size? (see bpe-spark train --help)"
+    assert err == (  # one line: the command's own --help, not the top-level one; no usage block
+        "bpe-spark train: error: unknown option --vocab-siz; did you mean --vocab-size? (see bpe-spark train --help)\n"
     )
     err = _fails(["encode", "--modle=m", "--input", "x", "--out", "o"], capsys)  # before "--model is required"
     assert "bpe-spark encode: error: unknown option --modle; did you mean --model?" in err
@@ -47,12 +47,14 @@ def test_abbreviations_are_refused_and_the_nearest_option_named(capsys):
 
 def test_a_misspelt_command_or_choice_names_the_nearest(capsys):
     err = _fails(["trian", "--input", "x"], capsys)
-    assert err.startswith("usage: bpe-spark [-h] [--version] COMMAND")
+    assert len(err.splitlines()) == 1 and err.endswith("(see bpe-spark --help)\n")
     assert "unknown command 'trian'; did you mean train? (choose from train, count, encode" in err
     err = _fails(["train", "--scheme", "bytes"], capsys)
-    assert err.startswith("usage: bpe-spark train ")
+    assert len(err.splitlines()) == 1 and err.endswith("(see bpe-spark train --help)\n")
     assert "argument --scheme: unknown choice 'bytes'; did you mean byte? (choose from byte, char)" in err
     assert "unknown option --verison; did you mean --version?" in _fails(["--verison"], capsys)
+    assert _fails(["encode", "--model"], capsys) == (
+        "bpe-spark encode: error: argument --model: expected one argument (see bpe-spark encode --help)\n")
 
 
 def test_version_names_every_part_without_starting_a_jvm():
