@@ -23,7 +23,8 @@ examples:
   bpe-spark decode --model s3a://bucket/models/en32k --input s3a://bucket/ids/ --limit 3
 
 Each document is printed as its text (special tokens as their text), followed by a newline
-when it does not end with one. Runs without Spark.
+when it does not end with one. An --input whose manifest records another model than --model is
+refused (--ignore-model-mismatch decodes it anyway). Runs without Spark.
 """
 
 
@@ -34,6 +35,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     source.add_argument("--input", metavar="PATH",
                         help="an encode output: a Parquet directory or file, or a binary shard directory (a path or a URI)")
     parser.add_argument("--limit", type=int, metavar="N", help="decode only the first N documents of --input")
+    parser.add_argument("--ignore-model-mismatch", action="store_true",
+                        help="decode --input even when its manifest records another model than --model")
     add_pattern_for_tiktoken(parser)
 
 
@@ -43,11 +46,16 @@ def run(args: argparse.Namespace) -> int:
     if args.ids is not None:
         if args.limit is not None:
             raise ConfigError("--limit applies to --input")
+        if args.ignore_model_mismatch:
+            raise ConfigError("--ignore-model-mismatch applies to --input")
+    if args.ids is not None:
         documents = [parse_ids(args.ids)]
     else:
         from bpe_spark.datasets.remote import encoded_documents
 
-        documents = encoded_documents(args.input, limit=args.limit)  # a remote --input checked here, before any work
+        documents = encoded_documents(  # --input checked here, before any work; the model when reading it
+            args.input, limit=args.limit, model=None if args.ignore_model_mismatch else (lambda: tok),
+            model_shown=f"--model {args.model}")
     tok = load_model(args.model, args.pattern)
     vocab = tok.vocab
     for ids in documents:  # a closed pipe (| head) ends in main(): bpe_spark.cli.failures

@@ -49,7 +49,7 @@ from typing import Any, BinaryIO
 
 import numpy as np
 
-from bpe_spark.errors import ConfigError, ModelFormatError, option
+from bpe_spark.errors import ConfigError, InputError, ModelFormatError, option
 from bpe_spark.storage.markers import MANIFEST_FORMAT, MANIFEST_NAME, check_complete
 
 MANIFEST_VERSION = 1
@@ -349,6 +349,39 @@ def read_manifest(directory: str | os.PathLike) -> dict[str, Any]:
     if manifest.get("format") != MANIFEST_FORMAT:
         raise ModelFormatError(f"{path}: field 'format' is {manifest.get('format')!r}, expected {MANIFEST_FORMAT!r}")
     return manifest
+
+
+def check_model(manifest: Mapping[str, Any] | None, model: Any, shown: str, model_shown: str) -> None:
+    """Refuse to read an encode output with another model than the one it was encoded with: the
+    manifest's ``model.decoding_fingerprint`` (what decides the text of ids; an older manifest's
+    ``fingerprint``) against the same fingerprint of ``model`` (the model given, shown as
+    ``model_shown``; any form :func:`bpe_spark.models.fingerprint.model_fingerprint` takes, or a
+    Tokenizer). Nothing to compare (no manifest, or ``model`` None: the check was waived) passes.
+
+    >>> from bpe_spark import TrainerConfig, train
+    >>> tok = train(["ab ab"], TrainerConfig(vocab_size=257))
+    >>> check_model({"model": {"decoding_fingerprint": "sha256:aa", "vocab_size": 300, "scheme": "byte"}}, tok,
+    ...             "out/ids", "other-model")  # doctest: +ELLIPSIS
+    Traceback (most recent call last):
+    bpe_spark.errors.InputError: out/ids was encoded with another model (sha256:aa, 300 tokens, byte) than other-model (sha256:...); its ids would decode to wrong text: give the model it was encoded with, or pass ignore_model_mismatch=True to decode anyway
+    """
+    from bpe_spark.models.fingerprint import decoding_fingerprint, model_fingerprint
+
+    recorded = (manifest or {}).get("model") or {}
+    if model is None or not (recorded.get("decoding_fingerprint") or recorded.get("fingerprint")):
+        return
+    if recorded.get("decoding_fingerprint"):
+        kind, given = "decoding_fingerprint", decoding_fingerprint(model)
+    else:  # written before the decoding fingerprint: the model must encode alike too
+        kind, given = "fingerprint", model_fingerprint(model)
+    if recorded[kind] == given:
+        return
+    short = recorded[kind][:19] + ("..." if len(recorded[kind]) > 19 else "")
+    raise InputError(
+        f"{shown} was encoded with another model ({short}, {recorded.get('vocab_size')} tokens, "
+        f"{recorded.get('scheme')}) than {model_shown} ({given[:19]}...); its ids would decode to wrong text: "
+        f"give the model it was encoded with, or pass {option('ignore_model_mismatch', True)} to decode anyway"
+    )
 
 
 def iter_encoded_documents(path: str | os.PathLike, *, limit: int | None = None, column: str = "input_ids") -> Iterator[list[int]]:

@@ -1,6 +1,9 @@
-"""A model's fingerprint: ``sha256:`` of everything that decides its ids, so two models that encode
-alike share one. Encode outputs record it in their manifest (and datatrove's metadata when no
-model path is given), and a resumed encode checks it against the model it is given.
+"""A model's fingerprints: ``sha256:`` of everything that decides its ids, so two models that encode
+alike share one, and of everything that decides the text of ids, so two models that decode alike
+share one (a model and its ``.tiktoken`` export encode by different rules but decode alike).
+Encode outputs record both in their manifest (and the first in datatrove's metadata when no model
+path is given); a resumed encode checks the first against the model it is given, ``decode`` the
+second.
 """
 
 from __future__ import annotations
@@ -13,11 +16,30 @@ from typing import Any
 _JSON_SCALARS = frozenset((int, str, float, bool, type(None)))
 
 
-def model_fingerprint(model: Any) -> str:
+# what decides only how text becomes ids (and training metadata): left out of the decoding fingerprint
+_ENCODING_ONLY = ("config", "metadata", "merges", "pattern", "lowercase", "normalization", "merge_rule")
+
+
+def decoding_fingerprint(model: Any) -> str:
+    """``sha256:<hex>`` of what decides the text of ids: the vocabulary, special tokens, scheme,
+    end-of-word marker and pipeline (its decoder), without the merges and the rules that only
+    decide encoding.
+
+    >>> from bpe_spark import TrainerConfig, train
+    >>> tok = train(["ab ab"], TrainerConfig(vocab_size=257))
+    >>> data = tok.to_dict()
+    >>> decoding_fingerprint({**data, "merge_rule": "ranks"}) == decoding_fingerprint(tok) != model_fingerprint(tok)
+    True
+    """
+    return model_fingerprint(model, _ENCODING_ONLY)
+
+
+def model_fingerprint(model: Any, leave_out: tuple[str, ...] = ("config", "metadata")) -> str:
     """``sha256:<hex>`` of a tokenizer's plain data, everything that decides its ids.
 
     Training metadata (config, statistics, timings) is left out, so a model and the same model
     re-imported from its ``tokenizer.json`` share a fingerprint when they encode alike.
+    ``leave_out``: the fields not fingerprinted.
 
     >>> from bpe_spark import TrainerConfig, train
     >>> tok = train(["ab ab"], TrainerConfig(vocab_size=257))
@@ -25,7 +47,7 @@ def model_fingerprint(model: Any) -> str:
     True
     """
     data = model.to_dict() if hasattr(model, "to_dict") else dict(model)
-    data = {key: value for key, value in data.items() if key not in ("config", "metadata")}
+    data = {key: value for key, value in data.items() if key not in leave_out}
 
     def plain(value: Any) -> Any:
         if isinstance(value, bytes):

@@ -198,6 +198,20 @@ def test_decode_of_an_encode_output_on_s3_equals_the_local_one(s3, aws, models, 
             assert status == 0, err
             assert out == expected, (name, limit)
 
+    # an output encoded with another model is refused before any document (issue 43, item 4)
+    manifest = json.loads((bin_dir / markers.MANIFEST_NAME).read_text())
+    manifest["model"] = {"fingerprint": "sha256:" + "0" * 64, "decoding_fingerprint": "sha256:" + "0" * 64,
+                         "vocab_size": 300, "scheme": "byte"}
+    (tmp_path / "manifest.json").write_text(json.dumps(manifest))
+    put_tree(s3, tmp_path / "manifest.json", "bucket/d/other/" + markers.MANIFEST_NAME)
+    for name in (markers.MARKER_FILE, "shard-00000.idx", "shard-00000.bin", "shard-00001.idx", "shard-00001.bin"):
+        put_tree(s3, bin_dir / name, f"bucket/d/other/{name}")
+    status, out, err = run(capsys, "decode", "--model", str(models["model_dir"]), "--input", "s3://bucket/d/other")
+    assert (status, out) == (2, "") and "s3://bucket/d/other was encoded with another model (sha256:000000000000..." in err
+    status, out, _ = run(capsys, "decode", "--model", str(models["model_dir"]), "--input", "s3://bucket/d/other",
+                         "--ignore-model-mismatch")
+    assert status == 0 and out == run(capsys, "decode", "--model", str(models["model_dir"]), "--input", str(bin_dir))[1]
+
     # an output still being written in place is refused, as a reader refuses it locally
     markers.write_marker("bucket/d/bin", "encoded", ArrowFiles(s3), complete=False)
     status, _, err = run(capsys, "decode", "--model", str(models["model_dir"]), "--input", "s3://bucket/d/bin")

@@ -57,6 +57,7 @@ from bpe_spark.spark.encoding.sidecar import (
     sidecar_columns,
 )
 from bpe_spark.encoding.tokenizer import Tokenizer
+from bpe_spark.models.fingerprint import decoding_fingerprint
 
 
 def encode_dataset(
@@ -304,6 +305,7 @@ def _manifest(pieces, plan, written, tok, fingerprint: str, options, *, output_f
         "shard_tokens": shard_tokens,
         "model": {
             "fingerprint": fingerprint,
+            "decoding_fingerprint": decoding_fingerprint(tok),
             "vocab_size": tok.vocab_size,
             "max_token_id": tok.max_token_id,
             "scheme": tok.scheme,
