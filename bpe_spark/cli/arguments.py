@@ -21,7 +21,7 @@ from bpe_spark.bpe.config import NORMALIZATIONS, TrainerConfig
 from bpe_spark.errors import ConfigError, InputError
 from bpe_spark.bpe.patterns import PRESETS
 from bpe_spark.spark.runtime.progress import OPTION_CHOICES as PROGRESS_CHOICES
-from bpe_spark.spark.options import DOCUMENT_UNITS, ENGINES, INPUT_FORMATS
+from bpe_spark.spark.options import DOCUMENT_UNITS, ENGINES, INPUT_FORMATS, column_name
 from bpe_spark.bpe.text import BAD_INPUT_POLICIES
 
 CONFIG_DEFAULTS = {field.name: field.default for field in dataclasses.fields(TrainerConfig)}
@@ -45,7 +45,7 @@ def add_document_options(parser: argparse.ArgumentParser) -> None:
     group = parser.add_argument_group("documents")
     group.add_argument("--input-format", choices=INPUT_FORMATS,
                        help="text: one document per line, the newline kept (default); jsonl/parquet: one per row")
-    group.add_argument("--text-column", metavar="C",
+    group.add_argument("--text-column", metavar="C", type=column_name,
                        help=f"jsonl/parquet column holding the text (default: {TEXT_COLUMN})")
     group.add_argument("--document", choices=DOCUMENT_UNITS,
                        help="text input: one document per line (default), per file, or per paragraph (lines "
@@ -213,6 +213,7 @@ def check_local_columns(paths: Sequence[str], input_format: str, text_column: st
         return
     from bpe_spark.errors import ColumnError, option
 
+    text_column, id_columns = column_name(text_column), [column_name(c) for c in id_columns]
     required = [text_column, *id_columns]
     hint = f"name the text column with {option('text_col')}" + (f" and id columns with {option('id_cols')}"
                                                                  if id_columns else "")
@@ -230,6 +231,8 @@ def check_local_columns(paths: Sequence[str], input_format: str, text_column: st
             names.update(dict.fromkeys(schema.names))
             if all(name in schema.names for name in required):
                 found = schema.field(text_column).type
+                if pa_types.is_dictionary(found):  # dictionary-encoded: its values are the texts
+                    found = found.value_type
                 if not (pa_types.is_string(found) or pa_types.is_large_string(found)):
                     raise ColumnError.wrong_type(text_column, f"{path} (Parquet)", str(found), "string")
                 return

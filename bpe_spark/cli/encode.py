@@ -24,7 +24,7 @@ from bpe_spark.cli.arguments import (
 )
 from bpe_spark.errors import ConfigError
 from bpe_spark.datasets.formats import DEFAULT_OUTPUT_FORMAT, OUTPUT_FORMATS, TOKEN_STREAM_FORMATS
-from bpe_spark.spark.options import DEFAULT_SHARD_TOKENS
+from bpe_spark.spark.options import DEFAULT_SHARD_TOKENS, column_name
 
 NAME = "encode"
 SUMMARY = "encode a dataset to token ids (Parquet or binary shards)"
@@ -69,7 +69,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                              + f" (default: {DEFAULT_OUTPUT_FORMAT})")
     add_document_options(parser)
     parser.set_defaults(**DOCUMENT_DEFAULTS)
-    parser.add_argument("--id-column", action="append", default=[], metavar="C",
+    parser.add_argument("--id-column", action="append", default=[], metavar="C", type=column_name,
                         help="jsonl/parquet column to carry to the output as a document id, repeatable "
                              "(default: a doc_id, the position in input order)")
     for name, verb in (("eos", "append"), ("bos", "prepend")):

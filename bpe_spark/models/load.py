@@ -31,6 +31,7 @@ from bpe_spark.models.registry import EXPORT_FORMATS, MODEL_META_FILE, export_sp
 from bpe_spark.models.sentencepiece import looks_like_sentencepiece, read_sentencepiece
 from bpe_spark.models.tekken import looks_like_tekken, read_tekken
 from bpe_spark.models.tiktoken_file import read_tiktoken
+from bpe_spark.storage import markers
 
 __all__ = [
     "EXPORT_FORMATS",
@@ -50,6 +51,12 @@ def detect_format(path) -> str:
     if path.is_dir():
         if (path / MODEL_META_FILE).is_file():
             return "model_dir"
+        if markers.kind_of(str(path)) == "model":  # ours by its marker (or an earlier version's files)
+            raise ModelFormatError(
+                f"{path}: a bpe-spark model directory (its {markers.MARKER_FILE} marker) without {MODEL_META_FILE}, "
+                f"which holds the model: it is damaged or incomplete; save the model again, or give "
+                f"{path / 'tokenizer.json'} to load its tokenizer.json export"
+            )
         if (path / "tokenizer.json").is_file():
             return "tokenizer.json"
         if (path / "vocab.json").is_file() and (path / "merges.txt").is_file():

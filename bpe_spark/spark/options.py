@@ -18,3 +18,17 @@ ENGINES = ("auto", "jvm", "python")  # count_pretokens(engine=): who pretokenize
 DEFAULT_DRIVER_BUDGET = "auto"
 JSON_SAMPLE_LINES = 200  # read_documents: the JSON Lines records whose fields are the columns
 DEFAULT_SHARD_TOKENS = 100_000_000  # encode_dataset(shard_tokens=): about this many per file
+
+
+def column_name(given: str) -> str:
+    """The column a user names: a name is the column of that name, dots and all (``meta.text`` is
+    a top-level column so named, never a field of a struct), and a name in backticks, as Spark
+    writes one (a doubled backtick inside for one), is the name between them.
+
+    >>> column_name("meta.text"), column_name("`meta.text`"), column_name("`a``b`"), column_name("text")
+    ('meta.text', 'meta.text', 'a`b', 'text')
+    """
+    if len(given) >= 2 and given.startswith("`") and given.endswith("`"):
+        return given[1:-1].replace("``", "`")
+    return given
+

@@ -110,6 +110,28 @@ def _parse_budget(driver_budget: float | str) -> int | float | str:
 
 
 # --- the budget from the driver's memory ------------------------------------------------------
+def reachable_vocab(vocab_size: int, *, scheme: str, distinct: int, pretoken_bytes: int, special_tokens: int = 0) -> int:
+    """The largest vocabulary training can reach on ``distinct`` pretokens of ``pretoken_bytes``
+    UTF-8 bytes in all, capped at ``vocab_size``: the memory the merges need never depends on a
+    ``vocab_size`` the corpus cannot fill. A merge removes at least one symbol from the pretokens
+    holding its pair, so there are at most as many merges as symbols beyond each pretoken's last
+    one: ``bytes - distinct`` in the byte scheme (one symbol a byte), ``bytes`` in the char scheme
+    (a character has at least one byte, and an end-of-word marker may add one symbol); the
+    alphabet is at most 256 bytes, or one symbol a character.
+
+    >>> reachable_vocab(2**31, scheme="byte", distinct=25_000, pretoken_bytes=200_000, special_tokens=1)
+    175257
+    >>> reachable_vocab(32_000, scheme="char", distinct=10**6, pretoken_bytes=10**7)
+    32000
+    """
+    if scheme == "byte":
+        most = 256 + max(0, pretoken_bytes - distinct)
+    else:
+        most = 2 * pretoken_bytes + 1  # the alphabet, a marker symbol, and the merges
+    return min(vocab_size, most + special_tokens)
+
+
+
 @dataclass(frozen=True)
 class DriverMemory:
     """What bounds the driver: the JVM's max heap and ``spark.driver.maxResultSize`` (0: no

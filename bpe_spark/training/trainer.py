@@ -10,18 +10,20 @@
 
 from __future__ import annotations
 
+import logging
 import time
 from collections import Counter
 from collections.abc import Callable, Iterable, Mapping
 
 
 from bpe_spark.bpe.config import TrainerConfig
-from bpe_spark.errors import ConfigError, EmptyCorpusError
+from bpe_spark.errors import ConfigError, EmptyCorpusError, option
 from bpe_spark.bpe.pretokenize import Pretokenizer
 from bpe_spark.bpe.symbols import SymbolTable
 from bpe_spark.bpe.words import word_symbols
 from bpe_spark.training.engine import Merge, MergeEngine
 
+log = logging.getLogger("bpe_spark")
 
 # --- words from pretokens ---------------------------------------------------------------------
 
@@ -111,7 +113,35 @@ def train_from_counts(
         "pretokens": sum(engine.counts),
         "merge_seconds": round(time.perf_counter() - started, 6),
     }
-    return Tokenizer.from_training(cfg, engine.table, merges, stats=stats)
+    return note_early_stop(cfg, Tokenizer.from_training(cfg, engine.table, merges, stats=stats))
+
+
+def early_stop(cfg: TrainerConfig, vocab_size: int, merges: int) -> str | None:
+    """Why a run of ``cfg`` that ended at ``vocab_size`` tokens after ``merges`` merges stopped
+    before its ``vocab_size``, or None when it reached it (or its ``max_merges``).
+
+    >>> early_stop(TrainerConfig(vocab_size=32000), 4000, 3744)
+    'ran out of pairs at 3,744 merges: the vocabulary is 4,000, below vocab_size=32000'
+    >>> early_stop(TrainerConfig(vocab_size=32000, min_frequency=5), 4000, 3744)
+    'ran out of pairs occurring min_frequency=5 times at 3,744 merges: the vocabulary is 4,000, below vocab_size=32000'
+    >>> early_stop(TrainerConfig(vocab_size=32000, max_merges=3744), 4000, 3744) is None
+    True
+    """
+    if vocab_size >= cfg.vocab_size or (cfg.max_merges is not None and merges >= cfg.max_merges):
+        return None
+    pairs = f"pairs occurring {option('min_frequency', cfg.min_frequency)} times" if cfg.min_frequency > 1 else "pairs"
+    return (f"ran out of {pairs} at {merges:,} merges: the vocabulary is {vocab_size:,}, "
+            f"below {option('vocab_size', cfg.vocab_size)}")
+
+
+def note_early_stop(cfg: TrainerConfig, tok):
+    """``tok`` (a training run's tokenizer), with :func:`early_stop`'s reason in its statistics
+    (``stopped_early``) and logged as a warning when it stopped before its ``vocab_size``."""
+    reason = early_stop(cfg, tok.vocab_size, len(tok.merge_ids))
+    if reason is not None:
+        tok.metadata.setdefault("stats", {})["stopped_early"] = reason
+        log.warning("bpe-spark: %s", reason)
+    return tok
 
 
 def count_pretokens(texts: Iterable[str], cfg: TrainerConfig) -> Counter:

@@ -296,3 +296,26 @@ def test_train_command_writes_the_folder_options(spark, tmp_path):
     assert (auto.eos_token, auto.pad_token, auto.unk_token, auto.bos_token) == ("<|endoftext|>", "<pad>", "<|endoftext|>", None)
     assert auto.model_max_length == 512 and tok.unk_token is None  # a byte model's unk is transformers' label
     assert_same_ids(auto, tok, texts_of(text))
+
+
+def test_a_model_directory_without_its_bpe_spark_json_is_refused_not_read_as_its_tokenizer_json(tmp_path, byte_tok,
+                                                                                                   capsys):
+    """Issue 43: a bpe-spark model folder that lost ``bpe_spark.json`` loaded its exported
+    ``tokenizer.json`` without a word; a folder of Hugging Face files (no marker) still loads."""
+    from bpe_spark.errors import ModelFormatError
+
+    byte_tok.save(tmp_path / "model")
+    (tmp_path / "model" / "bpe_spark.json").unlink()
+    message = (f"{tmp_path / 'model'}: a bpe-spark model directory (its _BPE_SPARK marker) without bpe_spark.json, "
+               "which holds the model: it is damaged or incomplete; save the model again, or give "
+               f"{tmp_path / 'model' / 'tokenizer.json'} to load its tokenizer.json export")
+    with pytest.raises(ModelFormatError) as refused:
+        Tokenizer.load(tmp_path / "model")
+    assert str(refused.value) == message
+    assert cli_main(["inspect", str(tmp_path / "model")]) == 2
+    assert capsys.readouterr().err == f"bpe-spark inspect: error: {message}\n"
+    assert Tokenizer.load(tmp_path / "model" / "tokenizer.json").encode("hello world") == byte_tok.encode("hello world")
+    (tmp_path / "model" / "_BPE_SPARK").unlink()  # as a Hugging Face folder: its tokenizer.json (and config files)
+    for name in ("merges.parquet", "vocab.parquet"):
+        (tmp_path / "model" / name).unlink()
+    assert Tokenizer.load(tmp_path / "model").encode("hello world") == byte_tok.encode("hello world")

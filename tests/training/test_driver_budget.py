@@ -79,3 +79,17 @@ def test_all_the_counts_cross_as_text_so_more_of_them_fit():
     text, why = memory_budget(heap, mean_pretoken_bytes=10, vocab_size=32000, as_text=True)
     assert text == int(0.5 * GIB / 22) and why == "the driver JVM heap 1.0 GiB at 22 bytes a pretoken"
     assert text > 2 * memory_budget(heap, mean_pretoken_bytes=10, vocab_size=32000)[0]
+
+
+def test_a_vocab_size_the_corpus_cannot_fill_does_not_shrink_the_budget():
+    """Issue 43, item 5: ``--vocab-size 2147483648`` left a budget of 10,000 pretokens from the
+    driver's memory at 512 bytes a token; the merges can need no more than the corpus holds."""
+    memory = DriverMemory(jvm_heap=4 << 30, max_result_size=1 << 30, python_available=22 << 30)
+    reach = driver_budget.reachable_vocab(2**31, scheme="byte", distinct=30_000, pretoken_bytes=240_000)
+    assert reach == 256 + 240_000 - 30_000
+    huge = memory_budget(memory, mean_pretoken_bytes=8.0, vocab_size=reach)[0]
+    assert huge == memory_budget(memory, mean_pretoken_bytes=8.0, vocab_size=32_000)[0] > 10**7
+    assert memory_budget(memory, mean_pretoken_bytes=8.0, vocab_size=2**31)[0] == driver_budget.MIN_BUDGET
+    # the char scheme: one symbol a character at most, an end-of-word marker, the merges
+    assert driver_budget.reachable_vocab(2**31, scheme="char", distinct=10, pretoken_bytes=50, special_tokens=2) == 103
+    assert driver_budget.reachable_vocab(500, scheme="char", distinct=10, pretoken_bytes=10**6) == 500

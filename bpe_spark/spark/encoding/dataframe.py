@@ -42,7 +42,9 @@ from bpe_spark.encoding.options import EncodeOptions, encode_options
 from bpe_spark.errors import ConfigError, current_interface, interface, option
 from bpe_spark.spark.encoding.tasks import TEXT, ModelBroadcast, check_input, encoded_slices
 from bpe_spark.spark.read.segments import segment_columns, segment_key, segment_runs, segmented
+from bpe_spark.spark.runtime.columns import col
 from bpe_spark.encoding.tokenizer import Tokenizer
+from bpe_spark.spark.options import column_name
 
 _PART = "__bpe_part"
 
@@ -85,6 +87,7 @@ def encode(
     >>> out.columns                                                       # doctest: +SKIP
     ['doc_id', 'input_ids', 'n_tokens']
     """
+    text_col, id_cols = column_name(text_col), [column_name(c) for c in id_cols or ()]
     options = encode_options(options, allowed_special=allowed_special, disallowed_special=disallowed_special,
                              bos=bos, eos=eos, bos_id=bos_id, eos_id=eos_id).resolved(tok)
     id_cols = list(id_cols or [])
@@ -92,7 +95,8 @@ def encode(
     added = [c for c in (position_col, output_col, n_tokens_col) if c is not None]
     check_input(df, text_col, id_cols, added)
 
-    projection = [F.col(f"`{c}`") for c in id_cols] + [F.col(f"`{text_col}`").alias(TEXT)]
+    # plain names for the Python stage (pyspark's mapInArrow resolves each column by its name)
+    projection = [col(c).alias(f"{TEXT}_id{i}") for i, c in enumerate(id_cols)] + [col(text_col).alias(TEXT)]
     segments, by_partition = None, False
     if position_col is not None:
         df = segmented(df)

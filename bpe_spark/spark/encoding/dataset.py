@@ -58,6 +58,7 @@ from bpe_spark.spark.encoding.sidecar import (
 )
 from bpe_spark.encoding.tokenizer import Tokenizer
 from bpe_spark.models.fingerprint import decoding_fingerprint
+from bpe_spark.spark.options import column_name
 
 
 def encode_dataset(
@@ -127,6 +128,7 @@ def encode_dataset(
     be written, or exists and is not an earlier encoded dataset (``overwrite`` replaces only
     those: :mod:`bpe_spark.storage.output_guard`).
     """
+    text_col, id_cols = column_name(text_col), [column_name(c) for c in id_cols or ()]
     started = time.time()
     progress = progress or OFF
     fmt = output_format_named(output_format)

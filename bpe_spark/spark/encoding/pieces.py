@@ -13,13 +13,13 @@ from dataclasses import dataclass
 
 import pyarrow as pa
 import pyarrow.compute as pc
-from pyspark.sql import functions as F
 
 from bpe_spark.bpe.long_documents import LongDocument
 from bpe_spark.spark.encoding import resume
 from bpe_spark.spark.read import jsonl, parquet_splits, text_splits
 from bpe_spark.spark.encoding.tasks import IDS, TEXT, ModelBroadcast, encoded_slices, id_columns
 from bpe_spark.spark.read.segments import segment_columns, segment_key, segment_runs, segmented
+from bpe_spark.spark.runtime.columns import col
 from bpe_spark.spark.encoding.output import PIECE_SCHEMA, PieceWriter
 from bpe_spark.spark.encoding.sidecar import keep_long_enough
 from bpe_spark.bpe.text import InputTally
@@ -59,8 +59,9 @@ def encode_to_pieces(df, model: ModelBroadcast, *, text_col, id_cols, fs, pieces
         frame = spark.range(0, count, 1, numPartitions=max(1, count))
     else:
         frame = segmented(df)
-        frame = frame.select(*[F.col(f"`{c}`") for c in id_cols], F.col(f"`{text_col}`").alias(TEXT),
-                             *segment_columns(frame))
+        # plain names for the Python stage (pyspark's mapInArrow resolves each column by its name)
+        frame = frame.select(*[col(c).alias(f"{TEXT}_id{i}") for i, c in enumerate(id_cols)],
+                             col(text_col).alias(TEXT), *segment_columns(frame))
     tag = uuid.uuid4().hex[:8]
 
     on_bad_input = source.on_bad_input if source is not None else "error"

@@ -48,9 +48,10 @@ from pyspark.sql.types import StringType, StructField
 
 from bpe_spark.errors import ConfigError, InputError, option
 from bpe_spark.spark.read import jsonl, parquet_splits, text_splits
-from bpe_spark.spark.runtime.columns import STRING, check_columns
+from bpe_spark.spark.runtime.columns import STRING, check_columns, col
 from bpe_spark.spark.options import DOCUMENT_UNITS, INPUT_FORMATS, JSON_SAMPLE_LINES
 from bpe_spark.bpe.text import check_bad_input_policy
+from bpe_spark.spark.options import column_name
 
 
 class InputNotFoundError(InputError, FileNotFoundError):
@@ -121,6 +122,7 @@ def read_documents(
     >>> docs.first().text                                                     # doctest: +SKIP
     'First Citizen:\\n'
     """
+    text_col, keep_columns = column_name(text_col), [column_name(c) for c in keep_columns]
     paths = _as_list(paths)
     if input_format not in INPUT_FORMATS:
         raise ConfigError(f"input_format must be one of {INPUT_FORMATS}, got {input_format!r}")
@@ -151,7 +153,7 @@ def read_documents(
         frame = _load(lambda p: reader.parquet(*p), paths)
         check_columns(frame, {text_col: STRING, **dict.fromkeys(keep_columns)}, source=", ".join(paths),
                       hint=_text_hint())
-        docs = frame.select(text_col, *keep_columns)
+        docs = frame.select(col(text_col), *map(col, keep_columns))
         if not keep_columns and on_bad_input == "error" and (shared_input or _local_master(spark)):
             docs = parquet_splits.tag(docs, frame.inputFiles(), text_col)  # the tasks may read them directly
         return _tag_reader(docs, {"skipped_records": 0})

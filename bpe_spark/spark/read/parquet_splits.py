@@ -77,6 +77,8 @@ def plan_splits(source: ParquetSource, parallelism: int) -> list[Split] | None:
         if source.text_col not in schema.names:
             return None
         kind = schema.field(source.text_col).type
+        if pa.types.is_dictionary(kind):  # dictionary-encoded: iter_texts decodes it
+            kind = kind.value_type
         if not (pa.types.is_string(kind) or pa.types.is_large_string(kind)):
             return None
         sizes = [meta.metadata.row_group(i).total_byte_size for i in range(meta.metadata.num_row_groups)]
@@ -100,7 +102,7 @@ def plan_splits(source: ParquetSource, parallelism: int) -> list[Split] | None:
 
 def iter_texts(split: Split) -> Iterator[pa.Array]:
     """The split's texts in row order, as Arrow arrays of the column as stored (string or
-    large string; not checked as UTF-8); a file that cannot be read raises
+    large string, a dictionary-encoded one decoded; not checked as UTF-8); a file that cannot be read raises
     :class:`~bpe_spark.errors.BadInputError` naming it."""
     import pyarrow.parquet as pq
 
@@ -108,7 +110,8 @@ def iter_texts(split: Split) -> Iterator[pa.Array]:
         reader = pq.ParquetFile(split.path)
         for batch in reader.iter_batches(batch_size=BATCH_ROWS, row_groups=list(split.row_groups),
                                          columns=[split.text_col], use_threads=False):
-            yield batch.column(0)
+            column = batch.column(0)
+            yield column.dictionary_decode() if pa.types.is_dictionary(column.type) else column
     except (OSError, pa.ArrowException) as exc:
         with interface(split.interface):  # built in a task, in the words of the driver's
             raise BadInputError(

@@ -11,7 +11,8 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Mapping, Sequence
 
-from pyspark.sql import DataFrame
+from pyspark.sql import Column, DataFrame
+from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
 from bpe_spark.errors import ColumnError, ConfigError
@@ -49,6 +50,16 @@ def check_columns(
     for name in added:
         if name in types:
             raise ColumnError(f"Output column {name} already exists in {source}; rename or drop it first")
+
+
+def col(name: str) -> Column:
+    """The top-level column ``name`` (:func:`bpe_spark.spark.options.column_name`'s), quoted so that
+    Spark reads no dots or backticks in it as a path into a struct.
+
+    >>> col("meta.text")  # doctest: +SKIP
+    Column<'`meta.text`'>
+    """
+    return F.col("`" + name.replace("`", "``") + "`")
 
 
 def require_classic(frame_or_session) -> None:

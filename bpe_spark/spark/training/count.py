@@ -35,7 +35,7 @@ from bpe_spark.bpe.pretokenize import Pretokenizer
 from bpe_spark.spark.runtime.progress import OFF, Progress
 from bpe_spark.spark.runtime import resources
 from bpe_spark.spark.read import text_splits
-from bpe_spark.spark.runtime.columns import STRING, check_columns
+from bpe_spark.spark.runtime.columns import STRING, check_columns, col
 from bpe_spark.spark.runtime.failures import executor_errors
 from bpe_spark.spark.runtime.faults import fail_once
 from bpe_spark.spark.storage.hadoop import SparkOutput, input_paths
@@ -44,6 +44,7 @@ from bpe_spark.spark.training.java_regex import java_pattern, special_tokens_reg
 from bpe_spark.spark.options import ENGINES
 from bpe_spark.spark.runtime.stage_progress import spark_phase
 from bpe_spark.bpe.text import InputTally
+from bpe_spark.spark.options import column_name
 
 # StructTypes, not DDL strings: a DDL string costs a JVM round trip to parse
 COUNTS_SCHEMA = StructType([StructField("pretoken", StringType()), StructField("count", LongType())])
@@ -110,13 +111,14 @@ def count_pretokens(
     >>> count_pretokens(spark.createDataFrame([("a a",)], "text string"), cfg).collect()  # doctest: +SKIP
     [Row(pretoken='a', count=1), Row(pretoken=' a', count=1)]
     """
+    text_col = column_name(text_col)
     check_columns(df, {text_col: STRING}, source="the DataFrame", hint="pass text_col=")
     source = text_splits.source_of(df)
     if source is not None and engine in ("auto", "python") and df.columns == [text_col]:
         return _count_text_files(df.sparkSession, source, cfg, observation)
     chosen = choose_engine(cfg, engine)
     most = resources.partitions(df.sparkSession, resources.estimated_bytes(df))
-    raw = F.col(text_col)
+    raw = col(text_col)
     docs = df.select(raw.alias("raw"))
     if observation is not None:
         docs = docs.observe(observation, *text_metrics("raw"))

@@ -33,6 +33,7 @@ from bpe_spark.training.driver_budget import (
     absolute_budget,
     is_auto,
     memory_budget,
+    reachable_vocab,
     resolve_budget,
 )
 from bpe_spark.errors import ConfigError, EmptyCorpusError
@@ -51,8 +52,9 @@ from bpe_spark.spark.training.round_words import ROUNDS_DIR, LineageWords, Relia
 from bpe_spark.spark.training.rounds import Handoff, RoundTrainer, WordsStore, int64_counts
 from bpe_spark.encoding.tokenizer import Tokenizer
 from bpe_spark.training.engine import PackedWords
-from bpe_spark.training.trainer import initial_table
+from bpe_spark.training.trainer import initial_table, note_early_stop
 from bpe_spark.bpe.words import apply_merges, pair_rank_index, word_symbols
+from bpe_spark.spark.options import column_name
 
 __all__ = ["absolute_budget", "resolve_budget", "train", "train_from_counts"]  # the budget's parsers: driver_budget
 log = logging.getLogger("bpe_spark")
@@ -87,6 +89,7 @@ def train(
     :class:`~bpe_spark.spark.runtime.progress.Progress` reporter for counting, merging and the rounds (default:
     silent); the result does not depend on it.
     """
+    text_col = column_name(text_col)
     require_classic(df)
     progress = progress or OFF
     spark = df.sparkSession
@@ -257,8 +260,8 @@ def _train_counts(
     stats["merges"] = len(trainer.merges)
     stats["mode"] = "driver" if driver_mode else "rounds"
     timings["total_seconds"] = round(time.perf_counter() - started, 3)
-    tok = Tokenizer.from_training(cfg, trainer.table, trainer.merges, stats=stats)
-    tok.metadata["stats"] = stats
+    tok = note_early_stop(cfg, Tokenizer.from_training(cfg, trainer.table, trainer.merges, stats=stats))
+    tok.metadata["stats"] = {**stats, **tok.metadata["stats"]}
     tok.metadata["rounds"] = trainer.rounds
     tok.metadata["timings"] = {k: round(v, 3) for k, v in timings.items()}
     return tok
@@ -266,16 +269,19 @@ def _train_counts(
 
 def _budget(spark, driver_budget, cfg: TrainerConfig, distinct: int, pretoken_bytes: int) -> tuple[int, str]:
     """The driver budget and where it comes from: the one given, or the driver's memory
-    (``"auto"``: :func:`~bpe_spark.training.driver_budget.memory_budget`, for this corpus's mean pretoken):
+    (``"auto"``: :func:`~bpe_spark.training.driver_budget.memory_budget`, for this corpus's mean pretoken
+    and the vocabulary it can reach):
     all the counts collected as text when they fit, else the pretokens rounds keep as symbols."""
     if not is_auto(driver_budget):
         return resolve_budget(driver_budget, distinct), f"driver_budget={driver_budget!r}"
     memory = resources.driver_memory(spark)
     mean = pretoken_bytes / max(1, distinct)
-    whole = memory_budget(memory, mean_pretoken_bytes=mean, vocab_size=cfg.vocab_size, as_text=True)
+    vocab_size = reachable_vocab(cfg.vocab_size, scheme=cfg.scheme, distinct=distinct, pretoken_bytes=pretoken_bytes,
+                                 special_tokens=len(cfg.special_tokens))
+    whole = memory_budget(memory, mean_pretoken_bytes=mean, vocab_size=vocab_size, as_text=True)
     if distinct <= whole[0]:
         return whole
-    return memory_budget(memory, mean_pretoken_bytes=mean, vocab_size=cfg.vocab_size)
+    return memory_budget(memory, mean_pretoken_bytes=mean, vocab_size=vocab_size)
 
 
 def _words_store(spark, checkpoint: Checkpoint | None) -> WordsStore:
