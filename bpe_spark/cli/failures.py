@@ -13,7 +13,8 @@ an ``OSError``                          2       the path (when known) and the sy
 a Spark error (``Py4JJavaError``,       2 / 1   the Java exception's class and first message
 pyspark's captured exceptions)                  line; a failed task's root cause (2 for an
                                                 AnalysisException or a bad argument, else 1)
-the Spark JVM gone (py4j errors)        1       what happened
+the Spark JVM gone (py4j errors)        1 / 2   what happened; a JVM or Python worker out of
+                                                memory: which, and the setting to raise
 Ctrl-C (``KeyboardInterrupt``)          130     ``interrupted``; running Spark jobs cancelled
 ``SIGTERM`` (``timeout``, schedulers)   143     ``terminated``; the same path as Ctrl-C
 a closed stdout (``... | head``)        141     nothing (as a program killed by SIGPIPE)
@@ -154,6 +155,14 @@ def describe_failure(exc: BaseException, args: argparse.Namespace | None = None)
     out = getattr(args, "out", None)
     if isinstance(exc, BpeSparkError):
         return EXIT_USER, f"error: {exc}"
+    if "pyspark" in sys.modules and (isinstance(exc, (ConnectionError, EOFError))
+                                     or type(exc).__module__.partition(".")[0] == "py4j"):
+        from bpe_spark.spark.runtime.failures import jvm_exit_line
+
+        lost = isinstance(exc, (ConnectionError, EOFError)) or not hasattr(exc, "java_exception")
+        gone = jvm_exit_line(wait=3.0 if lost else 0.0)  # the JVM died (of an OutOfMemoryError...): that is the cause, not py4j's error
+        if gone is not None:
+            return EXIT_USER, gone
     if type(exc).__module__.partition(".")[0] in ("py4j", "pyspark"):
         from bpe_spark.spark.runtime.failures import describe_spark_failure
 

@@ -22,7 +22,7 @@ from pathlib import Path
 from pyspark.sql import SparkSession
 
 from bpe_spark.errors import ConfigError, MasterUnreachableError
-from bpe_spark.spark.runtime import jvm_cache, watchdog
+from bpe_spark.spark.runtime import failures, jvm_cache, watchdog
 
 DEFAULTS = {
     "spark.sql.execution.arrow.pyspark.enabled": "true",
@@ -176,7 +176,18 @@ def build_session(
     for key, value in props.items():
         builder = builder.master(value) if key == "spark.master" else builder.config(key, value)
     _start_jvm(app_name, props, quiet=quiet)
-    return builder.getOrCreate()
+    session = builder.getOrCreate()
+    if quiet:
+        _quiet_accumulator_server(session)
+    return session
+
+
+def _quiet_accumulator_server(session: SparkSession) -> None:
+    """pyspark's accumulator server prints a trace on stderr when the JVM it serves dies (an
+    ``EOFError``): a quiet run says why in one line instead (``bpe_spark.cli.failures``)."""
+    server = getattr(session.sparkContext, "_accumulatorServer", None)
+    if server is not None and hasattr(server, "handle_error"):
+        server.handle_error = lambda request, client_address: None
 
 
 def check_master(master: str, timeout: float = PROBE_SECONDS) -> None:
@@ -254,6 +265,7 @@ def _start_jvm(app_name: str, props: Mapping[str, str], *, quiet: bool) -> None:
     with SparkContext._lock, _sigint_deferred():
         gateway = launch_gateway(conf, popen_kwargs={"stderr": subprocess.PIPE} if quiet else None)
         watchdog.watch(gateway.proc.pid)
+        failures.remember_driver_memory(props)
         if quiet:
             threading.Thread(target=_copy_filtered, args=(gateway.proc.stderr,), name="bpe-spark JVM stderr",
                              daemon=True).start()

@@ -138,3 +138,58 @@ def test_sigterm_of_a_running_encode_cleans_up_and_exits_143_in_one_line(tmp_pat
     assert process.returncode == 143, err[-3000:]
     assert err == "bpe-spark encode: terminated (SIGTERM)\n"
     assert sorted(p.name for p in tmp_path.iterdir()) == ["corpus.txt.gz", "model"]  # no staging left
+
+
+def test_a_python_worker_out_of_memory_names_the_worker_and_the_setting(spark, tmp_path, monkeypatch, capsys):
+    def hungry(args):
+        def allocate(x):
+            raise MemoryError  # what a worker over spark.executor.pyspark.memory meets
+
+        spark.sparkContext.parallelize([1], 1).map(allocate).collect()
+
+    monkeypatch.setattr(train, "run", hungry)
+    assert main([*TRAIN_ARGS, "--out", str(tmp_path / "m")]) == 2
+    line = _one_line(capsys)
+    assert line.startswith("bpe-spark train: error: a Python worker ran out of memory (MemoryError): raise --set "
+                           "spark.executor.pyspark.memory=... (now "), line
+
+
+def test_a_driver_jvm_that_exited_out_of_memory_is_named_not_a_refused_connection(monkeypatch):
+    from pyspark import SparkContext
+
+    from bpe_spark.cli.failures import describe_failure
+
+    class Gateway:  # a JVM that Spark's handler ended on an OutOfMemoryError (exit status 52)
+        proc = subprocess.Popen(["sh", "-c", "exit 52"])
+
+    monkeypatch.setattr(SparkContext, "_gateway", Gateway)
+    monkeypatch.setattr(SparkContext, "_active_spark_context", None)
+    status, line = describe_failure(ConnectionRefusedError(111, "Connection refused"))
+    assert status == 2
+    assert line.startswith("error: the Spark driver JVM ran out of memory and exited (Java heap space) (a local "
+                           "master runs the tasks in it): raise its memory with --set spark.driver.memory=...")
+
+
+_HEAP_HUNGRY = """
+import sys
+from bpe_spark.cli import main, train
+from bpe_spark.cli.arguments import start_spark
+
+def heap_hungry(args):  # a task whose JVM side needs more than the driver's heap
+    spark = start_spark(args, "train")
+    spark.range(4).repartition(1).selectExpr("repeat('x', 400000000) AS s").selectExpr("length(concat(s, s, s))").collect()
+
+train.run = heap_hungry
+sys.exit(main(sys.argv[1:]))
+"""
+
+
+@pytest.mark.slow
+def test_a_jvm_out_of_memory_names_the_process_and_the_setting(tmp_path):
+    done = subprocess.run([sys.executable, "-c", _HEAP_HUNGRY, *TRAIN_ARGS, "--out", str(tmp_path / "m"),
+                           "--master", "local[1]", "--set", "spark.driver.memory=512m"],
+                          capture_output=True, text=True, env=_env(), cwd=ROOT, timeout=300, check=False)
+    assert done.returncode == 2, done.stderr[-3000:]
+    assert done.stderr.splitlines()[-1] == (
+        "bpe-spark train: error: the Spark driver JVM ran out of memory (Java heap space) (a local master runs the "
+        "tasks in it): raise its memory with --set spark.driver.memory=... (now 512m)")
