@@ -276,16 +276,23 @@ def _start_jvm(app_name: str, props: Mapping[str, str], *, quiet: bool) -> None:
 @contextlib.contextmanager
 def _sigint_deferred():
     """Ctrl-C and SIGTERM wait until the JVM is up and watched: one interrupted while it starts would
-    outlive us (its gateway thread keeps it alive once pyspark gave up on it); once up, it exits
-    with us (its :mod:`watchdog` sees to it)."""
-    block = hasattr(signal, "pthread_sigmask") and threading.current_thread() is threading.main_thread()
-    if block:
-        signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT, signal.SIGTERM})
+    outlive us (its gateway thread keeps it alive once pyspark gave up on it, and holds our stdout);
+    once up, it exits with us (its :mod:`watchdog` sees to it). The signals are noted by handlers
+    of their own and raised again after, not blocked: a blocked signal still reaches Python through
+    any other thread (the preloading ones), and a blocked mask would be inherited by the JVM."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    received: list[int] = []
+    deferred = (signal.SIGINT, signal.SIGTERM)
+    previous = {sig: signal.signal(sig, lambda signum, frame: received.append(signum)) for sig in deferred}
     try:
         yield
     finally:
-        if block:
-            signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGINT, signal.SIGTERM})
+        for sig, handler in previous.items():
+            signal.signal(sig, handler)
+        if received:
+            signal.raise_signal(received[0])  # now to the handler it was meant for
 
 
 def _copy_filtered(stream) -> None:
