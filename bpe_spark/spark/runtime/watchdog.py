@@ -38,11 +38,14 @@ def watch(jvm_pid: int) -> None:
     """Start the watchdog of the JVM ``jvm_pid`` (POSIX only; a no-op elsewhere)."""
     if os.name != "posix":
         return
-    process = subprocess.Popen(  # noqa: S603 - this interpreter and this file
-        [sys.executable, "-I", "-S", os.path.abspath(__file__), str(jvm_pid)],
-        stdin=subprocess.PIPE, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
-        start_new_session=True, close_fds=True,
-    )
+    try:
+        process = subprocess.Popen(  # noqa: S603 - this interpreter and this file
+            [sys.executable, "-I", "-S", os.path.abspath(__file__), str(jvm_pid)],
+            stdin=subprocess.PIPE, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+            start_new_session=True, close_fds=True,
+        )
+    except OSError:  # no interpreter to run it (an embedded one): the JVM's own EOF watch stays
+        return
     _WATCHDOGS.append(process)
 
 
