@@ -6,7 +6,9 @@ tests/spark/runtime/test_quiet_cli.py."""
 
 from __future__ import annotations
 
+import errno
 import os
+import signal
 import sys
 import time
 
@@ -14,7 +16,8 @@ import pytest
 
 from bpe_spark import TrainerConfig
 from bpe_spark import train as core_train
-from bpe_spark.cli import inspect, main
+from bpe_spark.cli import inspect, main, train
+from bpe_spark.models import gpt2
 from bpe_spark.cli.failures import TRACE_ENV
 
 SAMPLE = "data/sample/tiny_shakespeare.txt.gz"
@@ -73,6 +76,19 @@ def test_ctrl_c_is_one_line_and_130(model, monkeypatch, capsys):
     assert _one_line(capsys) == "bpe-spark inspect: interrupted"
 
 
+def test_sigterm_is_one_line_and_143(model, monkeypatch, capsys):
+    def terminated(args):
+        os.kill(os.getpid(), signal.SIGTERM)  # as timeout, YARN, Kubernetes or Slurm send it
+        time.sleep(5)
+        raise AssertionError("SIGTERM did not end the command")
+
+    monkeypatch.setattr(inspect, "run", terminated)
+    previous = signal.getsignal(signal.SIGTERM)
+    assert main(["inspect", model]) == 143
+    assert _one_line(capsys) == "bpe-spark inspect: terminated (SIGTERM)"
+    assert signal.getsignal(signal.SIGTERM) == previous  # the command's handler only while it runs
+
+
 def test_an_oserror_on_a_path_names_the_path(model, monkeypatch, capsys):
     def denied(args):
         raise PermissionError(13, "Permission denied", "/models/locked")
@@ -80,6 +96,43 @@ def test_an_oserror_on_a_path_names_the_path(model, monkeypatch, capsys):
     monkeypatch.setattr(inspect, "run", denied)
     assert main(["inspect", model]) == 2
     assert _one_line(capsys) == "bpe-spark inspect: error: /models/locked: Permission denied"
+
+
+def test_a_full_disk_in_export_names_the_output_and_its_free_space(model, tmp_path, monkeypatch, capsys):
+    class FullDisk:  # a file whose writes fail as on a full disk: Python's write names no path
+        def __init__(self, *args, **kwargs):
+            pass
+
+        def __enter__(self):
+            return self
+
+        def __exit__(self, *exc):
+            return False
+
+        def write(self, data):
+            raise OSError(errno.ENOSPC, "No space left on device")
+
+    monkeypatch.setattr(gpt2, "open", FullDisk, raising=False)
+    out = tmp_path / "gpt2"
+    assert main(["export", "--model", model, "--format", "gpt2", "--out", str(out)]) == 2
+    line = _one_line(capsys)
+    assert line.startswith(f"bpe-spark export: error: No space left on device (writing --out {out}); "), line
+    assert " free of " in line and line.endswith(": free space there or write elsewhere")
+    assert sorted(p.name for p in tmp_path.iterdir()) == []  # nothing staged is left
+
+
+@pytest.mark.parametrize("exc", [OSError(errno.ENOSPC, "No space left on device"),
+                                 ConnectionResetError(104, "Connection reset by peer"), OSError("odd")])
+def test_an_oserror_is_never_internal(model, tmp_path, exc, monkeypatch, capsys):
+    def failing(args):  # what a model's save meets at the end of train
+        raise exc
+
+    monkeypatch.setattr(train, "run", failing)
+    assert main(["train", "--input", SAMPLE, "--vocab-size", "300", "--out", str(tmp_path / "m")]) == 2
+    line = _one_line(capsys)
+    assert line.startswith("bpe-spark train: error: ") and "internal" not in line
+    if exc.errno == errno.ENOSPC:
+        assert f"(writing --out {tmp_path / 'm'}); " in line and " free of " in line
 
 
 def test_an_internal_error_is_one_line_and_the_trace_on_request(model, monkeypatch, capsys):

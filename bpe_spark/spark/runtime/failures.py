@@ -1,7 +1,9 @@
 """Spark's failures as the command line reports them (:mod:`bpe_spark.cli.failures` asks, for an
 exception of py4j or pyspark): whether it is the user's error, and the one line of a ``Py4JJavaError`` or one of
 pyspark's captured exceptions (the Java root cause's class and first message line, a failed
-Python task's last traceback line), of py4j's own errors (the JVM gone), and the cancelling of
+Python task's last traceback line), of py4j's own errors (the JVM gone: :func:`jvm_exit_line` says
+why, an OutOfMemoryError among others), of a JVM or Python worker out of memory (which process,
+and the setting to raise), and the cancelling of
 running jobs on Ctrl-C; and a task's own bpe-spark error raised on the driver as itself
 (:func:`executor_errors`).
 """
@@ -79,10 +81,84 @@ def _describe_java(java, name: str | None = None) -> tuple[bool, str]:
     if java_name == "PythonException":  # a task's Python traceback: its last line names the error
         lines = [line for line in message.splitlines() if line.strip() and not line.strip().startswith("SQLSTATE")]
         message = lines[-1].strip() if lines else message
+        if message.startswith("MemoryError"):
+            return True, python_worker_memory_line(message)
         return False, f"error: a Spark task failed: {message}"
+    if java_name == "OutOfMemoryError" or "java.lang.OutOfMemoryError" in message:
+        return True, jvm_memory_line(message.splitlines()[0].replace("java.lang.OutOfMemoryError: ", "") if message else "")
     user = name in USER_JAVA_ERRORS or java_name.endswith(USER_JAVA_ERRORS)
     first = _SQLSTATE.sub("", message.splitlines()[0]).strip() if message else ""
     return user, f"error: {name}: {first}" if first else f"error: {name}"
+
+
+# --- running out of memory: which process, and the setting to raise --------------------------------
+SPARK_OOM_EXIT = 52  # Spark's exit status for an OutOfMemoryError that reached its uncaught-exception handler
+_DRIVER_MEMORY: dict[str, str] = {}  # what the driver JVM that this process started was given
+
+
+def remember_driver_memory(props) -> None:
+    """At the start of the driver JVM (session.py): its ``spark.driver.memory``, named when it runs out."""
+    _DRIVER_MEMORY["spark.driver.memory"] = props.get("spark.driver.memory") or "1g, Spark's default"
+
+
+def _setting(key: str, default: str) -> str:
+    from pyspark import SparkContext
+
+    context = SparkContext._active_spark_context
+    value = _safely(lambda: context.getConf().get(key)) if context is not None else None
+    return value or _DRIVER_MEMORY.get(key) or default
+
+
+def _is_local() -> bool:
+    from pyspark import SparkContext
+
+    context = SparkContext._active_spark_context
+    master = str(getattr(context, "master", "") or "") if context is not None else ""
+    return master.startswith("local") or not master
+
+
+def jvm_memory_line(detail: str = "") -> str:
+    """A JVM's OutOfMemoryError: the driver's (a local master runs the tasks in it) or an executor's."""
+    what = f" ({detail.strip()})" if detail.strip() else ""
+    if _is_local():
+        now = _setting("spark.driver.memory", "1g, Spark's default")
+        return (f"error: the Spark driver JVM ran out of memory{what} (a local master runs the tasks in it): raise "
+                f"its memory with --set spark.driver.memory=... (now {now})")
+    now = _setting("spark.executor.memory", "1g, Spark's default")
+    return (f"error: an executor JVM ran out of memory{what}: raise --set spark.executor.memory=... (now {now}), "
+            "or give each executor fewer cores (spark.executor.cores)")
+
+
+def python_worker_memory_line(message: str) -> str:
+    now = _setting("spark.executor.pyspark.memory", "unset: no limit but the machine's")
+    return (f"error: a Python worker ran out of memory ({message.strip()}): raise --set "
+            f"spark.executor.pyspark.memory=... (now {now}), or give the machine or executor more memory")
+
+
+def jvm_exit_line(wait: float = 3.0) -> str | None:
+    """The one line of a driver JVM that this process started and that has exited (the cause of
+    the py4j or connection error that followed; ``wait``: seconds for it to finish exiting), or
+    None when it runs or was not ours."""
+    from pyspark import SparkContext
+
+    process = getattr(SparkContext._gateway, "proc", None)
+    if process is None:
+        return None
+    try:
+        status = process.wait(timeout=wait) if wait > 0 else process.poll()
+    except Exception:  # noqa: BLE001 - still running: not the cause
+        return None
+    if status is None:
+        return None
+    if status == SPARK_OOM_EXIT:
+        return jvm_memory_line("Java heap space").replace(" ran out of memory", " ran out of memory and exited", 1)
+    if status < 0:
+        return (f"error: the Spark driver JVM was killed (signal {-status}; SIGKILL is often the system's "
+                f"out-of-memory killer: check the machine's memory and spark.driver.memory, now "
+                f"{_setting('spark.driver.memory', '1g')})")
+    if status != 0:
+        return f"error: the Spark driver JVM exited with status {status} (run with --verbose for its messages)"
+    return None
 
 
 def _py4j_error() -> type | tuple:

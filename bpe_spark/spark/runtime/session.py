@@ -2,7 +2,7 @@
 ``spark-defaults.conf`` or a running session already set, a properties file and overrides on
 top, the master, and the options of a driver JVM that bpe-spark starts itself (the class archive
 of :mod:`jvm_cache`, C1-only compilation for a JVM that only coordinates), appended to the
-user's; and a quiet start (``quiet=True``): the master checked before any JVM starts (a URL Spark
+user's, and its :mod:`watchdog` (the JVM and its Python workers end with the driver); and a quiet start (``quiet=True``): the master checked before any JVM starts (a URL Spark
 knows; a ``spark://`` master answering on its port), Spark's logging set to errors-only before
 the JVM logs anything (:data:`QUIET_LOG_CONFIG`), and the JVM's own start-up warning dropped."""
 
@@ -22,7 +22,7 @@ from pathlib import Path
 from pyspark.sql import SparkSession
 
 from bpe_spark.errors import ConfigError, MasterUnreachableError
-from bpe_spark.spark.runtime import jvm_cache
+from bpe_spark.spark.runtime import failures, jvm_cache, watchdog
 
 DEFAULTS = {
     "spark.sql.execution.arrow.pyspark.enabled": "true",
@@ -175,9 +175,19 @@ def build_session(
     builder = SparkSession.builder.appName(app_name)
     for key, value in props.items():
         builder = builder.master(value) if key == "spark.master" else builder.config(key, value)
+    _start_jvm(app_name, props, quiet=quiet)
+    session = builder.getOrCreate()
     if quiet:
-        _start_quiet_jvm(app_name, props)
-    return builder.getOrCreate()
+        _quiet_accumulator_server(session)
+    return session
+
+
+def _quiet_accumulator_server(session: SparkSession) -> None:
+    """pyspark's accumulator server prints a trace on stderr when the JVM it serves dies (an
+    ``EOFError``): a quiet run says why in one line instead (``bpe_spark.cli.failures``)."""
+    server = getattr(session.sparkContext, "_accumulatorServer", None)
+    if server is not None and hasattr(server, "handle_error"):
+        server.handle_error = lambda request, client_address: None
 
 
 def check_master(master: str, timeout: float = PROBE_SECONDS) -> None:
@@ -240,9 +250,10 @@ def quiet_java_options(options: str | None) -> str:
     return f"{options} -Dlog4j2.configurationFile={QUIET_LOG_CONFIG.as_uri()}".strip()
 
 
-def _start_quiet_jvm(app_name: str, props: Mapping[str, str]) -> None:
-    """Start the driver JVM (pyspark's gateway) with its stderr filtered through a thread that
-    drops :data:`_JVM_NOISE` (nothing to start under spark-submit, whose JVM runs already)."""
+def _start_jvm(app_name: str, props: Mapping[str, str], *, quiet: bool) -> None:
+    """Start the driver JVM (pyspark's gateway) under its :mod:`watchdog` (it ends with this
+    process, however this process ends); ``quiet``: its stderr filtered through a thread that
+    drops :data:`_JVM_NOISE`. Nothing to start under spark-submit, whose JVM runs already."""
     from pyspark import SparkConf, SparkContext
     from pyspark.java_gateway import launch_gateway
 
@@ -252,25 +263,36 @@ def _start_quiet_jvm(app_name: str, props: Mapping[str, str]) -> None:
     conf.set("spark.app.name", app_name)
     conf.setAll(list(props.items()))
     with SparkContext._lock, _sigint_deferred():
-        gateway = launch_gateway(conf, popen_kwargs={"stderr": subprocess.PIPE})
-        threading.Thread(target=_copy_filtered, args=(gateway.proc.stderr,), name="bpe-spark JVM stderr",
-                         daemon=True).start()
+        gateway = launch_gateway(conf, popen_kwargs={"stderr": subprocess.PIPE} if quiet else None)
+        watchdog.watch(gateway.proc.pid)
+        failures.remember_driver_memory(props)
+        if quiet:
+            threading.Thread(target=_copy_filtered, args=(gateway.proc.stderr,), name="bpe-spark JVM stderr",
+                             daemon=True).start()
         SparkContext._gateway = gateway
         SparkContext._jvm = gateway.jvm
 
 
 @contextlib.contextmanager
 def _sigint_deferred():
-    """Ctrl-C waits until the JVM is up: one interrupted while it starts would outlive us (its
-    gateway thread keeps it alive once pyspark gave up on it); once up, it exits with us."""
-    block = hasattr(signal, "pthread_sigmask") and threading.current_thread() is threading.main_thread()
-    if block:
-        signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT})
+    """Ctrl-C and SIGTERM wait until the JVM is up and watched: one interrupted while it starts would
+    outlive us (its gateway thread keeps it alive once pyspark gave up on it, and holds our stdout);
+    once up, it exits with us (its :mod:`watchdog` sees to it). The signals are noted by handlers
+    of their own and raised again after, not blocked: a blocked signal still reaches Python through
+    any other thread (the preloading ones), and a blocked mask would be inherited by the JVM."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    received: list[int] = []
+    deferred = (signal.SIGINT, signal.SIGTERM)
+    previous = {sig: signal.signal(sig, lambda signum, frame: received.append(signum)) for sig in deferred}
     try:
         yield
     finally:
-        if block:
-            signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGINT})
+        for sig, handler in previous.items():
+            signal.signal(sig, handler)
+        if received:
+            signal.raise_signal(received[0])  # now to the handler it was meant for
 
 
 def _copy_filtered(stream) -> None:
