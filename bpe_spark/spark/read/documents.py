@@ -48,6 +48,7 @@ import contextlib
 import json
 import logging
 import os
+import re
 from collections.abc import Sequence
 from urllib.parse import unquote, urlparse
 
@@ -66,10 +67,11 @@ from bpe_spark.bpe.text import check_bad_input_policy
 
 
 log = logging.getLogger("bpe_spark")
-# hands Spark local files by name: no globbing (a name holding ? or [ is that file), and Hadoop's
-# raw local file system (its checksummed one cannot open a name holding ':')
-LOCAL_READ_OPTIONS = {"__globPaths__": "false", "fs.file.impl": "org.apache.hadoop.fs.RawLocalFileSystem",
+# Spark reads local files by name through Hadoop's raw local file system: its checksummed one
+# cannot open a name holding ':' (it builds the name of a ".NAME.crc" beside it as a relative URI)
+LOCAL_READ_OPTIONS = {"fs.file.impl": "org.apache.hadoop.fs.RawLocalFileSystem",
                       "fs.file.impl.disable.cache": "true"}
+_HADOOP_GLOB = re.compile(r"([\\*?\[\]{}])")  # Hadoop's glob characters, escaped by a backslash
 _LISTING_THRESHOLD = "spark.sql.sources.parallelPartitionDiscovery.threshold"
 
 
@@ -93,7 +95,18 @@ def _reader(spark: SparkSession, plan: InputPlan | None, paths: list[str]):
     :data:`LOCAL_READ_OPTIONS`), or the remote ``paths`` listed by Spark, recursively."""
     if plan is None:
         return spark.read.option("recursiveFileLookup", "true"), paths
-    return spark.read.options(**LOCAL_READ_OPTIONS), ["file:" + path for path in plan.files]
+    return spark.read.options(**LOCAL_READ_OPTIONS), [spark_file_name(path) for path in plan.files]
+
+
+def spark_file_name(path: str) -> str:
+    """The name Spark's reader reads the local file ``path`` by, and only it: a ``file:`` URI,
+    its glob characters escaped (Spark's ``__globPaths__=false`` reads some files twice when given
+    several).
+
+    >>> spark_file_name("/data/a?b[1].txt"), spark_file_name("/data/2024-01-01T10:00:00.txt")
+    ('file:/data/a\\\\?b\\\\[1\\\\].txt', 'file:/data/2024-01-01T10:00:00.txt')
+    """
+    return "file:" + _HADOOP_GLOB.sub(r"\\\1", path)
 
 
 @contextlib.contextmanager
