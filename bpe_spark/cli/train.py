@@ -196,6 +196,7 @@ def run(args: argparse.Namespace) -> int:
         check_document_options(options["input_format"], options["document"])
     else:
         check_input_paths(options["counts"], "--counts")
+        options["input_format"] = None  # no documents read: the model's source says counts
     if options["input"]:
         check_local_columns(options["input"], options["input_format"], options["text_column"])
     out = str(options["out"])  # a path or a URI (s3a://, hdfs://...): never a Path, which would mangle a URI

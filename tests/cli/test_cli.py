@@ -48,7 +48,7 @@ def test_train_defaults_are_the_trainer_configs():
     args = build_parser().parse_args(["train", "--input", "x.txt", "--vocab-size", "300", "--out", "m"])
     options = train_options(args)
     assert trainer_config(options) == TrainerConfig(vocab_size=300)
-    assert (options["input_format"], options["document"], options["engine"]) == ("text", "line", "auto")
+    assert (options["input_format"], options["document"], options["engine"]) == ("auto", "line", "auto")
     args = build_parser().parse_args(["train", "--input", "x.txt", "--vocab-size", "300", "--out", "m",
                                       "--pattern", "cl100k", "--special-token", "<s>", "--lowercase"])
     expected = TrainerConfig(vocab_size=300, pattern="cl100k", special_tokens=("<s>",), lowercase=True)
