@@ -136,9 +136,10 @@ def progress_seconds() -> float:
     return seconds
 
 
-def check_document_options(input_format: str, document: str) -> None:
-    """Before Spark starts: --document file or paragraph needs text input."""
-    if input_format != "text" and document != "line":
+def check_document_options(input_format: str | None, document: str) -> None:
+    """Before Spark starts: --document file or paragraph needs text input (``auto``: checked once
+    the format is known)."""
+    if input_format not in (None, "auto", "text") and document != "line":
         raise ConfigError(f"--document {document} applies to --input-format text only")
 
 

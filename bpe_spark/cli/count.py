@@ -58,6 +58,7 @@ def run(args: argparse.Namespace) -> int:
 
     cfg = TrainerConfig(pattern=args.pattern, lowercase=args.lowercase, normalization=args.normalization,
                         special_tokens=tuple(args.special_tokens))
+    check_document_options(args.input_format, args.document)
     args.input_format = resolve_input_format(args.input, args.input_format)  # the one walk: checks the paths
     check_document_options(args.input_format, args.document)
     check_local_columns(args.input, args.input_format, args.text_column)

@@ -109,6 +109,7 @@ def run(args: argparse.Namespace) -> int:
     from bpe_spark.storage.output_guard import check_output, is_local
     from bpe_spark.encoding.tokenizer import Tokenizer
 
+    check_document_options(args.input_format, args.document)
     args.input_format = resolve_input_format(args.input, args.input_format)  # the one walk: checks the paths
     check_document_options(args.input_format, args.document)
     # before Spark: a bad --split or --seed fails here

@@ -192,6 +192,7 @@ def run(args: argparse.Namespace) -> int:
     if options["resume"] and not options["checkpoint_dir"]:
         raise ConfigError("--resume continues the run kept in --checkpoint-dir DIR; give that directory")
     if options["input"]:  # the one walk of the inputs: checks the paths, and the format read is recorded
+        check_document_options(options["input_format"], options["document"])
         options["input_format"] = resolve_input_format(options["input"], options["input_format"])
         check_document_options(options["input_format"], options["document"])
     else:
