@@ -84,7 +84,12 @@ def _as_list(paths: str | Sequence[str]) -> list[str]:
 
 def input_plan(paths: list[str]) -> InputPlan | None:
     """The one walk's plan of local ``paths`` (None: one is remote), its notices logged."""
-    plan = plan_inputs(paths, "input path not found:")
+    try:
+        plan = plan_inputs(paths, "")  # its messages read " PATH: what is wrong"
+    except InputNotFoundError as exc:
+        raise InputNotFoundError(f"input path not found:{exc}") from None
+    except InputError as exc:
+        raise InputError(f"input path{exc}") from None
     for line in plan.notices if plan is not None else ():
         log.warning("bpe-spark: %s", line)
     return plan

@@ -161,3 +161,9 @@ def test_a_fifo_named_as_input_is_one_clear_line(spark, tmp_path, capsys):
     err = capsys.readouterr().err.strip()
     assert err == (f"bpe-spark count: error: --input {tmp_path / 'pipe'}: a FIFO (named pipe), not a regular "
                    "file; bpe-spark reads files and directories (write the stream to a file first)")
+
+
+def test_the_api_names_a_path_that_is_no_file(spark, tmp_path):
+    os.mkfifo(tmp_path / "pipe")
+    with pytest.raises(InputError, match=r"^input path .*pipe: a FIFO \(named pipe\), not a regular file"):
+        read_documents(spark, str(tmp_path / "pipe"))
