@@ -9,9 +9,9 @@ Paths are anything Spark reads: local paths, globs, directories (read recursivel
 Local inputs are walked once, by :mod:`bpe_spark.storage.input_walk` (the command line's checks
 make the same walk): a name that exists is never a glob, links are followed once (a loop is
 skipped and counted), FIFOs and devices are skipped. Spark is handed that list of files, whatever
-reader runs (no ``recursiveFileLookup``, no globbing: :func:`_local_reader`), and the Python
-tasks read the files Spark lists, so every reader reads exactly the planned files. Remote URIs
-keep Spark's recursive listing.
+reader runs (no ``recursiveFileLookup``; each file by a name that globs to itself alone:
+:func:`spark_file_name`), and the Python tasks read the files Spark lists, so every reader reads
+exactly the planned files. Remote URIs keep Spark's recursive listing.
 
 Line documents: Spark's line reader is told that only ``\\n`` ends a line (``lineSep``), so a
 ``\\r`` stays inside its line, and each line gets its ``\\n`` back: ``"a\\r\\nb\\n"`` gives the
