@@ -320,7 +320,8 @@ def read_counts(
 ) -> DataFrame:
     """Pretoken counts (Parquet with a string and an integer column) as ``(pretoken, count)``."""
     paths = _as_list(paths)
-    frame = _load(lambda p: spark.read.option("recursiveFileLookup", "true").parquet(*p), paths)
+    reader, sources = _reader(spark, input_plan(paths), paths)  # the one walk, as for documents
+    frame = _load(lambda p: reader.parquet(*p), sources, spark)
     check_columns(frame.columns, dict.fromkeys([pretoken_col, count_col]), source=", ".join(paths),
                   hint="name the columns with pretoken_col= and count_col=")
     return frame.select(

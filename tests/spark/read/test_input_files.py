@@ -17,7 +17,7 @@ import pytest
 from bpe_spark import TrainerConfig
 from bpe_spark.cli import main
 from bpe_spark.errors import InputError
-from bpe_spark.spark import read_documents, train
+from bpe_spark.spark import read_counts, read_documents, train
 from bpe_spark.spark.read import text_splits
 from bpe_spark.spark.training.checkpoint import META_FILE
 from bpe_spark.encoding.tokenizer import Tokenizer
@@ -167,3 +167,12 @@ def test_the_api_names_a_path_that_is_no_file(spark, tmp_path):
     os.mkfifo(tmp_path / "pipe")
     with pytest.raises(InputError, match=r"^input path .*pipe: a FIFO \(named pipe\), not a regular file"):
         read_documents(spark, str(tmp_path / "pipe"))
+
+
+def test_pretoken_counts_are_read_by_the_same_walk(spark, corpora, tmp_path, capsys):
+    plain, _ = corpora
+    counts = tmp_path / "counts"
+    assert main(["count", "--input", str(plain), "--out", str(counts), "--progress", "off"]) == 0
+    expected = sorted(tuple(row) for row in read_counts(spark, str(counts)).collect())
+    os.symlink(".", counts / "loop")
+    assert sorted(tuple(row) for row in read_counts(spark, str(counts)).collect()) == expected
