@@ -44,7 +44,8 @@ def add_document_options(parser: argparse.ArgumentParser) -> None:
     not given); a command applies :data:`DOCUMENT_DEFAULTS` with ``parser.set_defaults``, or merges them in."""
     group = parser.add_argument_group("documents")
     group.add_argument("--input-format", choices=INPUT_FORMATS,
-                       help="text: one document per line, the newline kept (default); jsonl/parquet: one per row")
+                       help="auto (default): from the files' names (.parquet, .jsonl/.json/.ndjson, also compressed; "
+                            "else text); text: one document per line, the newline kept; jsonl/parquet: one per row")
     group.add_argument("--text-column", metavar="C", type=column_name,
                        help=f"jsonl/parquet column holding the text (default: {TEXT_COLUMN})")
     group.add_argument("--document", choices=DOCUMENT_UNITS,
@@ -135,67 +136,47 @@ def progress_seconds() -> float:
     return seconds
 
 
-def check_document_options(input_format: str, document: str) -> None:
-    """Before Spark starts: --document file or paragraph needs text input."""
-    if input_format != "text" and document != "line":
+def check_document_options(input_format: str | None, document: str) -> None:
+    """Before Spark starts: --document file or paragraph needs text input (``auto``: checked once
+    the format is known)."""
+    if input_format not in (None, "auto", "text") and document != "line":
         raise ConfigError(f"--document {document} applies to --input-format text only")
 
 
-def check_input_paths(paths: Sequence[str], option: str = "--input") -> None:
+def check_input_paths(paths: Sequence[str], option: str = "--input"):
     """Before Spark starts: every local input (a file, a directory, a glob; ``file:`` URIs too)
-    names at least one file that Spark would read (a directory: one not hidden by a ``.`` or ``_``
-    name, at any depth). Other URIs (``hdfs://``, ``s3a://``) and Hadoop brace globs are left to
-    Spark's reader, which names a missing one."""
-    import glob
-    import os
+    names at least one file that Spark would read, by the one walk that ``read_documents`` makes
+    too (:mod:`bpe_spark.storage.input_walk`: a name that exists is never a glob, links followed
+    once, FIFOs refused). Other URIs (``hdfs://``, ``s3a://``) and Hadoop brace globs are left to
+    Spark's reader, which names a missing one. The :class:`~bpe_spark.storage.input_walk.InputPlan`
+    of ``paths``, or None when one of them is not local."""
+    from bpe_spark.storage.input_walk import is_local_input, plan_inputs
 
-    from bpe_spark.storage.output_guard import is_local, local_path
-
-    for given in paths:
-        if not is_local(given) or "{" in given:
-            continue
-        path = local_path(given)
-        if any(ch in path for ch in "*?["):
-            if not any(_holds_input(match) for match in glob.glob(path)):
-                raise InputError(f"{option} {given}: the glob matches no input file; check the path")
-        elif not os.path.exists(path):
-            raise InputError(f"{option} {given}: no such file or directory; check the path")
-        elif not _holds_input(path):
-            raise InputError(f"{option} {given}: the directory holds no input file (hidden . and _ files are not read)")
+    plan = plan_inputs(paths, option)
+    if plan is None:  # some are remote: the local ones are checked one by one
+        for given in paths:
+            if is_local_input(str(given)):
+                plan_inputs([given], option)
+    return plan
 
 
-def _holds_input(path: str) -> bool:
-    return next(_input_files(path), None) is not None
+def resolve_input_format(paths: Sequence[str], input_format: str | None, option: str = "--input") -> str:
+    """Before Spark starts: the format to read ``paths`` in, ``input_format`` or, when it is None
+    or ``auto``, the one the planned files' names say (:mod:`bpe_spark.storage.input_format`:
+    mixed formats and Parquet read as text are refused in one line)."""
+    from bpe_spark.storage.input_format import resolve_input_format as resolve
 
-
-def _input_files(path: str):
-    """The files Spark reads at a local path (a file, or a directory's files not hidden by a
-    ``.`` or ``_`` name, at any depth), in name order."""
-    import os
-
-    if os.path.isfile(path):
-        yield path
-        return
-    for root, dirs, files in os.walk(path):
-        dirs[:] = sorted(d for d in dirs if not d.startswith((".", "_")))
-        yield from (os.path.join(root, name) for name in sorted(files) if not name.startswith((".", "_")))
+    plan = check_input_paths(paths, option)
+    return resolve(input_format, plan.files if plan is not None else None, paths)
 
 
 def local_input_files(paths: Sequence[str]) -> list[str] | None:
-    """Every file the local ``paths`` name (globs expanded), or None when one is not local (or a
-    Hadoop brace glob): then Spark's reader is the one to look."""
-    import glob
+    """Every file the local ``paths`` name (the one walk's plan), or None when one is not local
+    (or a Hadoop brace glob): then Spark's reader is the one to look."""
+    from bpe_spark.storage.input_walk import plan_inputs
 
-    from bpe_spark.storage.output_guard import is_local, local_path
-
-    found: list[str] = []
-    for given in paths:
-        if not is_local(given) or "{" in given:
-            return None
-        path = local_path(given)
-        for match in sorted(glob.glob(path)) if any(ch in path for ch in "*?[") else [path]:
-            found.extend(_input_files(match))
-    return found
+    plan = plan_inputs(paths)
+    return None if plan is None else list(plan.files)
 
 
 def check_local_columns(paths: Sequence[str], input_format: str, text_column: str,

@@ -49,10 +49,9 @@ def sample_format(path: str) -> str:
     >>> sample_format("held-out.jsonl.gz"), sample_format("x.parquet"), sample_format("a.txt")
     ('jsonl', 'parquet', 'text')
     """
-    suffixes = Path(path).suffixes
-    if ".parquet" in suffixes:
-        return "parquet"
-    return "jsonl" if ".jsonl" in suffixes or ".json" in suffixes else "text"
+    from bpe_spark.storage.input_format import format_of_name  # the names read_documents goes by
+
+    return format_of_name(path)
 
 
 def _is_training_input(path: str, tok) -> bool:

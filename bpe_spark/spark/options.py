@@ -5,12 +5,13 @@ these without importing pyspark, and the Spark modules check their arguments aga
 tuples. In each tuple of choices the first is the default.
 
 >>> INPUT_FORMATS[0], DOCUMENT_UNITS[0], ENGINES[0]
-('text', 'line', 'auto')
+('auto', 'line', 'auto')
 """
 
 from __future__ import annotations
 
-INPUT_FORMATS = ("text", "jsonl", "parquet")  # read_documents(input_format=)
+# read_documents(input_format=); auto: from the files' names (bpe_spark.storage.input_format)
+INPUT_FORMATS = ("auto", "text", "jsonl", "parquet")
 DOCUMENT_UNITS = ("line", "file", "paragraph")  # read_documents(document=): what one text document is
 ENGINES = ("auto", "jvm", "python")  # count_pretokens(engine=): who pretokenizes
 # train(driver_budget=): distinct pretokens the driver may hold at once; "auto": as many as the

@@ -91,7 +91,9 @@ def fixed_prefix(path: str) -> str:
 def relation(out, other) -> str | None:
     """How the output ``out`` stands to the path ``other`` (an input, the model...): ``"is"``,
     ``"holds"`` (``other`` lies inside ``out``), ``"lies inside"``, or None (unrelated)."""
-    a, b = location(out), location(fixed_prefix(str(other)))
+    other = str(other)  # a local name that exists is that file, never a glob (bpe_spark.storage.input_walk)
+    literal = is_local(other) and os.path.lexists(local_path(other))
+    a, b = location(out), location(other if literal else fixed_prefix(other))
     if (a.scheme, a.netloc) != (b.scheme, b.netloc):
         return None
     if a.parts == b.parts:

@@ -48,7 +48,7 @@ def test_train_defaults_are_the_trainer_configs():
     args = build_parser().parse_args(["train", "--input", "x.txt", "--vocab-size", "300", "--out", "m"])
     options = train_options(args)
     assert trainer_config(options) == TrainerConfig(vocab_size=300)
-    assert (options["input_format"], options["document"], options["engine"]) == ("text", "line", "auto")
+    assert (options["input_format"], options["document"], options["engine"]) == ("auto", "line", "auto")
     args = build_parser().parse_args(["train", "--input", "x.txt", "--vocab-size", "300", "--out", "m",
                                       "--pattern", "cl100k", "--special-token", "<s>", "--lowercase"])
     expected = TrainerConfig(vocab_size=300, pattern="cl100k", special_tokens=("<s>",), lowercase=True)
@@ -59,14 +59,14 @@ def test_count_and_encode_defaults():
     count = build_parser().parse_args(["count", "--input", "x.txt", "--out", "c"])
     assert (count.pattern, count.lowercase, count.normalization, count.special_tokens, count.engine) == (
         TrainerConfig().pattern, False, None, [], "auto")
-    assert (count.input_format, count.text_column, count.document) == ("text", "text", "line")
+    assert (count.input_format, count.text_column, count.document) == ("auto", "text", "line")
     twice = build_parser().parse_args(["count", "--input", "x", "--out", "c", "--special-token", "a",
                                        "--special-token", "b"])
     assert twice.special_tokens == ["a", "b"]
     assert build_parser().parse_args(["count", "--input", "x", "--out", "c"]).special_tokens == []
     encode = build_parser().parse_args(["encode", "--model", "m", "--input", "x", "--out", "o"])
     assert (encode.output_format, encode.dtype, encode.shard_tokens) == ("parquet", "auto", 100_000_000)
-    assert (encode.input_format, encode.text_column, encode.document) == ("text", "text", "line")
+    assert (encode.input_format, encode.text_column, encode.document) == ("auto", "text", "line")
 
 
 def test_bad_options_fail_before_spark(tmp_path, capsys):

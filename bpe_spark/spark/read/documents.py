@@ -1,9 +1,17 @@
 """Readers: documents (docs/design.md 1.1) and pretoken counts into DataFrames.
 
 Sources: text files (one document per line, the ``\\n`` kept; one per paragraph; or one per
-file), JSON Lines and Parquet (one document per row, from a named column). Paths are anything Spark reads: local
-paths, globs, directories (read recursively), ``hdfs://``, ``s3a://``; ``.gz`` / ``.bz2`` text
-is decompressed by Spark's codecs.
+file), JSON Lines and Parquet (one document per row, from a named column); ``input_format="auto"``
+(the default) tells them apart by the files' names (:mod:`bpe_spark.storage.input_format`).
+Paths are anything Spark reads: local paths, globs, directories (read recursively), ``hdfs://``,
+``s3a://``; ``.gz`` / ``.bz2`` text is decompressed by Spark's codecs.
+
+Local inputs are walked once, by :mod:`bpe_spark.storage.input_walk` (the command line's checks
+make the same walk): a name that exists is never a glob, links are followed once (a loop is
+skipped and counted), FIFOs and devices are skipped. Spark is handed that list of files, whatever
+reader runs (no ``recursiveFileLookup``; each file by a name that globs to itself alone:
+:func:`spark_file_name`), and the Python tasks read the files Spark lists, so every reader reads
+exactly the planned files. Remote URIs keep Spark's recursive listing.
 
 Line documents: Spark's line reader is told that only ``\\n`` ends a line (``lineSep``), so a
 ``\\r`` stays inside its line, and each line gets its ``\\n`` back: ``"a\\r\\nb\\n"`` gives the
@@ -36,8 +44,11 @@ the consumers' statistics through :func:`with_reader_stats`.
 
 from __future__ import annotations
 
+import contextlib
 import json
+import logging
 import os
+import re
 from collections.abc import Sequence
 from urllib.parse import unquote, urlparse
 
@@ -47,6 +58,8 @@ from pyspark.sql import functions as F
 from pyspark.sql.types import StringType, StructField
 
 from bpe_spark.errors import ConfigError, InputError, option
+from bpe_spark.storage.input_format import resolve_input_format
+from bpe_spark.storage.input_walk import InputNotFoundError, InputPlan, plan_inputs
 from bpe_spark.spark.read import jsonl, parquet_splits, text_splits
 from bpe_spark.spark.runtime.columns import STRING, check_columns, col
 from bpe_spark.spark.options import DOCUMENT_UNITS, INPUT_FORMATS, JSON_SAMPLE_LINES
@@ -54,8 +67,13 @@ from bpe_spark.bpe.text import check_bad_input_policy
 from bpe_spark.spark.options import column_name
 
 
-class InputNotFoundError(InputError, FileNotFoundError):
-    """An input path (or glob) matches no file."""
+log = logging.getLogger("bpe_spark")
+# Spark reads local files by name through Hadoop's raw local file system: its checksummed one
+# cannot open a name holding ':' (it builds the name of a ".NAME.crc" beside it as a relative URI)
+LOCAL_READ_OPTIONS = {"fs.file.impl": "org.apache.hadoop.fs.RawLocalFileSystem",
+                      "fs.file.impl.disable.cache": "true"}
+_HADOOP_GLOB = re.compile(r"([\\*?\[\]{}])")  # Hadoop's glob characters, escaped by a backslash
+_LISTING_THRESHOLD = "spark.sql.sources.parallelPartitionDiscovery.threshold"
 
 
 def _as_list(paths: str | Sequence[str]) -> list[str]:
@@ -65,10 +83,62 @@ def _as_list(paths: str | Sequence[str]) -> list[str]:
     return paths
 
 
-def _load(what, paths: list[str]) -> DataFrame:
-    """Run a reader, turning Spark's missing-path errors into :class:`InputNotFoundError`."""
+def input_plan(paths: list[str]) -> InputPlan | None:
+    """The one walk's plan of local ``paths`` (None: one is remote), its notices logged."""
     try:
-        return what(paths)
+        plan = plan_inputs(paths, "")  # its messages read " PATH: what is wrong"
+    except InputNotFoundError as exc:
+        raise InputNotFoundError(f"input path not found:{exc}") from None
+    except InputError as exc:
+        raise InputError(f"input path{exc}") from None
+    for line in plan.notices if plan is not None else ():
+        log.warning("bpe-spark: %s", line)
+    return plan
+
+
+def _reader(spark: SparkSession, plan: InputPlan | None, paths: list[str]):
+    """Spark's reader and the paths to give it: the planned local files, by name (see
+    :data:`LOCAL_READ_OPTIONS`), or the remote ``paths`` listed by Spark, recursively."""
+    if plan is None:
+        return spark.read.option("recursiveFileLookup", "true"), paths
+    return spark.read.options(**LOCAL_READ_OPTIONS), [spark_file_name(path) for path in plan.files]
+
+
+def spark_file_name(path: str) -> str:
+    """The name Spark's reader reads the local file ``path`` by, and only it: a ``file:`` URI,
+    its glob characters escaped (Spark's ``__globPaths__=false`` reads some files twice when given
+    several).
+
+    >>> spark_file_name("/data/a?b[1].txt"), spark_file_name("/data/2024-01-01T10:00:00.txt")
+    ('file:/data/a\\\\?b\\\\[1\\\\].txt', 'file:/data/2024-01-01T10:00:00.txt')
+    """
+    return "file:" + _HADOOP_GLOB.sub(r"\\\1", path)
+
+
+@contextlib.contextmanager
+def _listed_on_driver(spark: SparkSession, paths: list[str]):
+    """Spark lists the files it is given on the driver, however many (above 32 it would start a
+    job of one task a file: 10 s for 2,000 files on two cores); the setting is restored after."""
+    if not paths or not paths[0].startswith("file:"):
+        yield
+        return
+    before = spark.conf.get(_LISTING_THRESHOLD, None)
+    spark.conf.set(_LISTING_THRESHOLD, str(max(len(paths) + 1, 32)))
+    try:
+        yield
+    finally:
+        if before is None:
+            spark.conf.unset(_LISTING_THRESHOLD)
+        else:
+            spark.conf.set(_LISTING_THRESHOLD, before)
+
+
+def _load(what, paths: list[str], spark: SparkSession | None = None) -> DataFrame:
+    """Run a reader, turning Spark's missing-path errors into :class:`InputNotFoundError`
+    (``spark``: the session, whose listing of local files stays on the driver)."""
+    try:
+        with _listed_on_driver(spark, paths) if spark is not None else contextlib.nullcontext():
+            return what(paths)
     except AnalysisException as exc:
         message = str(exc)
         if "PATH_NOT_FOUND" in message or "does not exist" in message.lower():
@@ -100,7 +170,7 @@ def read_documents(
     spark: SparkSession,
     paths: str | Sequence[str],
     *,
-    input_format: str = "text",
+    input_format: str = "auto",
     text_col: str = "text",
     document: str = "line",
     keep_columns: Sequence[str] = (),
@@ -109,7 +179,9 @@ def read_documents(
 ) -> DataFrame:
     """Documents as a DataFrame whose column ``text_col`` holds each document's text.
 
-    ``input_format``: ``text`` (``document="line"``, ``"paragraph"`` or ``"file"``), ``jsonl`` or ``parquet``;
+    ``input_format``: ``text`` (``document="line"``, ``"paragraph"`` or ``"file"``), ``jsonl`` or ``parquet``,
+    or ``auto`` (the default): the format the files' names say (``.parquet``, ``.jsonl`` / ``.json`` /
+    ``.ndjson``, also compressed; else text), one for all, and never text for a Parquet file;
     for the last two ``text_col`` names the input's column (default ``text``) and
     ``keep_columns`` names other columns to keep beside it (ids, say). ``on_bad_input``:
     ``"error"`` (a corrupt file stops the job, named) or ``"skip"`` (see the module docstring).
@@ -128,29 +200,31 @@ def read_documents(
         raise ConfigError(f"input_format must be one of {INPUT_FORMATS}, got {input_format!r}")
     if document not in DOCUMENT_UNITS:
         raise ConfigError(f"document must be one of {DOCUMENT_UNITS}, got {document!r}")
+    plan = input_plan(paths)
+    input_format = resolve_input_format(input_format, plan.files if plan is not None else None, paths)
     if document != "line" and input_format != "text":
         raise ConfigError(f"document={document!r} applies to text input only (jsonl/parquet hold one per row)")
     on_bad_input = file_policy(spark, on_bad_input)
-    reader = spark.read.option("recursiveFileLookup", "true")
+    reader, sources = _reader(spark, plan, paths)
     if on_bad_input == "skip":
         reader = reader.option("ignoreCorruptFiles", "true")
     if input_format == "text":
         if keep_columns:
             raise ConfigError("text input has no columns to keep; keep_columns is for jsonl/parquet")
         if document == "file":
-            frame = _load(lambda p: reader.text(p, wholetext=True), paths)
+            frame = _load(lambda p: reader.text(p, wholetext=True), sources, spark)
             return _tag_reader(frame.select(F.col("value").alias(text_col)), {"skipped_records": 0})
         if document == "paragraph":
-            return _tag_reader(paragraphs(_load(lambda p: reader.text(p, wholetext=True), paths), text_col),
+            return _tag_reader(paragraphs(_load(lambda p: reader.text(p, wholetext=True), sources, spark), text_col),
                                {"skipped_records": 0})
-        frame = _load(lambda p: reader.text(p, lineSep="\n"), paths)
+        frame = _load(lambda p: reader.text(p, lineSep="\n"), sources, spark)
         # subtle: the reader drops the "\n"; tokenizers trains on lines that keep it.
         docs = frame.select(F.concat(F.col("value"), F.lit("\n")).alias(text_col))
         if shared_input or _local_master(spark):  # every task sees the driver's files: they may read them directly
             docs = text_splits.tag(docs, frame.inputFiles(), on_bad_input)
         return _tag_reader(docs, {"skipped_records": 0})
     if input_format == "parquet":
-        frame = _load(lambda p: reader.parquet(*p), paths)
+        frame = _load(lambda p: reader.parquet(*p), sources, spark)
         check_columns(frame, {text_col: STRING, **dict.fromkeys(keep_columns)}, source=", ".join(paths),
                       hint=_text_hint())
         docs = frame.select(col(text_col), *map(col, keep_columns))
@@ -160,12 +234,13 @@ def read_documents(
     # JSON Lines: look at the first lines for the columns, then parse every line in the Python
     # tasks (bpe_spark.spark.read.jsonl), so that Spark does not scan the whole input to infer a schema.
     # Local files' first lines are read on the driver (Spark's limit() is a job of its own).
-    lines = _load(lambda p: reader.text(p, lineSep="\n"), paths)
+    lines = _load(lambda p: reader.text(p, lineSep="\n"), sources, spark)
     tasks_see_files = shared_input or _local_master(spark)  # every task (and the driver) sees them
     files = lines.inputFiles() if tasks_see_files else []
     sample = text_splits.head_lines(files, JSON_SAMPLE_LINES) if tasks_see_files else None
     if sample is None:
-        sample = [row.value for row in _load(lambda p: reader.text(p), paths).limit(JSON_SAMPLE_LINES).collect()]
+        head = _load(lambda p: reader.text(p), sources, spark).limit(JSON_SAMPLE_LINES)
+        sample = [row.value for row in head.collect()]
     seen: dict[str, None] = {}
     for line in sample:
         try:
@@ -247,7 +322,8 @@ def read_counts(
 ) -> DataFrame:
     """Pretoken counts (Parquet with a string and an integer column) as ``(pretoken, count)``."""
     paths = _as_list(paths)
-    frame = _load(lambda p: spark.read.option("recursiveFileLookup", "true").parquet(*p), paths)
+    reader, sources = _reader(spark, input_plan(paths), paths)  # the one walk, as for documents
+    frame = _load(lambda p: reader.parquet(*p), sources, spark)
     check_columns(frame.columns, dict.fromkeys([pretoken_col, count_col]), source=", ".join(paths),
                   hint="name the columns with pretoken_col= and count_col=")
     return frame.select(
