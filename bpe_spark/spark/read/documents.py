@@ -216,7 +216,10 @@ def _tag_reader(df: DataFrame, counts: dict | Observation) -> DataFrame:
 def with_reader_stats(df: DataFrame | None, stats: dict) -> dict:
     """``stats`` (a consumer's corpus statistics, after its job ran) with what ``df``'s reader
     counted: ``skipped_records`` (None when ``df`` was not made by ``read_documents``), and the
-    JSON Lines reader's text-rule replacements added to the consumer's."""
+    JSON Lines reader's text-rule replacements added to the consumer's; ``stats`` as they are
+    when they hold ``skipped_records`` (the consumer's tasks read the records themselves)."""
+    if stats.get("skipped_records") is not None:  # the consumer's tasks read the records: the reader never ran
+        return dict(stats)
     found = getattr(df, _READER, None) if df is not None else None
     reader = dict(found.get) if isinstance(found, Observation) else dict(found or {})
     stats = dict(stats)

@@ -35,6 +35,7 @@ import pyarrow as pa
 
 from bpe_spark.errors import BadInputError, current_interface, interface, option
 from bpe_spark.bpe.long_documents import LONG_DOCUMENT_BYTES, LongDocument
+from bpe_spark.bpe.long_records import read_head_line, skeleton_of
 from bpe_spark.bpe.text import InputTally, decode_lines, utf8_view
 
 _COMPRESSED = {".gz": gzip.open, ".bz2": bz2.open}
@@ -101,8 +102,10 @@ def local_files(files: Sequence[str], refused_suffixes: tuple[str, ...] = ()) ->
 def head_lines(files: Sequence[str], limit: int) -> list[str] | None:
     """The first ``limit`` lines of local ``files`` (URI order), read on the driver: each cut at
     ``\n`` and decoded as UTF-8 with replacement (for a look at JSON Lines' first records, which
-    Spark's text reader would take a job to give). None when a file is not local, is compressed
-    by a codec other than gzip / bzip2, or cannot be read: the caller then asks Spark."""
+    Spark's text reader would take a job to give; a line longer than ``LONG_DOCUMENT_BYTES`` as
+    its skeleton, :mod:`bpe_spark.bpe.long_records`: its fields, never its text). None when a
+    file is not local, is compressed by a codec other than gzip / bzip2, or cannot be read: the
+    caller then asks Spark."""
     local = local_files(files, refused_suffixes=_PLAIN_SUFFIXES_REFUSED)
     if not local and files:
         return None
@@ -112,7 +115,10 @@ def head_lines(files: Sequence[str], limit: int) -> list[str] | None:
             opener = _COMPRESSED.get(os.path.splitext(path)[1], open)
             with opener(path, "rb") as fh:
                 while len(lines) < limit:
-                    line = fh.readline()
+                    line = read_head_line(fh)
+                    if isinstance(line, LongDocument):  # its fields, not its text (bpe_spark.bpe.long_records)
+                        lines.append(skeleton_of(line))
+                        continue
                     if not line:
                         break
                     lines.append(line.rstrip(b"\n").decode("utf-8", errors="replace"))
