@@ -113,9 +113,11 @@ def _without_bom(pieces: Iterable[str]) -> Iterator[str]:
         yield piece
 
 
-def scan_record(pieces: Iterable[str], long_chars: int = LONG_STRING_CHARS) -> RecordScan:
-    """The first pass (see the module docstring) over the text pieces of one line; raises
+def scan_record(pieces: Iterable[str], long_chars: int | None = None) -> RecordScan:
+    """The first pass (see the module docstring) over the text pieces of one line, strings
+    longer than ``long_chars`` (default ``LONG_STRING_CHARS``) left out of the skeleton; raises
     :class:`BadString` when a long string's body is not valid JSON."""
+    long_chars = LONG_STRING_CHARS if long_chars is None else long_chars
     scan = RecordScan()
     parts: list[str] = []
     buf, base = "", 0  # text not consumed yet, and its offset in the line
