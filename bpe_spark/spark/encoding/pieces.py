@@ -167,7 +167,7 @@ def _split_batches(batches, splits: list[text_splits.Split], read: InputTally, o
                 if isinstance(block, LongDocument):  # it comes alone: never one str, nor Arrow
                     yield _LongRow(block, split.uri, split.start)
                 else:
-                    yield _SplitRows(text_splits.lines_array(block), split.uri, split.start)
+                    yield _SplitRows(text_splits.documents_array(block), split.uri, split.start)
 
 
 def _record_batches(batches, splits: list[text_splits.Split], reader: jsonl.SplitRecords):

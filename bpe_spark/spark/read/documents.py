@@ -16,11 +16,13 @@ Paragraph documents (``document="paragraph"``): a document is a maximal run of n
 one or more empty lines (``\\n`` alone: a line holding spaces or a ``\\r`` is not empty, so it
 belongs to its paragraph) separate documents and are not part of any. A document keeps its lines
 with their ``\\n`` (one is added to a file's last line that lacks it): ``"a\\nb\\n\\n\\nc"`` gives
-``"a\\nb\\n"`` and ``"c\\n"``. Paragraphs never span files. Spark's reader reads each file whole
-(as ``document="file"``: one file at a time in a task's memory, under 2 GB) and cuts it there,
-so the documents do not depend on the split size (Spark's ``lineSep="\\n\\n"`` reader is not
-used: it repeats a record when a split edge falls between the two ``\\n``); the Python tasks'
-reader (``text_splits``) reads line documents only.
+``"a\\nb\\n"`` and ``"c\\n"``. Paragraphs never span files. Local files (where the tasks see them, as for lines)
+are read by the Python tasks in byte-range splits, each owning the paragraphs that start inside
+it (:mod:`bpe_spark.spark.read.paragraphs`): any file size, the same documents. Spark's reader
+(other file systems) reads each file whole (as ``document="file"``: one file at a time in a
+task's memory, under 2 GB) and cuts it there, so the documents do not depend on the split size
+(Spark's ``lineSep="\\n\\n"`` reader is not used: it repeats a record when a split edge falls
+between the two ``\\n``, and no Hadoop record delimiter can say "a run of two or more").
 
 Text and bad input. The text column holds the bytes as read (Spark's reader does not decode
 them); every consumer (counting, encoding) turns them into text by the rule of
@@ -139,8 +141,11 @@ def read_documents(
             frame = _load(lambda p: reader.text(p, wholetext=True), paths)
             return _tag_reader(frame.select(F.col("value").alias(text_col)), {"skipped_records": 0})
         if document == "paragraph":
-            return _tag_reader(paragraphs(_load(lambda p: reader.text(p, wholetext=True), paths), text_col),
-                               {"skipped_records": 0})
+            frame = _load(lambda p: reader.text(p, wholetext=True), paths)
+            docs = paragraphs(frame, text_col)
+            if shared_input or _local_master(spark):  # the tasks read the files in splits (spark.read.paragraphs)
+                docs = text_splits.tag(docs, frame.inputFiles(), on_bad_input, paragraphs=True)
+            return _tag_reader(docs, {"skipped_records": 0})
         frame = _load(lambda p: reader.text(p, lineSep="\n"), paths)
         # subtle: the reader drops the "\n"; tokenizers trains on lines that keep it.
         docs = frame.select(F.concat(F.col("value"), F.lit("\n")).alias(text_col))
