@@ -113,10 +113,11 @@ def _without_bom(pieces: Iterable[str]) -> Iterator[str]:
         yield piece
 
 
-def scan_record(pieces: Iterable[str], long_chars: int | None = None) -> RecordScan:
+def scan_record(pieces: Iterable[str], long_chars: int | None = None, check: bool = True) -> RecordScan:
     """The first pass (see the module docstring) over the text pieces of one line, strings
     longer than ``long_chars`` (default ``LONG_STRING_CHARS``) left out of the skeleton; raises
-    :class:`BadString` when a long string's body is not valid JSON."""
+    :class:`BadString` when a long string's body is not valid JSON (``check=False``: long
+    strings are not checked nor their surrogates counted, for a look at the fields only)."""
     long_chars = LONG_STRING_CHARS if long_chars is None else long_chars
     scan = RecordScan()
     parts: list[str] = []
@@ -152,8 +153,9 @@ def scan_record(pieces: Iterable[str], long_chars: int | None = None) -> RecordS
                 short.append(body)
                 short_len += len(body)
             else:
-                chunk, at = (body, base + pos) if is_long else ("".join(short) + body, start)
-                surrogates += decode_body(chunk, at)[1]
+                if check:
+                    chunk, at = (body, base + pos) if is_long else ("".join(short) + body, start)
+                    surrogates += decode_body(chunk, at)[1]
                 short, is_long = [], True
             if not closed:
                 pos = cut
@@ -222,8 +224,5 @@ def read_head_line(fh, long_bytes: int = LONG_DOCUMENT_BYTES) -> bytes | LongDoc
 
 
 def skeleton_of(line: LongDocument) -> str:
-    """A long line's skeleton (for a look at a record's fields), ``""`` when it is not JSON."""
-    try:
-        return scan_record(line.pieces()).skeleton
-    except BadString:
-        return ""
+    """A long line's skeleton, for a look at a record's fields (its long strings not checked)."""
+    return scan_record(line.pieces(), check=False).skeleton

@@ -16,9 +16,10 @@ Paragraph documents (``document="paragraph"``): a document is a maximal run of n
 one or more empty lines (``\\n`` alone: a line holding spaces or a ``\\r`` is not empty, so it
 belongs to its paragraph) separate documents and are not part of any. A document keeps its lines
 with their ``\\n`` (one is added to a file's last line that lacks it): ``"a\\nb\\n\\n\\nc"`` gives
-``"a\\nb\\n"`` and ``"c\\n"``. Paragraphs never span files. Local files (where the tasks see them, as for lines)
-are read by the Python tasks in byte-range splits, each owning the paragraphs that start inside
-it (:mod:`bpe_spark.spark.read.paragraphs`): any file size, the same documents. Spark's reader
+``"a\\nb\\n"`` and ``"c\\n"``. Paragraphs never span files. Local files (where the tasks
+see them, as for lines) are read by the Python tasks in byte-range splits, each owning the
+paragraphs that start inside it (:mod:`bpe_spark.spark.read.paragraphs`): any file size, the
+same documents. Spark's reader
 (other file systems) reads each file whole (as ``document="file"``: one file at a time in a
 task's memory, under 2 GB) and cuts it there, so the documents do not depend on the split size
 (Spark's ``lineSep="\\n\\n"`` reader is not used: it repeats a record when a split edge falls
