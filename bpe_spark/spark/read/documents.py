@@ -83,17 +83,21 @@ def _load(what, paths: list[str]) -> DataFrame:
 
 def reads_local_text(paths: str | Sequence[str], input_format: str = "text", document: str = "line",
                      tasks_read_jsonl: bool = False) -> bool:
-    """True when ``read_documents`` with these arguments reads local text files line by line,
-    which the Python tasks then read themselves (``text_splits``) on a local master (or with
-    ``shared_input``): the JVM only coordinates. ``tasks_read_jsonl``: the caller's tasks read
-    local JSON Lines themselves too (encoding with no kept columns: ``jsonl.tag``).
+    """True when ``read_documents`` with these arguments reads local text files by lines or
+    paragraphs, which the Python tasks then read themselves (``text_splits``) on a local master
+    (or with ``shared_input``): the JVM only coordinates. ``tasks_read_jsonl``: the caller's
+    tasks read local JSON Lines themselves too (counting, and encoding with no kept columns:
+    ``jsonl.tag``).
 
     >>> reads_local_text(["corpus/*.txt"]), reads_local_text("s3a://b/x.txt"), reads_local_text("x", "jsonl")
     (True, False, False)
     >>> reads_local_text("x.jsonl", "jsonl", "line", True), reads_local_text("s3a://b/x.jsonl", "jsonl", "line", True)
     (True, False)
+    >>> reads_local_text("x.txt", "text", "paragraph"), reads_local_text("x.txt", "text", "file")
+    (True, False)
     """
-    if document != "line" or input_format not in (("text", "jsonl") if tasks_read_jsonl else ("text",)):
+    if document not in ("line", "paragraph") or input_format not in (("text", "jsonl") if tasks_read_jsonl
+                                                                      else ("text",)):
         return False
     return all(urlparse(str(p)).scheme in ("", "file") for p in _as_list(paths))
 
