@@ -18,7 +18,6 @@ from bpe_spark.bpe.pretokenize import Pretokenizer
 from bpe_spark.bpe.text import InputTally
 from bpe_spark.errors import BadInputError
 from bpe_spark.spark import count_pretokens, encode_dataset, read_documents
-from bpe_spark.spark import train as spark_train
 from pyspark.sql import Observation
 
 pytestmark = pytest.mark.spark
@@ -109,13 +108,13 @@ def test_a_long_record_is_read_in_pieces_across_split_edges(tmp_path, monkeypatc
     assert reader.skipped == 1
 
 
-def test_training_on_a_long_json_record_is_training_on_its_text(spark, long_line_file, tmp_path):
+def test_a_long_json_record_trains_and_encodes_as_its_text(spark, long_line_file, tmp_path):
     """A JSON Lines record longer than LONG_DOCUMENT_BYTES (its text escaped: \\uXXXX, surrogate
     pairs, \\n) is counted by the Python tasks in pieces, never through the JVM's line reader,
-    and trains the merges of the same text as a line of a .txt file."""
+    and trains the merges of the same text as a line of a .txt file; encoding it gives the
+    text's ids."""
     folder, documents = long_line_file
     text = documents[1]  # the long line with its "\n", U+FFFD where its invalid byte was
-    (tmp_path / "long.txt").write_text(text)
     record = json.dumps({"id": 3, "text": text}, ensure_ascii=True)  # every non-ASCII character escaped
     (tmp_path / "long.jsonl").write_text('{"text": null}\n' + record + "\n")
     cfg = TrainerConfig(vocab_size=400, pattern="gpt2")
@@ -127,8 +126,13 @@ def test_training_on_a_long_json_record_is_training_on_its_text(spark, long_line
     from_json = dict(zip(*counts.toArrow().to_pydict().values()))
     stats = observation.get
     assert (stats["documents"], stats["null_documents"], stats["bytes"]) == (1, 1, len(text.encode()))
-    from_text = dict(zip(*count_pretokens(read_documents(spark, str(tmp_path / "long.txt")), cfg).toArrow()
-                         .to_pydict().values()))
+    from_text = Pretokenizer("gpt2").count([text])  # what the text as a .txt line counts (the test above)
     assert from_json == from_text
-    trained = spark_train(read_documents(spark, str(tmp_path / "long.jsonl"), input_format="jsonl"), cfg)
-    assert trained.merges == train_from_counts(from_text, cfg).merges and len(trained.merges) > 100
+    tok = train_from_counts(from_text, cfg)  # what training does with the counts, on the driver
+    assert train_from_counts(from_json, cfg).merges == tok.merges and len(tok.merges) > 100
+    # encoded by the tasks in pieces too (bpe_spark.spark.encoding.pieces): the text's ids
+    manifest = encode_dataset(read_documents(spark, str(tmp_path / "long.jsonl"), input_format="jsonl"), tok,
+                              str(tmp_path / "ids"))
+    ids = pq.read_table(tmp_path / "ids" / "part-00000.parquet").column("input_ids").combine_chunks()
+    assert ids.null_count == 1 and np.array_equal(ids.values.to_numpy(), tok.encode_ordinary_flat([text])[0])
+    assert (manifest["documents"], manifest["null_documents"], manifest["bytes"]) == (2, 1, len(text.encode()))
