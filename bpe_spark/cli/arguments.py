@@ -242,8 +242,10 @@ def _jsonl_fields(path: str, lines: int) -> list[str] | None:
     JSON, or not objects: none), or None when it cannot be read here (another codec, damage)."""
     import bz2
     import gzip
-    import itertools
     import json
+
+    from bpe_spark.bpe.long_documents import LongDocument
+    from bpe_spark.bpe.long_records import read_head_line, skeleton_of
 
     opener = {".gz": gzip.open, ".bz2": bz2.open}.get(path[path.rfind("."):].lower(), open)
     if opener is open and path.lower().endswith((".zst", ".zstd", ".lz4", ".snappy", ".xz", ".deflate", ".br")):
@@ -251,9 +253,12 @@ def _jsonl_fields(path: str, lines: int) -> list[str] | None:
     fields: dict[str, None] = {}
     try:
         with opener(path, "rb") as fh:
-            for line in itertools.islice(fh, lines):
+            for _ in range(lines):
+                line = read_head_line(fh)  # a long line as its bytes: its fields from its skeleton
+                if not line:
+                    break
                 try:
-                    record = json.loads(line)
+                    record = json.loads(skeleton_of(line) if isinstance(line, LongDocument) else line)
                 except ValueError:
                     continue
                 if isinstance(record, dict):

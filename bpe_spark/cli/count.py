@@ -65,7 +65,7 @@ def run(args: argparse.Namespace) -> int:
     check_output(args.out, "counts", overwrite=args.overwrite, option="--out", protected={"input": args.input})
     check_special_tokens_match(cfg.special_tokens, args.input_format, args.document, "--special-token")
     # local text is read and counted by the Python tasks unless the JVM's regex counts
-    light_input = (args.input, args.input_format, args.document) if args.engine != "jvm" else None
+    light_input = (args.input, args.input_format, args.document, True) if args.engine != "jvm" else None
     spark = start_spark(args, NAME, light_input=light_input, shared_input=bool(args.shared_input))
     from bpe_spark.spark import read_documents
     from bpe_spark.spark.training.count import write_pretoken_counts

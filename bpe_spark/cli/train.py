@@ -218,7 +218,7 @@ def run(args: argparse.Namespace) -> int:
     if not options["no_report"]:
         preload_plotting()
     light = options["input"] and options["engine"] != "jvm" and not options["driver_budget"]
-    spark = start_spark(args, NAME, light_input=(options["input"], options["input_format"], options["document"])
+    spark = start_spark(args, NAME, light_input=(options["input"], options["input_format"], options["document"], True)
                         if light else None, shared_input=bool(options["shared_input"]))
     from bpe_spark.spark import read_counts, read_documents
     from bpe_spark.spark import train as spark_train

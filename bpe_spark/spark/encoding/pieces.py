@@ -15,6 +15,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from bpe_spark.bpe.long_documents import LongDocument
+from bpe_spark.bpe.long_records import JsonText
 from bpe_spark.spark.encoding import resume
 from bpe_spark.spark.read import jsonl, parquet_splits, text_splits
 from bpe_spark.spark.encoding.tasks import IDS, TEXT, ModelBroadcast, encoded_slices, id_columns
@@ -124,7 +125,8 @@ def _encode_pieces(batches, *, model: ModelBroadcast, keep_names: list[str], fs,
             long_row = pa.RecordBatch.from_arrays([input_ids, n_tokens], ["input_ids", "n_tokens"])
             keep, dropped = keep_long_enough(input_ids, n_tokens, *short)
             pieces.write(long_row if keep is None else long_row.filter(pa.array(keep)),
-                         tokens=0 if dropped else len(input_ids.values), text_bytes=len(batch.document), nulls=0,
+                         tokens=0 if dropped else len(input_ids.values), nulls=0,
+                         text_bytes=_text_bytes(batch.document),
                          replaced=read.replaced, affected=read.affected, dropped=dropped)
             read.replaced = read.affected = 0
             continue
@@ -157,6 +159,12 @@ def _encode_pieces(batches, *, model: ModelBroadcast, keep_names: list[str], fs,
     yield from pieces.report(read.skipped_files, skipped_records())
 
 
+def _text_bytes(document: LongDocument) -> int:
+    """The UTF-8 size of a long document's text, once it is encoded (a JSON text's differs from
+    its bytes in the file)."""
+    return document.text_bytes if isinstance(document, JsonText) else len(document)
+
+
 def _split_batches(batches, splits: list[text_splits.Split], read: InputTally, on_bad_input: str):
     """The documents of the splits named by the task's rows (see
     :mod:`bpe_spark.spark.read.text_splits`), as :class:`_SplitRows`: Arrow text over the bytes read,
@@ -168,17 +176,21 @@ def _split_batches(batches, splits: list[text_splits.Split], read: InputTally, o
                 if isinstance(block, LongDocument):  # it comes alone: never one str, nor Arrow
                     yield _LongRow(block, split.uri, split.start)
                 else:
-                    yield _SplitRows(text_splits.lines_array(block), split.uri, split.start)
+                    yield _SplitRows(text_splits.documents_array(block), split.uri, split.start)
 
 
 def _record_batches(batches, splits: list[text_splits.Split], reader: jsonl.SplitRecords):
     """The texts of the JSON Lines records of the splits named by the task's rows, parsed here
-    (:class:`~bpe_spark.spark.read.jsonl.SplitRecords`), as :class:`_SplitRows`."""
+    (:class:`~bpe_spark.spark.read.jsonl.SplitRecords`), as :class:`_SplitRows`; a long record's
+    text as a :class:`_LongRow`."""
     for batch in batches:
         for index in batch.column(0).to_pylist():
             split = splits[index]
-            for texts in reader.texts(split):
-                yield _SplitRows(texts, split.uri, split.start)
+            for texts in reader.texts(split, long_documents=True):
+                if isinstance(texts, JsonText):  # a long record's text: encoded in pieces, never one str
+                    yield _LongRow(texts, split.uri, split.start)
+                else:
+                    yield _SplitRows(texts, split.uri, split.start)
 
 
 def _table_batches(batches, splits: list[parquet_splits.Split]):

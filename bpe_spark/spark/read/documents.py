@@ -24,11 +24,14 @@ Paragraph documents (``document="paragraph"``): a document is a maximal run of n
 one or more empty lines (``\\n`` alone: a line holding spaces or a ``\\r`` is not empty, so it
 belongs to its paragraph) separate documents and are not part of any. A document keeps its lines
 with their ``\\n`` (one is added to a file's last line that lacks it): ``"a\\nb\\n\\n\\nc"`` gives
-``"a\\nb\\n"`` and ``"c\\n"``. Paragraphs never span files. Spark's reader reads each file whole
-(as ``document="file"``: one file at a time in a task's memory, under 2 GB) and cuts it there,
-so the documents do not depend on the split size (Spark's ``lineSep="\\n\\n"`` reader is not
-used: it repeats a record when a split edge falls between the two ``\\n``); the Python tasks'
-reader (``text_splits``) reads line documents only.
+``"a\\nb\\n"`` and ``"c\\n"``. Paragraphs never span files. Local files (where the tasks
+see them, as for lines) are read by the Python tasks in byte-range splits, each owning the
+paragraphs that start inside it (:mod:`bpe_spark.spark.read.paragraphs`): any file size, the
+same documents. Spark's reader
+(other file systems) reads each file whole (as ``document="file"``: one file at a time in a
+task's memory, under 2 GB) and cuts it there, so the documents do not depend on the split size
+(Spark's ``lineSep="\\n\\n"`` reader is not used: it repeats a record when a split edge falls
+between the two ``\\n``, and no Hadoop record delimiter can say "a run of two or more").
 
 Text and bad input. The text column holds the bytes as read (Spark's reader does not decode
 them); every consumer (counting, encoding) turns them into text by the rule of
@@ -151,17 +154,21 @@ def _load(what, paths: list[str], spark: SparkSession | None = None) -> DataFram
 
 def reads_local_text(paths: str | Sequence[str], input_format: str = "text", document: str = "line",
                      tasks_read_jsonl: bool = False) -> bool:
-    """True when ``read_documents`` with these arguments reads local text files line by line,
-    which the Python tasks then read themselves (``text_splits``) on a local master (or with
-    ``shared_input``): the JVM only coordinates. ``tasks_read_jsonl``: the caller's tasks read
-    local JSON Lines themselves too (encoding with no kept columns: ``jsonl.tag``).
+    """True when ``read_documents`` with these arguments reads local text files by lines or
+    paragraphs, which the Python tasks then read themselves (``text_splits``) on a local master
+    (or with ``shared_input``): the JVM only coordinates. ``tasks_read_jsonl``: the caller's
+    tasks read local JSON Lines themselves too (counting, and encoding with no kept columns:
+    ``jsonl.tag``).
 
     >>> reads_local_text(["corpus/*.txt"]), reads_local_text("s3a://b/x.txt"), reads_local_text("x", "jsonl")
     (True, False, False)
     >>> reads_local_text("x.jsonl", "jsonl", "line", True), reads_local_text("s3a://b/x.jsonl", "jsonl", "line", True)
     (True, False)
+    >>> reads_local_text("x.txt", "text", "paragraph"), reads_local_text("x.txt", "text", "file")
+    (True, False)
     """
-    if document != "line" or input_format not in (("text", "jsonl") if tasks_read_jsonl else ("text",)):
+    if document not in ("line", "paragraph") or input_format not in (("text", "jsonl") if tasks_read_jsonl
+                                                                      else ("text",)):
         return False
     return all(urlparse(str(p)).scheme in ("", "file") for p in _as_list(paths))
 
@@ -215,8 +222,11 @@ def read_documents(
             frame = _load(lambda p: reader.text(p, wholetext=True), sources, spark)
             return _tag_reader(frame.select(F.col("value").alias(text_col)), {"skipped_records": 0})
         if document == "paragraph":
-            return _tag_reader(paragraphs(_load(lambda p: reader.text(p, wholetext=True), sources, spark), text_col),
-                               {"skipped_records": 0})
+            frame = _load(lambda p: reader.text(p, wholetext=True), sources, spark)
+            docs = paragraphs(frame, text_col)
+            if shared_input or _local_master(spark):  # the tasks read the files in splits (spark.read.paragraphs)
+                docs = text_splits.tag(docs, frame.inputFiles(), on_bad_input, paragraphs=True)
+            return _tag_reader(docs, {"skipped_records": 0})
         frame = _load(lambda p: reader.text(p, lineSep="\n"), sources, spark)
         # subtle: the reader drops the "\n"; tokenizers trains on lines that keep it.
         docs = frame.select(F.concat(F.col("value"), F.lit("\n")).alias(text_col))
@@ -280,6 +290,8 @@ def _local_master(spark: SparkSession) -> bool:
 
 def _text_hint() -> str:
     return f"name the text column with {option('text_col')}"
+
+
 _READER = "_bpe_spark_reader_stats"
 
 
@@ -293,7 +305,10 @@ def _tag_reader(df: DataFrame, counts: dict | Observation) -> DataFrame:
 def with_reader_stats(df: DataFrame | None, stats: dict) -> dict:
     """``stats`` (a consumer's corpus statistics, after its job ran) with what ``df``'s reader
     counted: ``skipped_records`` (None when ``df`` was not made by ``read_documents``), and the
-    JSON Lines reader's text-rule replacements added to the consumer's."""
+    JSON Lines reader's text-rule replacements added to the consumer's; ``stats`` as they are
+    when they hold ``skipped_records`` (the consumer's tasks read the records themselves)."""
+    if stats.get("skipped_records") is not None:  # the consumer's tasks read the records: the reader never ran
+        return dict(stats)
     found = getattr(df, _READER, None) if df is not None else None
     reader = dict(found.get) if isinstance(found, Observation) else dict(found or {})
     stats = dict(stats)

@@ -48,6 +48,7 @@ from pyspark.sql.types import LongType, StringType, StructField, StructType
 from bpe_spark.native import compiled as _compiled
 from bpe_spark.errors import BadInputError, option
 from bpe_spark.bpe.long_documents import LongDocument
+from bpe_spark.bpe.long_records import BadString, JsonText, scan_record
 from bpe_spark.spark.read.segments import BLOCK, FILE, carry_segments, segment_runs
 from bpe_spark.spark.read.text_splits import Split, TextSource, iter_blocks, local_source
 from bpe_spark.bpe.text import InputTally, clean_counted, decode_counted
@@ -405,14 +406,34 @@ class SplitRecords:
         self.tally = tally
         self.skipped = 0
 
-    def texts(self, split: Split) -> Iterator[pa.Array]:
+    def texts(self, split: Split, long_documents: bool = False) -> Iterator:
         """The texts (string, null for a JSON null) of the split's records, in line order, one
         array per block read; a bad record raises :class:`~bpe_spark.errors.BadInputError`
-        naming its file and line, unless the source skips them."""
+        naming its file and line, unless the source skips them. A record longer than
+        ``LONG_DOCUMENT_BYTES`` is parsed in two passes over its bytes
+        (:mod:`bpe_spark.bpe.long_records`): its text, when a long string, comes alone as a
+        :class:`~bpe_spark.bpe.long_records.JsonText` with ``long_documents`` (read in pieces,
+        never one ``str``), else as a one-text array."""
         lines = 0  # the split's lines in earlier blocks
-        for block in iter_blocks(split, tally=self.tally, on_bad_input=self.source.text.on_bad_input):
+        on_bad_input = self.source.text.on_bad_input
+        for block in iter_blocks(split, tally=self.tally, on_bad_input=on_bad_input):
+            if isinstance(block, LongDocument):
+                value, problem, replaced = self._long_record(block)
+                lines += 1
+                if problem is not None and problem != "" and on_bad_input != "skip":
+                    raise BadInputError(f"{_split_line(split, lines - 1)} is a bad JSON Lines record: {problem}; "
+                                        f"{self.source.fix}")
+                if problem is not None:
+                    self.skipped += problem != ""
+                    continue
+                self.tally.count(replaced)
+                if isinstance(value, JsonText):
+                    yield value if long_documents else pa.array([value.text()], pa.string())
+                else:
+                    yield pa.array([value], pa.string())
+                continue
             parsed = self._parse(block)
-            if parsed.problem is not None and self.source.text.on_bad_input != "skip":
+            if parsed.problem is not None and on_bad_input != "skip":
                 row, problem = parsed.problem
                 raise BadInputError(f"{_split_line(split, lines + row)} is a bad JSON Lines record: {problem}; "
                                     f"{self.source.fix}")
@@ -428,13 +449,25 @@ class SplitRecords:
             if len(texts):
                 yield texts
 
+    def _long_record(self, line: LongDocument) -> tuple:
+        """``(text, problem, replaced)`` of one long line, as :func:`parse_record` gives them for
+        the whole line: the text a ``str``, None (JSON null) or a :class:`JsonText`."""
+        tally = line.tally = InputTally()  # its replacements count only if it is a good record
+        try:
+            scan = scan_record(line.pieces())
+        except BadString as exc:
+            return None, f"it is not JSON ({exc})", 0
+        value, _, problem, surrogates = parse_record(scan.skeleton, self.source.text_col)
+        if problem is not None:
+            return None, problem, 0
+        index = scan.long_index(value)
+        if index is not None:
+            start, end, surrogates = scan.longs[index]
+            value = JsonText(line, start, end)
+        return value, None, tally.replaced + surrogates
+
     def _parse(self, block) -> ParsedBatch:
         text_col = self.source.text_col
-        if isinstance(block, LongDocument):  # one line, read whole: JSON is parsed from one str
-            tally = block.tally = InputTally()  # its replacements count only if it is a good record
-            line = block.text()
-            return parse_spans(line, np.zeros(1, np.int64), np.array([len(line) - 1]), text_col, (),
-                               np.array([tally.replaced]))
         if (scanned := scan_lines(block, None, None, text_col)) is not None:
             return scanned
         starts, ends = _line_bounds(block)

@@ -35,7 +35,9 @@ import pyarrow as pa
 
 from bpe_spark.errors import BadInputError, current_interface, interface, option
 from bpe_spark.bpe.long_documents import LONG_DOCUMENT_BYTES, LongDocument
-from bpe_spark.bpe.text import InputTally, decode_lines, utf8_view
+from bpe_spark.bpe.long_records import read_head_line, skeleton_of
+from bpe_spark.bpe.text import InputTally, decode_counted, decode_lines, utf8_view
+from bpe_spark.spark.read import paragraphs
 
 _COMPRESSED = {".gz": gzip.open, ".bz2": bz2.open}
 _PLAIN_SUFFIXES_REFUSED = (".deflate", ".lz4", ".snappy", ".zst", ".zstd", ".xz", ".lzo", ".br")
@@ -52,6 +54,7 @@ class TextSource:
     files: tuple[str, ...]
     uris: tuple[str, ...] = ()
     on_bad_input: str = "error"  # a corrupt compressed file: "error" or "skip" (bpe_spark.bpe.text)
+    paragraphs: bool = False  # one document per paragraph (document="paragraph"), not per line
 
 
 @dataclass(frozen=True)
@@ -61,26 +64,28 @@ class Split:
     end: int  # exclusive; -1: the whole (compressed) file
     uri: str = ""  # the file as Spark names it (input_file_name()): encoding's ordering key
     interface: str = field(default_factory=current_interface)  # planned on the driver: its messages' words
+    paragraphs: bool = False  # its documents are paragraphs: it owns those that start inside it
 
 
 _ATTRIBUTE = "_bpe_spark_text_source"
 
 
-def tag(df, files: Sequence[str], on_bad_input: str = "error"):
-    """Mark ``df`` (read by ``read_documents``) as holding the lines of ``files``, if they are all
-    local files this module can read; any transformation of ``df`` drops the mark."""
-    source = local_source(files, on_bad_input)
+def tag(df, files: Sequence[str], on_bad_input: str = "error", paragraphs: bool = False):
+    """Mark ``df`` (read by ``read_documents``) as holding the lines (or ``paragraphs``) of
+    ``files``, if they are all local files this module can read; any transformation of ``df``
+    drops the mark."""
+    source = local_source(files, on_bad_input, paragraphs)
     if source is not None:
         setattr(df, _ATTRIBUTE, source)
     return df
 
 
-def local_source(files: Sequence[str], on_bad_input: str = "error") -> TextSource | None:
+def local_source(files: Sequence[str], on_bad_input: str = "error", paragraphs: bool = False) -> TextSource | None:
     """``files`` as a :class:`TextSource`, if they are all local files this module can read."""
     local = local_files(files, refused_suffixes=_PLAIN_SUFFIXES_REFUSED)
     if not local:
         return None
-    return TextSource(tuple(p for p, _ in local), tuple(u for _, u in local), on_bad_input)
+    return TextSource(tuple(p for p, _ in local), tuple(u for _, u in local), on_bad_input, paragraphs)
 
 
 def local_files(files: Sequence[str], refused_suffixes: tuple[str, ...] = ()) -> list[tuple[str, str]]:
@@ -101,8 +106,10 @@ def local_files(files: Sequence[str], refused_suffixes: tuple[str, ...] = ()) ->
 def head_lines(files: Sequence[str], limit: int) -> list[str] | None:
     """The first ``limit`` lines of local ``files`` (URI order), read on the driver: each cut at
     ``\n`` and decoded as UTF-8 with replacement (for a look at JSON Lines' first records, which
-    Spark's text reader would take a job to give). None when a file is not local, is compressed
-    by a codec other than gzip / bzip2, or cannot be read: the caller then asks Spark."""
+    Spark's text reader would take a job to give; a line longer than ``LONG_DOCUMENT_BYTES`` as
+    its skeleton, :mod:`bpe_spark.bpe.long_records`: its fields, never its text). None when a
+    file is not local, is compressed by a codec other than gzip / bzip2, or cannot be read: the
+    caller then asks Spark."""
     local = local_files(files, refused_suffixes=_PLAIN_SUFFIXES_REFUSED)
     if not local and files:
         return None
@@ -112,7 +119,10 @@ def head_lines(files: Sequence[str], limit: int) -> list[str] | None:
             opener = _COMPRESSED.get(os.path.splitext(path)[1], open)
             with opener(path, "rb") as fh:
                 while len(lines) < limit:
-                    line = fh.readline()
+                    line = read_head_line(fh)
+                    if isinstance(line, LongDocument):  # its fields, not its text (bpe_spark.bpe.long_records)
+                        lines.append(skeleton_of(line))
+                        continue
                     if not line:
                         break
                     lines.append(line.rstrip(b"\n").decode("utf-8", errors="replace"))
@@ -149,12 +159,12 @@ def plan_splits(source: TextSource, parallelism: int) -> list[Split]:
     splits: list[Split] = []
     for path, uri, size in zip(source.files, source.uris or source.files, sizes):
         if path.endswith(tuple(_COMPRESSED)):
-            splits.append(Split(path, 0, -1, uri))
+            splits.append(Split(path, 0, -1, uri, paragraphs=source.paragraphs))
             continue
         start = 0
         while start < size:
             end = min(size, start + target)
-            splits.append(Split(path, start, end, uri))
+            splits.append(Split(path, start, end, uri, paragraphs=source.paragraphs))
             start = end
     return splits
 
@@ -213,11 +223,24 @@ def _rest_of_line(fh) -> Iterator[bytes]:
 def iter_blocks(split: Split, *, tally: InputTally | None = None, on_bad_input: str = "error") -> Iterator:
     """The split's documents in blocks (one per 8 MB read): ``bytes`` of whole lines, each
     ending with ``\\n`` (:func:`lines_array` cuts them), or a lone
-    :class:`~bpe_spark.bpe.long_documents.LongDocument`; the bytes are not decoded."""
-    for block in _blocks(_chunks(split, tally, on_bad_input), split.path):
+    :class:`~bpe_spark.bpe.long_documents.LongDocument`; the bytes are not decoded. A split of
+    paragraphs (:mod:`bpe_spark.spark.read.paragraphs`) gives its documents as Arrow binary arrays
+    instead of bytes (:func:`documents_array` takes either)."""
+    if split.paragraphs:
+        chunks = _chunks(split, tally, on_bad_input) if split.end < 0 else paragraphs.owned_chunks(split.path, split.start,
+                                                                                               split.end, _READ_BYTES)
+        blocks = paragraphs.paragraph_blocks(chunks, LONG_DOCUMENT_BYTES)
+    else:
+        blocks = _blocks(_chunks(split, tally, on_bad_input), split.path)
+    for block in blocks:
         if isinstance(block, LongDocument):
             block.tally = tally
         yield block
+
+
+def documents_array(block) -> pa.BinaryArray:
+    """The documents of a block of :func:`iter_blocks` (not a LongDocument) as an Arrow binary array."""
+    return block if isinstance(block, pa.Array) else lines_array(block)
 
 
 def lines_array(block: bytes) -> pa.BinaryArray:
@@ -245,11 +268,12 @@ def iter_lines(split: Split, with_bytes: bool = False, *, tally: InputTally | No
     for block in iter_blocks(split, tally=tally, on_bad_input=on_bad_input):
         if isinstance(block, LongDocument):
             lines = [block]
-        elif arrow and (valid := utf8_view(lines_array(block))) is not None:
+        elif arrow and (valid := utf8_view(documents_array(block))) is not None:
             lines = valid
         else:
             lines = _lines(block, tally)
-        yield (lines, len(block)) if with_bytes else lines
+        size = len(block) if not isinstance(block, pa.Array) else len(block.buffers()[2] or b"")
+        yield (lines, size) if with_bytes else lines
 
 
 def _blocks(chunks: Iterator[tuple[int | None, bytes]], path: str) -> Iterator[bytes | LongDocument]:
@@ -293,7 +317,10 @@ def _blocks(chunks: Iterator[tuple[int | None, bytes]], path: str) -> Iterator[b
         yield bytes(carry) + b"\n"
 
 
-def _lines(data: bytes, tally: InputTally | None) -> list:
+def _lines(data, tally: InputTally | None) -> list:
+    if isinstance(data, pa.Array):  # paragraphs
+        lines = [tally.add_bytes(doc) if tally is not None else decode_counted(doc)[0] for doc in data.to_pylist()]
+        return lines
     lines, replaced, affected = decode_lines(data)
     if replaced and tally is not None:
         tally.count(replaced, affected)

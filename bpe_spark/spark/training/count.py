@@ -24,6 +24,7 @@ import struct
 from collections.abc import Iterator
 
 import pyarrow as pa
+import pyarrow.compute as pc
 from pyspark.sql import Column, DataFrame, Observation
 from pyspark.sql import functions as F
 from pyspark.sql.types import LongType, StringType, StructField, StructType
@@ -34,7 +35,7 @@ from bpe_spark.bpe.patterns import JAVA_PRESETS
 from bpe_spark.bpe.pretokenize import Pretokenizer
 from bpe_spark.spark.runtime.progress import OFF, Progress
 from bpe_spark.spark.runtime import resources
-from bpe_spark.spark.read import text_splits
+from bpe_spark.spark.read import jsonl, text_splits
 from bpe_spark.spark.runtime.columns import STRING, check_columns, col
 from bpe_spark.spark.runtime.failures import executor_errors
 from bpe_spark.spark.runtime.faults import fail_once
@@ -43,13 +44,15 @@ from bpe_spark.spark.read.documents import local_input_bytes, with_reader_stats
 from bpe_spark.spark.training.java_regex import java_pattern, special_tokens_regex
 from bpe_spark.spark.options import ENGINES
 from bpe_spark.spark.runtime.stage_progress import spark_phase
+from bpe_spark.bpe.long_records import JsonText
 from bpe_spark.bpe.text import InputTally
 from bpe_spark.spark.options import column_name
 
 # StructTypes, not DDL strings: a DDL string costs a JVM round trip to parse
 COUNTS_SCHEMA = StructType([StructField("pretoken", StringType()), StructField("count", LongType())])
 # what the Python tasks emit: counts, and (text files read by the tasks) a row of split totals
-_TOTALS = ("documents", "bytes", "replaced_sequences", "affected_documents", "skipped_files")
+_TOTALS = ("documents", "bytes", "replaced_sequences", "affected_documents", "skipped_files", "null_documents",
+           "skipped_records")
 _PARTIAL_SCHEMA = StructType([*COUNTS_SCHEMA.fields, *(StructField(name, LongType()) for name in _TOTALS)])
 _REPLACEMENT = "\ufffd"
 # the corpus statistics every count reports (count_pretokens' observation)
@@ -113,9 +116,9 @@ def count_pretokens(
     """
     text_col = column_name(text_col)
     check_columns(df, {text_col: STRING}, source="the DataFrame", hint="pass text_col=")
-    source = text_splits.source_of(df)
-    if source is not None and engine in ("auto", "python") and df.columns == [text_col]:
-        return _count_text_files(df.sparkSession, source, cfg, observation)
+    source, records = text_splits.source_of(df), jsonl.source_of(df)
+    if (source or records) is not None and engine in ("auto", "python") and df.columns == [text_col]:
+        return _count_text_files(df.sparkSession, source or records.text, cfg, observation, records)
     chosen = choose_engine(cfg, engine)
     most = resources.partitions(df.sparkSession, resources.estimated_bytes(df))
     raw = col(text_col)
@@ -181,10 +184,15 @@ def _count_python(docs: DataFrame, cfg: TrainerConfig, most: int | None) -> Data
     return _sum_counts(docs.mapInArrow(count_partition, _PARTIAL_SCHEMA), most)
 
 
-def _count_text_files(spark, source: text_splits.TextSource, cfg: TrainerConfig, observation) -> DataFrame:
-    """Count local text files read by the Python tasks (see :mod:`text_splits`): no JVM string
-    per line, no Arrow hand-off of the text. Each split also reports its totals in one extra
-    row (null pretoken), which feeds ``observation`` and is dropped."""
+def _count_text_files(spark, source: text_splits.TextSource, cfg: TrainerConfig, observation,
+                      records: jsonl.JsonlSource | None = None) -> DataFrame:
+    """Count local text files, or the records of local JSON Lines files (``records``), read by
+    the Python tasks (see :mod:`text_splits`, :class:`~bpe_spark.spark.read.jsonl.SplitRecords`):
+    no JVM string per line, no Arrow hand-off of the text, and a record longer than
+    ``LONG_DOCUMENT_BYTES`` counted in pieces, as a long line of text is. Each split also reports
+    its totals in one extra row (null pretoken), which feeds ``observation`` and is dropped;
+    they include the bad records skipped, so the reader's own count (which never runs) is not
+    asked (:func:`~bpe_spark.spark.read.documents.with_reader_stats`)."""
     splits = text_splits.plan_splits(source, spark.sparkContext.defaultParallelism)
     settings = cfg.to_dict()
     on_bad_input = source.on_bad_input
@@ -193,25 +201,50 @@ def _count_text_files(spark, source: text_splits.TextSource, cfg: TrainerConfig,
         tally = Pretokenizer.from_config(TrainerConfig.from_dict(settings)).tally()
         for batch in batches:
             for index in batch.column(0).to_pylist():
-                documents = size = 0
                 read = InputTally()
-                for lines, nbytes in text_splits.iter_lines(splits[index], with_bytes=True, tally=read,
-                                                           on_bad_input=on_bad_input, arrow=True):
+                reader = jsonl.SplitRecords(records, read) if records is not None else None
+                if reader is None:
+                    blocks = text_splits.iter_lines(splits[index], with_bytes=True, tally=read,
+                                                    on_bad_input=on_bad_input, arrow=True)
+                else:
+                    blocks = (_record_texts(texts) for texts in reader.texts(splits[index], long_documents=True))
+                documents = size = nulls = 0
+                for lines, nbytes, *null in blocks:
+                    nulls += null[0] if null else 0
+                    if not len(lines):
+                        continue
                     tally.add(lines)
-                    documents += len(lines)
+                    if isinstance(lines[0], JsonText):  # its size is known once counted; an empty text is none
+                        nbytes = lines[0].text_bytes
+                        documents += nbytes > 0
+                    else:
+                        documents += len(lines)
                     size += nbytes
                     if len(tally) >= _FLUSH_DISTINCT:
                         yield _tally_batch(tally)
-                yield _tally_batch(tally, (documents, size, read.replaced, read.affected, read.skipped_files))
+                yield _tally_batch(tally, (documents, size, read.replaced, read.affected, read.skipped_files, nulls,
+                                           reader.skipped if reader is not None else 0))
 
     partial = spark.range(0, len(splits), 1, numPartitions=max(1, len(splits))).mapInArrow(count_splits, _PARTIAL_SCHEMA)
     if observation is not None:
-        partial = partial.observe(
-            observation,
-            *(F.coalesce(F.sum(name), F.lit(0)).alias(name) for name in _TOTALS),
-            F.lit(0).cast("long").alias("null_documents"),
-        )
+        partial = partial.observe(observation, *(F.coalesce(F.sum(name), F.lit(0)).alias(name) for name in _TOTALS))
     return _sum_counts(partial, resources.partitions(spark, sum(os.path.getsize(path) for path in source.files)))
+
+
+def _record_texts(texts) -> tuple:
+    """``(texts, their bytes, null texts)`` of a block of JSON Lines texts: an Arrow array
+    without its nulls (JSON nulls, counted) and empty texts (no document, as in
+    :func:`text_metrics`), or a long text alone (its size known once it is counted)."""
+    if isinstance(texts, JsonText):
+        return [texts], 0, 0
+    nulls = texts.null_count
+    if nulls:
+        texts = pc.drop_null(texts)
+    lengths = pc.binary_length(texts)
+    present = pc.greater(lengths, 0)
+    if len(texts) and not pc.all(present).as_py():
+        texts = texts.filter(present)
+    return texts, int(pc.sum(lengths).as_py() or 0), nulls
 
 
 def _sum_counts(partial: DataFrame, most: int | None) -> DataFrame:
