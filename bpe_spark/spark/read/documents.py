@@ -64,6 +64,7 @@ from bpe_spark.errors import ConfigError, InputError, option
 from bpe_spark.storage.input_format import resolve_input_format
 from bpe_spark.storage.input_walk import InputNotFoundError, InputPlan, plan_inputs
 from bpe_spark.spark.read import jsonl, parquet_splits, text_splits
+from bpe_spark.spark.runtime import resources
 from bpe_spark.spark.runtime.columns import STRING, check_columns, col
 from bpe_spark.spark.options import DOCUMENT_UNITS, INPUT_FORMATS, JSON_SAMPLE_LINES
 from bpe_spark.bpe.text import check_bad_input_policy
@@ -118,22 +119,12 @@ def spark_file_name(path: str) -> str:
     return "file:" + _HADOOP_GLOB.sub(r"\\\1", path)
 
 
-@contextlib.contextmanager
-def _listed_on_driver(spark: SparkSession, paths: list[str]):
+def _listed_on_driver(spark: SparkSession, paths: list[str]) -> contextlib.AbstractContextManager:
     """Spark lists the files it is given on the driver, however many (above 32 it would start a
     job of one task a file: 10 s for 2,000 files on two cores); the setting is restored after."""
     if not paths or not paths[0].startswith("file:"):
-        yield
-        return
-    before = spark.conf.get(_LISTING_THRESHOLD, None)
-    spark.conf.set(_LISTING_THRESHOLD, str(max(len(paths) + 1, 32)))
-    try:
-        yield
-    finally:
-        if before is None:
-            spark.conf.unset(_LISTING_THRESHOLD)
-        else:
-            spark.conf.set(_LISTING_THRESHOLD, before)
+        return contextlib.nullcontext()
+    return resources.session_setting(spark, _LISTING_THRESHOLD, str(max(len(paths) + 1, 32)))
 
 
 def _load(what, paths: list[str], spark: SparkSession | None = None) -> DataFrame:

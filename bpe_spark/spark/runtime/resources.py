@@ -64,13 +64,12 @@ def collectable(df: DataFrame, result_bytes: int) -> DataFrame:
 
 
 @contextlib.contextmanager
-def shuffle_partitions(spark: SparkSession, partitions: int) -> Iterator[None]:
-    """The session's ``spark.sql.shuffle.partitions`` is ``partitions`` inside the block, then
-    as it was (unset again if it was unset). Queries planned meanwhile in other threads of the
-    same session get it too: a training run's own jobs are what it is for."""
-    key = "spark.sql.shuffle.partitions"
+def session_setting(spark: SparkSession, key: str, value: str) -> Iterator[None]:
+    """The session's setting ``key`` is ``value`` inside the block, then as it was (unset again
+    if it was unset). Queries planned meanwhile in other threads of the same session get it too:
+    a run's own jobs are what it is for."""
     before = spark.conf.get(key, None)
-    spark.conf.set(key, str(partitions))
+    spark.conf.set(key, value)
     try:
         yield
     finally:
@@ -78,6 +77,12 @@ def shuffle_partitions(spark: SparkSession, partitions: int) -> Iterator[None]:
             spark.conf.unset(key)
         else:
             spark.conf.set(key, before)
+
+
+def shuffle_partitions(spark: SparkSession, partitions: int) -> contextlib.AbstractContextManager[None]:
+    """The session's ``spark.sql.shuffle.partitions`` is ``partitions`` inside the block
+    (:func:`session_setting`)."""
+    return session_setting(spark, "spark.sql.shuffle.partitions", str(partitions))
 
 
 def driver_memory(spark: SparkSession) -> DriverMemory:
