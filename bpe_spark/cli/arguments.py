@@ -18,7 +18,7 @@ import weakref
 from collections.abc import Mapping, Sequence
 
 from bpe_spark.bpe.config import NORMALIZATIONS, TrainerConfig
-from bpe_spark.errors import ConfigError, InputError
+from bpe_spark.errors import ConfigError
 from bpe_spark.bpe.patterns import PRESETS
 from bpe_spark.spark.runtime.progress import OPTION_CHOICES as PROGRESS_CHOICES
 from bpe_spark.spark.options import DOCUMENT_UNITS, ENGINES, INPUT_FORMATS, column_name
@@ -160,14 +160,22 @@ def check_input_paths(paths: Sequence[str], option: str = "--input"):
     return plan
 
 
-def resolve_input_format(paths: Sequence[str], input_format: str | None, option: str = "--input") -> str:
-    """Before Spark starts: the format to read ``paths`` in, ``input_format`` or, when it is None
-    or ``auto``, the one the planned files' names say (:mod:`bpe_spark.storage.input_format`:
-    mixed formats and Parquet read as text are refused in one line)."""
-    from bpe_spark.storage.input_format import resolve_input_format as resolve
+def check_document_input(paths: Sequence[str], input_format: str | None, document: str, text_column: str,
+                         id_columns: Sequence[str] = ()) -> str:
+    """Before Spark starts, by one walk of the inputs (:func:`check_input_paths`): the paths, the
+    format to read them in (``input_format``, or when it is None or ``auto`` the one the planned
+    files' names say: :mod:`bpe_spark.storage.input_format` refuses mixed formats and Parquet read
+    as text), ``--document`` against that format, and the columns of local jsonl and parquet
+    files (:func:`check_local_columns`). Returns the format."""
+    from bpe_spark.storage.input_format import resolve_input_format
 
-    plan = check_input_paths(paths, option)
-    return resolve(input_format, plan.files if plan is not None else None, paths)
+    check_document_options(input_format, document)
+    plan = check_input_paths(paths)
+    files = list(plan.files) if plan is not None else None
+    input_format = resolve_input_format(input_format, files, paths)
+    check_document_options(input_format, document)
+    check_local_columns(files, input_format, text_column, id_columns)
+    return input_format
 
 
 def local_input_files(paths: Sequence[str]) -> list[str] | None:
@@ -179,18 +187,15 @@ def local_input_files(paths: Sequence[str]) -> list[str] | None:
     return None if plan is None else list(plan.files)
 
 
-def check_local_columns(paths: Sequence[str], input_format: str, text_column: str,
+def check_local_columns(files: Sequence[str] | None, input_format: str, text_column: str,
                         id_columns: Sequence[str] = ()) -> None:
     """Before Spark starts: the text column (a string) and the id columns of local jsonl and
-    parquet input exist, as ``read_documents`` will check them once Spark runs. Parquet: the
+    parquet input (``files``: the planned files; None when an input is not local) exist, as ``read_documents`` will check them once Spark runs. Parquet: the
     schema of the first file (pyarrow reads its footer); JSON Lines: the fields of the first
     records, which must name a column in at least one file (a column first seen further into a
     file is left to Spark's reader, which looks at its first records in its own file order).
     Compressed files other than .gz/.bz2 are left to Spark's reader."""
-    if input_format not in ("jsonl", "parquet"):
-        return
-    files = local_input_files(paths)
-    if not files:
+    if input_format not in ("jsonl", "parquet") or not files:
         return
     from bpe_spark.errors import ColumnError, option
 
@@ -201,7 +206,8 @@ def check_local_columns(paths: Sequence[str], input_format: str, text_column: st
     if input_format == "parquet":
         import pyarrow as pa
         import pyarrow.parquet as pq
-        import pyarrow.types as pa_types
+
+        from bpe_spark.spark.read.parquet_splits import holds_text
 
         names: dict[str, None] = {}
         for path in files:  # the first file that has them all; all are read only when none has
@@ -212,9 +218,7 @@ def check_local_columns(paths: Sequence[str], input_format: str, text_column: st
             names.update(dict.fromkeys(schema.names))
             if all(name in schema.names for name in required):
                 found = schema.field(text_column).type
-                if pa_types.is_dictionary(found):  # dictionary-encoded: its values are the texts
-                    found = found.value_type
-                if not (pa_types.is_string(found) or pa_types.is_large_string(found)):
+                if not holds_text(found):
                     raise ColumnError.wrong_type(text_column, f"{path} (Parquet)", str(found), "string")
                 return
         missing = next(name for name in required if name not in names)
@@ -239,32 +243,23 @@ def _shown(files: Sequence[str]) -> str:
 
 def _jsonl_fields(path: str, lines: int) -> list[str] | None:
     """The fields of the JSON objects among the first ``lines`` lines of a JSON Lines file (not
-    JSON, or not objects: none), or None when it cannot be read here (another codec, damage)."""
-    import bz2
-    import gzip
+    JSON, or not objects: none), or None when it cannot be read here (another codec, damage):
+    the lines :func:`bpe_spark.spark.read.text_splits.head_lines` reads for ``read_documents``."""
     import json
 
-    from bpe_spark.bpe.long_documents import LongDocument
-    from bpe_spark.bpe.long_records import read_head_line, skeleton_of
+    from bpe_spark.spark.read.text_splits import head_lines
 
-    opener = {".gz": gzip.open, ".bz2": bz2.open}.get(path[path.rfind("."):].lower(), open)
-    if opener is open and path.lower().endswith((".zst", ".zstd", ".lz4", ".snappy", ".xz", ".deflate", ".br")):
+    found = head_lines([path], lines)
+    if found is None:
         return None
     fields: dict[str, None] = {}
-    try:
-        with opener(path, "rb") as fh:
-            for _ in range(lines):
-                line = read_head_line(fh)  # a long line as its bytes: its fields from its skeleton
-                if not line:
-                    break
-                try:
-                    record = json.loads(skeleton_of(line) if isinstance(line, LongDocument) else line)
-                except ValueError:
-                    continue
-                if isinstance(record, dict):
-                    fields.update(dict.fromkeys(record))
-    except (OSError, EOFError, ValueError):
-        return None
+    for line in found:
+        try:
+            record = json.loads(line)
+        except ValueError:
+            continue
+        if isinstance(record, dict):
+            fields.update(dict.fromkeys(record))
     return list(fields)
 
 

@@ -13,9 +13,7 @@ from bpe_spark.cli.arguments import (
     add_overwrite,
     add_pretokenizer_options,
     add_spark_options,
-    check_document_options,
-    resolve_input_format,
-    check_local_columns,
+    check_document_input,
     check_special_tokens_match,
     input_report,
     progress_reporter,
@@ -58,10 +56,7 @@ def run(args: argparse.Namespace) -> int:
 
     cfg = TrainerConfig(pattern=args.pattern, lowercase=args.lowercase, normalization=args.normalization,
                         special_tokens=tuple(args.special_tokens))
-    check_document_options(args.input_format, args.document)
-    args.input_format = resolve_input_format(args.input, args.input_format)  # the one walk: checks the paths
-    check_document_options(args.input_format, args.document)
-    check_local_columns(args.input, args.input_format, args.text_column)
+    args.input_format = check_document_input(args.input, args.input_format, args.document, args.text_column)
     check_output(args.out, "counts", overwrite=args.overwrite, option="--out", protected={"input": args.input})
     check_special_tokens_match(cfg.special_tokens, args.input_format, args.document, "--special-token")
     # local text is read and counted by the Python tasks unless the JVM's regex counts

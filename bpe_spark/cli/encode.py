@@ -14,9 +14,7 @@ from bpe_spark.cli.arguments import (
     add_document_options,
     add_overwrite,
     add_spark_options,
-    check_document_options,
-    resolve_input_format,
-    check_local_columns,
+    check_document_input,
     check_special_tokens_match,
     input_report,
     progress_reporter,
@@ -109,9 +107,8 @@ def run(args: argparse.Namespace) -> int:
     from bpe_spark.storage.output_guard import check_output, is_local
     from bpe_spark.encoding.tokenizer import Tokenizer
 
-    check_document_options(args.input_format, args.document)
-    args.input_format = resolve_input_format(args.input, args.input_format)  # the one walk: checks the paths
-    check_document_options(args.input_format, args.document)
+    args.input_format = check_document_input(args.input, args.input_format, args.document, args.text_column,
+                                             args.id_column)
     # before Spark: a bad --split or --seed fails here
     from bpe_spark.datasets.doc_order import check_seed, parse_splits
 
@@ -119,7 +116,6 @@ def run(args: argparse.Namespace) -> int:
     parse_splits(args.split)
     if args.min_tokens < 0:
         raise ConfigError(f"--min-tokens must be >= 0, got {args.min_tokens}")
-    check_local_columns(args.input, args.input_format, args.text_column, args.id_column)
     check_output(args.out, "encoded", overwrite=args.overwrite, option="--out",
                  protected={"input": args.input, "model": [args.model]})
     # a local model loads (and fails) before Spark starts; a remote one through the session's file system

@@ -19,10 +19,8 @@ from bpe_spark.cli.arguments import (
     add_overwrite,
     add_pretokenizer_options,
     add_spark_options,
-    check_document_options,
+    check_document_input,
     check_input_paths,
-    resolve_input_format,
-    check_local_columns,
     check_special_tokens_match,
     input_report,
     progress_reporter,
@@ -192,14 +190,11 @@ def run(args: argparse.Namespace) -> int:
     if options["resume"] and not options["checkpoint_dir"]:
         raise ConfigError("--resume continues the run kept in --checkpoint-dir DIR; give that directory")
     if options["input"]:  # the one walk of the inputs: checks the paths, and the format read is recorded
-        check_document_options(options["input_format"], options["document"])
-        options["input_format"] = resolve_input_format(options["input"], options["input_format"])
-        check_document_options(options["input_format"], options["document"])
+        options["input_format"] = check_document_input(options["input"], options["input_format"],
+                                                       options["document"], options["text_column"])
     else:
         check_input_paths(options["counts"], "--counts")
         options["input_format"] = None  # no documents read: the model's source says counts
-    if options["input"]:
-        check_local_columns(options["input"], options["input_format"], options["text_column"])
     out = str(options["out"])  # a path or a URI (s3a://, hdfs://...): never a Path, which would mangle a URI
     inputs, checkpoint_dir = options["input"] or options["counts"], options["checkpoint_dir"]
     protected = {"input": inputs, "checkpoint": [checkpoint_dir]}

@@ -24,6 +24,7 @@ from __future__ import annotations
 import glob
 import os
 import stat
+from collections import deque
 from collections.abc import Sequence
 from dataclasses import dataclass
 from urllib.parse import unquote, urlparse
@@ -164,10 +165,10 @@ class _Walk:
             return
         if stat.S_ISDIR(st.st_mode):
             found: list[str] = []
-            pending: list[tuple[str, os.stat_result]] = []
+            pending: deque[tuple[str, os.stat_result]] = deque()
             self._directory(path, st, found, pending)
             while pending:  # the links, once every real directory and file of the path is known
-                link, target = pending.pop(0)
+                link, target = pending.popleft()
                 key = (target.st_dev, target.st_ino)
                 if stat.S_ISDIR(target.st_mode):
                     if key in self._dirs_seen:
@@ -198,7 +199,7 @@ class _Walk:
                 self.files.append(path)
 
     def _directory(self, path: str, st: os.stat_result, found: list[str],
-                   pending: list[tuple[str, os.stat_result]]) -> None:
+                   pending: deque[tuple[str, os.stat_result]]) -> None:
         """Walk the directory ``path`` (``st``: its stat) and its real subdirectories, adding its
         regular files to ``found`` and its links (with their targets' stat) to ``pending``: links are
         followed after the real walk, so that a link never takes the place of what it points to."""

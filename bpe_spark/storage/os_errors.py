@@ -19,6 +19,8 @@ import os
 import re
 import shutil
 
+from bpe_spark.storage.output_guard import is_local, local_path
+
 FULL = (errno.ENOSPC, getattr(errno, "EDQUOT", errno.ENOSPC))
 _ERRNO = re.compile(r"\[errno (\d+)\]\s*", re.IGNORECASE)
 _DETAIL = re.compile(r"\.?\s*Detail:.*$", re.DOTALL)
@@ -89,10 +91,9 @@ def free_space(path: str) -> str | None:
     >>> free_space("/").endswith("on its file system")
     True
     """
-    if re.match(r"^[A-Za-z][A-Za-z0-9+.-]+://", path) and not path.startswith("file:"):
+    if not is_local(path):
         return None
-    local = re.sub(r"^file:(//)?", "", path)
-    probe = os.path.abspath(local)
+    probe = local_path(path)
     while not os.path.exists(probe) and os.path.dirname(probe) != probe:
         probe = os.path.dirname(probe)
     try:

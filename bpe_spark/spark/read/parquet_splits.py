@@ -62,6 +62,18 @@ def source_of(df) -> ParquetSource | None:
     return getattr(df, _ATTRIBUTE, None)
 
 
+def holds_text(kind: pa.DataType) -> bool:
+    """Whether a Parquet column of Arrow type ``kind`` holds text: a string or large string,
+    dictionary-encoded or not (:func:`iter_texts` decodes a dictionary).
+
+    >>> [holds_text(t) for t in (pa.string(), pa.large_string(), pa.dictionary(pa.int32(), pa.string()), pa.int64())]
+    [True, True, True, False]
+    """
+    if pa.types.is_dictionary(kind):
+        kind = kind.value_type
+    return pa.types.is_string(kind) or pa.types.is_large_string(kind)
+
+
 def plan_splits(source: ParquetSource, parallelism: int) -> list[Split] | None:
     """Runs of whole row groups of about ``split_target`` bytes, in file order; None when a file's footer
     cannot be read or its text column is not a string (Spark's reader decides then)."""
@@ -76,10 +88,7 @@ def plan_splits(source: ParquetSource, parallelism: int) -> list[Split] | None:
             return None
         if source.text_col not in schema.names:
             return None
-        kind = schema.field(source.text_col).type
-        if pa.types.is_dictionary(kind):  # dictionary-encoded: iter_texts decodes it
-            kind = kind.value_type
-        if not (pa.types.is_string(kind) or pa.types.is_large_string(kind)):
+        if not holds_text(schema.field(source.text_col).type):
             return None
         sizes = [meta.metadata.row_group(i).total_byte_size for i in range(meta.metadata.num_row_groups)]
         files.append((path, uri, sizes))

@@ -93,12 +93,13 @@ def _describe_java(java, name: str | None = None) -> tuple[bool, str]:
 
 # --- running out of memory: which process, and the setting to raise --------------------------------
 SPARK_OOM_EXIT = 52  # Spark's exit status for an OutOfMemoryError that reached its uncaught-exception handler
+_SPARK_DEFAULT_MEMORY = "1g, Spark's default"
 _DRIVER_MEMORY: dict[str, str] = {}  # what the driver JVM that this process started was given
 
 
 def remember_driver_memory(props) -> None:
     """At the start of the driver JVM (session.py): its ``spark.driver.memory``, named when it runs out."""
-    _DRIVER_MEMORY["spark.driver.memory"] = props.get("spark.driver.memory") or "1g, Spark's default"
+    _DRIVER_MEMORY["spark.driver.memory"] = props.get("spark.driver.memory") or _SPARK_DEFAULT_MEMORY
 
 
 def _setting(key: str, default: str) -> str:
@@ -117,14 +118,16 @@ def _is_local() -> bool:
     return master.startswith("local") or not master
 
 
-def jvm_memory_line(detail: str = "") -> str:
-    """A JVM's OutOfMemoryError: the driver's (a local master runs the tasks in it) or an executor's."""
+def jvm_memory_line(detail: str = "", *, exited: bool = False) -> str:
+    """A JVM's OutOfMemoryError: the driver's (a local master runs the tasks in it) or an
+    executor's; ``exited``: the driver JVM died of it."""
     what = f" ({detail.strip()})" if detail.strip() else ""
-    if _is_local():
-        now = _setting("spark.driver.memory", "1g, Spark's default")
-        return (f"error: the Spark driver JVM ran out of memory{what} (a local master runs the tasks in it): raise "
+    if exited or _is_local():
+        now = _setting("spark.driver.memory", _SPARK_DEFAULT_MEMORY)
+        ran_out = "ran out of memory and exited" if exited else "ran out of memory"
+        return (f"error: the Spark driver JVM {ran_out}{what} (a local master runs the tasks in it): raise "
                 f"its memory with --set spark.driver.memory=... (now {now})")
-    now = _setting("spark.executor.memory", "1g, Spark's default")
+    now = _setting("spark.executor.memory", _SPARK_DEFAULT_MEMORY)
     return (f"error: an executor JVM ran out of memory{what}: raise --set spark.executor.memory=... (now {now}), "
             "or give each executor fewer cores (spark.executor.cores)")
 
@@ -151,7 +154,7 @@ def jvm_exit_line(wait: float = 3.0) -> str | None:
     if status is None:
         return None
     if status == SPARK_OOM_EXIT:
-        return jvm_memory_line("Java heap space").replace(" ran out of memory", " ran out of memory and exited", 1)
+        return jvm_memory_line("Java heap space", exited=True)
     if status < 0:
         return (f"error: the Spark driver JVM was killed (signal {-status}; SIGKILL is often the system's "
                 f"out-of-memory killer: check the machine's memory and spark.driver.memory, now "

@@ -260,8 +260,9 @@ def _train_counts(
     stats["merges"] = len(trainer.merges)
     stats["mode"] = "driver" if driver_mode else "rounds"
     timings["total_seconds"] = round(time.perf_counter() - started, 3)
-    tok = note_early_stop(cfg, Tokenizer.from_training(cfg, trainer.table, trainer.merges, stats=stats))
-    tok.metadata["stats"] = {**stats, **tok.metadata["stats"]}
+    tok = Tokenizer.from_training(cfg, trainer.table, trainer.merges, stats=stats)
+    tok.metadata["stats"] = stats
+    note_early_stop(cfg, tok)
     tok.metadata["rounds"] = trainer.rounds
     tok.metadata["timings"] = {k: round(v, 3) for k, v in timings.items()}
     return tok
