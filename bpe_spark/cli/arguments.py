@@ -242,25 +242,12 @@ def _shown(files: Sequence[str]) -> str:
 
 
 def _jsonl_fields(path: str, lines: int) -> list[str] | None:
-    """The fields of the JSON objects among the first ``lines`` lines of a JSON Lines file (not
-    JSON, or not objects: none), or None when it cannot be read here (another codec, damage):
-    the lines :func:`bpe_spark.spark.read.text_splits.head_lines` reads for ``read_documents``."""
-    import json
-
-    from bpe_spark.spark.read.text_splits import head_lines
+    """The fields of the JSON objects among the first ``lines`` lines of a JSON Lines file, or
+    None when it cannot be read here (another codec, damage): what ``read_documents`` looks at."""
+    from bpe_spark.spark.read.text_splits import head_lines, record_fields
 
     found = head_lines([path], lines)
-    if found is None:
-        return None
-    fields: dict[str, None] = {}
-    for line in found:
-        try:
-            record = json.loads(line)
-        except ValueError:
-            continue
-        if isinstance(record, dict):
-            fields.update(dict.fromkeys(record))
-    return list(fields)
+    return None if found is None else record_fields(found)
 
 
 def check_special_tokens_match(tokens, input_format: str, document: str, option: str) -> None:

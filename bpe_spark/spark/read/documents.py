@@ -48,7 +48,6 @@ the consumers' statistics through :func:`with_reader_stats`.
 from __future__ import annotations
 
 import contextlib
-import json
 import logging
 import os
 import re
@@ -242,16 +241,8 @@ def read_documents(
     if sample is None:
         head = _load(lambda p: reader.text(p), sources, spark).limit(JSON_SAMPLE_LINES)
         sample = [row.value for row in head.collect()]
-    seen: dict[str, None] = {}
-    for line in sample:
-        try:
-            record = json.loads(line)
-        except ValueError:
-            continue
-        if isinstance(record, dict):
-            seen.update(dict.fromkeys(record))
     if sample:
-        check_columns(list(seen), dict.fromkeys([text_col, *keep_columns]), hint=_text_hint(),
+        check_columns(text_splits.record_fields(sample), dict.fromkeys([text_col, *keep_columns]), hint=_text_hint(),
                       source=f"the first {JSON_SAMPLE_LINES} records of {', '.join(paths)}")
     keep_fields = [StructField(c, StringType()) for c in keep_columns]
     if keep_columns:

@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import bz2
 import gzip
+import json
 import os
 import zlib
 from collections.abc import Iterator, Sequence
@@ -131,6 +132,24 @@ def head_lines(files: Sequence[str], limit: int) -> list[str] | None:
     except _CORRUPT:
         return None
     return lines
+
+
+def record_fields(lines: Sequence[str]) -> list[str]:
+    """The fields of the JSON objects among ``lines`` (:func:`head_lines`' look at JSON Lines), in
+    first-seen order; a line that is not JSON or not an object has none.
+
+    >>> record_fields(['{"text": "a", "id": 1}', 'not json', '[1]', '{"url": "u", "text": "b"}'])
+    ['text', 'id', 'url']
+    """
+    fields: dict[str, None] = {}
+    for line in lines:
+        try:
+            record = json.loads(line)
+        except ValueError:
+            continue
+        if isinstance(record, dict):
+            fields.update(dict.fromkeys(record))
+    return list(fields)
 
 
 def source_of(df) -> TextSource | None:
