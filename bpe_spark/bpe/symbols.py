@@ -88,6 +88,19 @@ class SymbolTable:
         self.values: list = []  # index = id - first_id
         self.index: dict = {}
         self.keys: list = []
+        self.prefix: str | None = None  # a continuing_subword_prefix that join cuts off the right token
+
+    def join(self, left, right):
+        """The token a merge of ``left`` and ``right`` makes: their concatenation, with the
+        ``prefix`` cut off ``right`` when set (``tokenizers``' ``continuing_subword_prefix``).
+
+        >>> table = SymbolTable("char", "hf"); table.prefix = "##"
+        >>> table.join("a", "##b"), table.join("##a", "##b")
+        ('ab', '##ab')
+        """
+        if self.prefix and right.startswith(self.prefix):
+            right = right[len(self.prefix):]
+        return left + right
 
     def __len__(self) -> int:
         return len(self.values)
@@ -96,6 +109,7 @@ class SymbolTable:
         """An independent table with the same tokens (values and keys are immutable)."""
         other = SymbolTable(self.scheme, self.tie_break, self.first_id)
         other.values, other.index, other.keys = list(self.values), dict(self.index), list(self.keys)
+        other.prefix = self.prefix
         return other
 
     @property

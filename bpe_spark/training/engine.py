@@ -134,7 +134,7 @@ class MergeEngine:
         """Merge ``(left, right)`` (counted ``count``) now; returns the merge and whether its
         token is new (else its id was reused). ``run`` takes the best pair this way."""
         table = self.table
-        new_id, is_new = table.add(table.value(left) + table.value(right))
+        new_id, is_new = table.add(table.join(table.value(left), table.value(right)))
         self.core.apply(left, right, new_id)
         return Merge(left, right, new_id, count), is_new
 

@@ -91,8 +91,12 @@ def train_from_counts(
     cfg: TrainerConfig,
     *,
     progress: Callable[[int, Merge], None] | None = None,
+    base=None,
 ):
     """Train on pretoken counts computed elsewhere (``{pretoken: count}``, already pretokenized).
+
+    ``base``: a tokenizer to extend (continued training, :mod:`bpe_spark.training.extend`): its
+    ids, merges and special tokens are kept and ``cfg.vocab_size`` is the new total.
 
     >>> tok = train_from_counts({"aaabdaaabac": 1}, TrainerConfig(vocab_size=259, pattern="whitespace"))
     >>> [tok.decode([i]) for i in tok.encode("aaabdaaabac")]
@@ -100,6 +104,10 @@ def train_from_counts(
     """
     from bpe_spark.encoding.tokenizer import Tokenizer
 
+    if base is not None:
+        from bpe_spark.training.extend import extend_from_counts
+
+        return extend_from_counts(counts, base, cfg, progress=progress)
     started = time.perf_counter()
     engine = build_engine(counts, cfg)
     merges = engine.run(
@@ -117,8 +125,9 @@ def train_from_counts(
 
 
 def early_stop(cfg: TrainerConfig, vocab_size: int, merges: int) -> str | None:
-    """Why a run of ``cfg`` that ended at ``vocab_size`` tokens after ``merges`` merges stopped
-    before its ``vocab_size``, or None when it reached it (or its ``max_merges``).
+    """Why a run of ``cfg`` that ended at ``vocab_size`` tokens after ``merges`` merges (new
+    merges, when extending a model) stopped before its ``vocab_size``, or None when it reached it
+    (or its ``max_merges``).
 
     >>> early_stop(TrainerConfig(vocab_size=32000), 4000, 3744)
     'ran out of pairs at 3,744 merges: the vocabulary is 4,000, below vocab_size=32000'
@@ -134,10 +143,11 @@ def early_stop(cfg: TrainerConfig, vocab_size: int, merges: int) -> str | None:
             f"below {option('vocab_size', cfg.vocab_size)}")
 
 
-def note_early_stop(cfg: TrainerConfig, tok):
+def note_early_stop(cfg: TrainerConfig, tok, *, inherited: int = 0):
     """``tok`` (a training run's tokenizer), with :func:`early_stop`'s reason in its statistics
-    (``stopped_early``) and logged as a warning when it stopped before its ``vocab_size``."""
-    reason = early_stop(cfg, tok.vocab_size, len(tok.merge_ids))
+    (``stopped_early``) and logged as a warning when it stopped before its ``vocab_size``;
+    ``inherited``: the merges of the base model it extends."""
+    reason = early_stop(cfg, tok.vocab_size, len(tok.merge_ids) - inherited)
     if reason is not None:
         tok.metadata.setdefault("stats", {})["stopped_early"] = reason
         log.warning("bpe-spark: %s", reason)
@@ -149,8 +159,11 @@ def count_pretokens(texts: Iterable[str], cfg: TrainerConfig) -> Counter:
     return Pretokenizer.from_config(cfg).count(texts)
 
 
-def train(texts: Iterable[str] | str, cfg: TrainerConfig, **kwargs):
+def train(texts: Iterable[str] | str, cfg: TrainerConfig, *, base=None, **kwargs):
     """Train in process on an iterable of documents (a single ``str`` is one document).
+
+    ``base``: a tokenizer to extend (:func:`train_from_counts`); the documents are counted with
+    its own pretokenization (pattern, normalization, special tokens; an imported pipeline's steps).
 
     >>> tok = train(["low low lower newest"], TrainerConfig(vocab_size=260, pattern="words"))
     >>> len(tok.merges)
@@ -159,10 +172,15 @@ def train(texts: Iterable[str] | str, cfg: TrainerConfig, **kwargs):
     if isinstance(texts, str):
         texts = [texts]
     started = time.perf_counter()
-    pretokenizer = Pretokenizer.from_config(cfg)
+    if base is not None:
+        from bpe_spark.training.extend import BaseStart
+
+        pretokenizer = BaseStart(base).pretokenizer()
+    else:
+        pretokenizer = Pretokenizer.from_config(cfg)
     counts = pretokenizer.count(texts)
     count_seconds = time.perf_counter() - started
-    tok = train_from_counts(counts, cfg, **kwargs)
+    tok = train_from_counts(counts, cfg, base=base, **kwargs)
     stats = tok.metadata.setdefault("stats", {})
     stats["count_seconds"] = round(count_seconds, 6)
     if pretokenizer.dropped_characters:  # only a custom pattern leaves text unmatched

@@ -233,7 +233,7 @@ class Checkpoint:
         )
         merges, per_round = [], {}
         for expected, row in enumerate(rows):
-            new_id, _ = table.add(table.value(row["left"]) + table.value(row["right"]))
+            new_id, _ = table.add(table.join(table.value(row["left"]), table.value(row["right"])))
             if row["rank"] != expected or new_id != row["id"]:
                 raise ConfigError(
                     f"checkpoint {self.child(MERGES_FILE)} is inconsistent at rank {expected} "

@@ -1,0 +1,267 @@
+"""Continued training (docs/design.md 1.6): a tokenizer bpe-spark loads (the *base*) learns new
+merges from new text with every base id, merge and special token kept.
+
+:class:`BaseStart` is what the merge engine needs from the base, wherever the engine runs (in
+process here; on the Spark driver or in exact rounds, :mod:`bpe_spark.spark.training`):
+
+- ``pretokenizer()``: the base's own pretokenization for counting (its pattern, normalization and
+  special tokens; an imported pipeline's normalizers, pre-tokenizers and added tokens);
+- ``table()``: a :class:`~bpe_spark.bpe.symbols.SymbolTable` of the base's ordinary tokens,
+  densely numbered in the order of their ids (the engine's ids; ``hf`` ties prefer the smaller
+  pair in the base's id order, new tokens after every base token; ``lexicographic`` compares
+  the tokens as for fresh training);
+- ``words(pretoken)``: the base's encoding of a pretoken, in the engine's ids; a byte-fallback
+  token or the unknown token is never merged, so it cuts the word in pieces;
+- ``tokenizer(table, merges)``: the extended tokenizer: the base with the new tokens at the ids
+  after its highest (special tokens included) and the new merges after its own.
+
+The rest is the exact merge loop of fresh training (1.4) over those words. For rank models
+(``.tiktoken``, tekken, ``ignore_merges`` layouts) a new token's rank is its id: after every base
+rank, so the base's encoding of any text is reached first, as the reference library reaches it.
+
+>>> from bpe_spark import TrainerConfig, train
+>>> base = train(["low low lower"], TrainerConfig(vocab_size=258, pattern="words"))
+>>> ext = extend_from_counts({"lowest": 3, "low": 1}, base, TrainerConfig(vocab_size=261))
+>>> ext.merges[:2] == base.merges, ext.merges[2:]
+(True, [(b'e', b's'), (b'low', b'es'), (b'lowes', b't')])
+"""
+
+from __future__ import annotations
+
+import copy
+import time
+from collections import Counter
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import fields
+from typing import Any
+
+from bpe_spark.bpe.config import TrainerConfig
+from bpe_spark.bpe.pretokenize import Pretokenizer, SpecialTokenMatcher
+from bpe_spark.bpe.symbols import SymbolTable, _reverse_key_bytes, _reverse_key_str
+from bpe_spark.errors import ConfigError, option
+from bpe_spark.pipeline.model import byte_fallback_token
+from bpe_spark.training.engine import Merge, MergeEngine
+
+# the TrainerConfig fields that continued training reads; the base decides every other one
+EXTEND_FIELDS = ("vocab_size", "max_merges", "min_frequency", "tie_break")
+
+
+class PipelinePretokenizer(Pretokenizer):
+    """An imported pipeline's pretokens as ``tokenizers``' trainer counts them: added tokens
+    (special or not) cut out, each other piece normalized and pre-tokenized. Counts as a
+    :class:`~bpe_spark.bpe.pretokenize.Pretokenizer` does (``count``, ``tally``)."""
+
+    def __init__(self, pipeline):  # noqa: the pattern machinery of the parent is not used
+        self.pipeline = pipeline
+        self.pattern = None
+        self.lowercase = False
+        self.normalization = None
+        self.findall = None
+        self.specials = SpecialTokenMatcher(())
+
+    def normalize(self, text: str) -> str:
+        return text
+
+    def pretokens(self, text: str) -> list[str]:
+        return [unit for unit in self.pipeline.pretokens(text) if type(unit) is str]
+
+
+def check_extend_config(cfg: TrainerConfig, base) -> None:
+    """Refuse a config that sets what the base decides, or a ``vocab_size`` below the base's."""
+    default = TrainerConfig(vocab_size=cfg.vocab_size)
+    for item in fields(TrainerConfig):
+        if item.name not in EXTEND_FIELDS and getattr(cfg, item.name) != getattr(default, item.name):
+            raise ConfigError(
+                f"{option(item.name, getattr(cfg, item.name))} does not apply when extending a model: the base "
+                f"model decides its scheme, pattern, normalization and special tokens; leave it unset"
+            )
+    if cfg.vocab_size < base.vocab_size:
+        raise ConfigError(
+            f"{option('vocab_size', cfg.vocab_size)} is below the base model's vocabulary ({base.vocab_size:,}); "
+            f"when extending, vocab_size is the new total: set it above {base.vocab_size:,}"
+        )
+
+
+class BaseStart:
+    """The engine's view of a base tokenizer (module docstring). Plain data once built: Spark
+    tasks receive it pickled."""
+
+    def __init__(self, base, tie_break: str = "hf"):
+        self.base = base
+        self.tie_break = tie_break
+        pipeline = base.pipeline
+        if pipeline is not None:
+            model = pipeline.model
+            ordinary = dict(model.id_to_token)
+            self.scheme = "char"  # the model's tokens are strings, whatever its pre-tokenizer
+            self.prefix = model.prefix or None
+            blocked = set()
+            if model.byte_fallback:
+                blocked.update(model.vocab[t] for t in map(byte_fallback_token, range(256)) if t in model.vocab)
+            if model.unk_token is not None:
+                blocked.add(model.vocab[model.unk_token])
+        else:
+            ordinary = dict(base.ordinary_vocab)
+            self.scheme = base.scheme
+            self.prefix = None
+            blocked = {base._unk_id} if base._unk_id is not None and base._unk_id in ordinary else set()
+        self.base_ids = sorted(ordinary)  # engine id -> base id
+        self.values = [ordinary[i] for i in self.base_ids]
+        self.dense = {token_id: position for position, token_id in enumerate(self.base_ids)}
+        self.blocked = frozenset(self.dense[i] for i in blocked)
+        self.first_new_id = base.max_token_id + 1
+        self._encode = pipeline.model.tokenize if pipeline is not None else base.encode_pretoken
+
+    def __getstate__(self):
+        state = dict(self.__dict__)
+        del state["_encode"]
+        return state
+
+    def __setstate__(self, state):
+        self.__dict__.update(state)
+        base = self.base
+        self._encode = base.pipeline.model.tokenize if base.pipeline is not None else base.encode_pretoken
+
+    # --- what the engine needs ------------------------------------------------------------------
+    def pretokenizer(self) -> Pretokenizer:
+        """The base's pretokenization, for counting the new corpus."""
+        base = self.base
+        if base.pipeline is not None:
+            return PipelinePretokenizer(base.pipeline)
+        return Pretokenizer(base.pattern, lowercase=base.lowercase, normalization=base.normalization,
+                            special_tokens=base.special_tokens)
+
+    def table(self) -> SymbolTable:
+        """A fresh table of the base's ordinary tokens in the engine's ids."""
+        table = SymbolTable(self.scheme, self.tie_break, 0)
+        table.prefix = self.prefix
+        reverse = _reverse_key_bytes if self.scheme == "byte" else _reverse_key_str
+        hf = self.tie_break == "hf"
+        for position, value in enumerate(self.values):
+            table.values.append(value)
+            table.index.setdefault(value, position)
+            table.keys.append(position if hf else reverse(value))
+        return table
+
+    def words(self, pretoken: str) -> list[list[int]]:
+        """The base's encoding of ``pretoken`` in the engine's ids, cut at blocked tokens; pieces
+        of one token hold no pair and are left out."""
+        dense, blocked = self.dense, self.blocked
+        ids = [dense[i] for i in self._encode(pretoken)]
+        if not blocked:
+            return [ids] if len(ids) > 1 else []
+        out, piece = [], []
+        for token_id in ids:
+            if token_id in blocked:
+                if len(piece) > 1:
+                    out.append(piece)
+                piece = []
+            else:
+                piece.append(token_id)
+        if len(piece) > 1:
+            out.append(piece)
+        return out
+
+    def tokenizer(self, table: SymbolTable, merges: list[Merge], *, stats: dict | None = None,
+                  source: str | None = None):
+        """The extended tokenizer: the base, plus each new merge (``merges``, in the engine's ids)."""
+        from bpe_spark.encoding.tokenizer import Tokenizer
+
+        base, first = self.base, len(self.base_ids)
+        to_base = lambda engine_id: self.base_ids[engine_id] if engine_id < first else self.first_new_id + engine_id - first  # noqa: E731
+        new_tokens = {to_base(i): table.values[i] for i in range(first, len(table.values))}
+        new_merges = [(to_base(m.left), to_base(m.right), to_base(m.new_id)) for m in merges]
+        data = base.to_dict()
+        metadata = copy.deepcopy(data.get("metadata") or {})
+        metadata.pop("merge_counts", None)
+        base_source = metadata.pop("source", None)  # what the base's file was: the extended model is not it
+        inherited = len(base.merge_ids)
+        metadata["base"] = {
+            "file": source if source is not None else _source_name(base_source),
+            "format": base_source.get("format") if isinstance(base_source, dict) else base_source,
+            "fingerprint": base.fingerprint,
+            "vocab_size": base.vocab_size,
+            "merges": inherited,
+        }
+        metadata["stats"] = dict(stats or {})
+        metadata["merge_counts"] = [None] * inherited + [m.count for m in merges]
+        data["metadata"] = metadata
+        if base.pipeline is not None:
+            data["pipeline"] = _extended_spec(base.pipeline.spec, new_tokens, new_merges, base.pipeline.model.id_to_token)
+        else:
+            data["vocab"] = {**data["vocab"], **new_tokens}
+            data["merges"] = list(data["merges"]) + [(left, right) for left, right, _ in new_merges]
+        return Tokenizer.from_dict(data)
+
+
+def _source_name(source) -> str | None:
+    """The file a loaded model came from, as its loader recorded it (None for a trained one)."""
+    if isinstance(source, dict):
+        return source.get("path") or source.get("vocab") or source.get("file")
+    return None
+
+
+def _extended_spec(spec: Mapping[str, Any], new_tokens: dict[int, str], new_merges, id_to_token) -> dict[str, Any]:
+    """A pipeline spec with new tokens in its model's vocabulary and new merges after its own,
+    written as the file writes merges (``"left right"`` unless it uses pairs or a token holds a
+    space)."""
+    spec = copy.deepcopy(dict(spec))
+    model = spec["model"]
+    strings = dict(id_to_token)
+    strings.update(new_tokens)
+    vocab = dict(model.get("vocab") or {})
+    for token_id, token in new_tokens.items():
+        vocab[token] = token_id
+    model["vocab"] = vocab
+    merges = list(model.get("merges") or [])
+    pairs = [[strings[left], strings[right]] for left, right, _ in new_merges]
+    as_pairs = any(not isinstance(m, str) for m in merges) or any(" " in t for pair in pairs for t in pair)
+    if as_pairs:
+        merges = [m.split(" ") if isinstance(m, str) else list(m) for m in merges] + pairs
+    else:
+        merges += [f"{left} {right}" for left, right in pairs]
+    model["merges"] = merges
+    return spec
+
+
+def count_with_base(texts: Iterable[str], base) -> Counter:
+    """``{pretoken: count}`` of documents under the base's own pretokenization."""
+    return BaseStart(base).pretokenizer().count(texts)
+
+
+def extend_from_counts(
+    counts: Mapping[str, int],
+    base,
+    cfg: TrainerConfig,
+    *,
+    progress: Callable[[int, Merge], None] | None = None,
+):
+    """Continue training ``base`` on pretoken counts made with its pretokenization
+    (:func:`count_with_base`). ``cfg``: ``vocab_size`` (the new total), ``max_merges`` (a cap
+    on the new merges), ``min_frequency`` and ``tie_break``; the base decides the rest."""
+    from bpe_spark.training.trainer import _checked_counts, note_early_stop
+
+    check_extend_config(cfg, base)
+    started = time.perf_counter()
+    start = BaseStart(base, cfg.tie_break)
+    items = _checked_counts(counts)
+    words, word_counts = [], []
+    for pretoken, count in items:
+        for word in start.words(pretoken):
+            words.append(word)
+            word_counts.append(count)
+    table = start.table()
+    engine = MergeEngine(table, words, word_counts)
+    merges = engine.run(
+        max_new_tokens=cfg.vocab_size - base.vocab_size,
+        max_merges=cfg.max_merges,
+        min_frequency=cfg.min_frequency,
+        progress=progress,
+    )
+    stats = {
+        "distinct_pretokens": len(items),
+        "pretokens": sum(count for _, count in items),
+        "merge_seconds": round(time.perf_counter() - started, 6),
+    }
+    tok = start.tokenizer(table, merges, stats=stats)
+    return note_early_stop(cfg, tok, inherited=len(base.merge_ids))
