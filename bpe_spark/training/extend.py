@@ -40,6 +40,7 @@ from bpe_spark.bpe.pretokenize import Pretokenizer, SpecialTokenMatcher
 from bpe_spark.bpe.symbols import SymbolTable, _reverse_key_bytes, _reverse_key_str
 from bpe_spark.errors import ConfigError, option
 from bpe_spark.pipeline.model import byte_fallback_token
+from bpe_spark.training.checks import checked_counts, note_early_stop
 from bpe_spark.training.engine import Merge, MergeEngine
 
 # the TrainerConfig fields that continued training reads; the base decides every other one
@@ -239,12 +240,10 @@ def extend_from_counts(
     """Continue training ``base`` on pretoken counts made with its pretokenization
     (:func:`count_with_base`). ``cfg``: ``vocab_size`` (the new total), ``max_merges`` (a cap
     on the new merges), ``min_frequency`` and ``tie_break``; the base decides the rest."""
-    from bpe_spark.training.trainer import _checked_counts, note_early_stop
-
     check_extend_config(cfg, base)
     started = time.perf_counter()
     start = BaseStart(base, cfg.tie_break)
-    items = _checked_counts(counts)
+    items = checked_counts(counts)
     words, word_counts = [], []
     for pretoken, count in items:
         for word in start.words(pretoken):

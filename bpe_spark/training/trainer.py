@@ -10,20 +10,19 @@
 
 from __future__ import annotations
 
-import logging
 import time
 from collections import Counter
 from collections.abc import Callable, Iterable, Mapping
 
 
 from bpe_spark.bpe.config import TrainerConfig
-from bpe_spark.errors import ConfigError, EmptyCorpusError, option
+from bpe_spark.errors import ConfigError
 from bpe_spark.bpe.pretokenize import Pretokenizer
 from bpe_spark.bpe.symbols import SymbolTable
 from bpe_spark.bpe.words import word_symbols
 from bpe_spark.training.engine import Merge, MergeEngine
-
-log = logging.getLogger("bpe_spark")
+from bpe_spark.training.checks import checked_counts, note_early_stop
+from bpe_spark.training.extend import BaseStart, extend_from_counts
 
 # --- words from pretokens ---------------------------------------------------------------------
 
@@ -48,24 +47,9 @@ def initial_table(cfg: TrainerConfig, pretokens: Iterable[str]) -> SymbolTable:
     )
 
 
-def _checked_counts(counts: Mapping[str, int]) -> list[tuple[str, int]]:
-    items = []
-    for pretoken, count in counts.items():
-        if not isinstance(pretoken, str):
-            raise ConfigError(f"pretoken counts must be keyed by str, got {type(pretoken).__name__}: {pretoken!r}")
-        count = int(count)
-        if count < 0:
-            raise ConfigError(f"pretoken {pretoken!r} has a negative count {count}")
-        if count and pretoken:
-            items.append((pretoken, count))
-    if not items:
-        raise EmptyCorpusError("the corpus has no pretoken to train on (empty input, or only special tokens)")
-    return items
-
-
 def build_engine(counts: Mapping[str, int], cfg: TrainerConfig) -> MergeEngine:
     """An engine over ``{pretoken: count}`` with the initial symbol table of ``cfg``."""
-    items = _checked_counts(counts)
+    items = checked_counts(counts)
     table = initial_table(cfg, (pretoken for pretoken, _ in items))
     check_vocab_floor(cfg, table)
     words = [word_symbols(pretoken, table, cfg) for pretoken, _ in items]
@@ -105,8 +89,6 @@ def train_from_counts(
     from bpe_spark.encoding.tokenizer import Tokenizer
 
     if base is not None:
-        from bpe_spark.training.extend import extend_from_counts
-
         return extend_from_counts(counts, base, cfg, progress=progress)
     started = time.perf_counter()
     engine = build_engine(counts, cfg)
@@ -122,36 +104,6 @@ def train_from_counts(
         "merge_seconds": round(time.perf_counter() - started, 6),
     }
     return note_early_stop(cfg, Tokenizer.from_training(cfg, engine.table, merges, stats=stats))
-
-
-def early_stop(cfg: TrainerConfig, vocab_size: int, merges: int) -> str | None:
-    """Why a run of ``cfg`` that ended at ``vocab_size`` tokens after ``merges`` merges (new
-    merges, when extending a model) stopped before its ``vocab_size``, or None when it reached it
-    (or its ``max_merges``).
-
-    >>> early_stop(TrainerConfig(vocab_size=32000), 4000, 3744)
-    'ran out of pairs at 3,744 merges: the vocabulary is 4,000, below vocab_size=32000'
-    >>> early_stop(TrainerConfig(vocab_size=32000, min_frequency=5), 4000, 3744)
-    'ran out of pairs occurring min_frequency=5 times at 3,744 merges: the vocabulary is 4,000, below vocab_size=32000'
-    >>> early_stop(TrainerConfig(vocab_size=32000, max_merges=3744), 4000, 3744) is None
-    True
-    """
-    if vocab_size >= cfg.vocab_size or (cfg.max_merges is not None and merges >= cfg.max_merges):
-        return None
-    pairs = f"pairs occurring {option('min_frequency', cfg.min_frequency)} times" if cfg.min_frequency > 1 else "pairs"
-    return (f"ran out of {pairs} at {merges:,} merges: the vocabulary is {vocab_size:,}, "
-            f"below {option('vocab_size', cfg.vocab_size)}")
-
-
-def note_early_stop(cfg: TrainerConfig, tok, *, inherited: int = 0):
-    """``tok`` (a training run's tokenizer), with :func:`early_stop`'s reason in its statistics
-    (``stopped_early``) and logged as a warning when it stopped before its ``vocab_size``;
-    ``inherited``: the merges of the base model it extends."""
-    reason = early_stop(cfg, tok.vocab_size, len(tok.merge_ids) - inherited)
-    if reason is not None:
-        tok.metadata.setdefault("stats", {})["stopped_early"] = reason
-        log.warning("bpe-spark: %s", reason)
-    return tok
 
 
 def count_pretokens(texts: Iterable[str], cfg: TrainerConfig) -> Counter:
@@ -173,8 +125,6 @@ def train(texts: Iterable[str] | str, cfg: TrainerConfig, *, base=None, **kwargs
         texts = [texts]
     started = time.perf_counter()
     if base is not None:
-        from bpe_spark.training.extend import BaseStart
-
         pretokenizer = BaseStart(base).pretokenizer()
     else:
         pretokenizer = Pretokenizer.from_config(cfg)

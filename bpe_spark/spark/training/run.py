@@ -52,7 +52,8 @@ from bpe_spark.spark.training.round_words import ROUNDS_DIR, LineageWords, Relia
 from bpe_spark.spark.training.rounds import Handoff, RoundTrainer, WordsStore, int64_counts
 from bpe_spark.encoding.tokenizer import Tokenizer
 from bpe_spark.training.engine import PackedWords
-from bpe_spark.training.trainer import initial_table, note_early_stop
+from bpe_spark.training.checks import note_early_stop
+from bpe_spark.training.trainer import initial_table
 from bpe_spark.bpe.words import apply_merges, pair_rank_index, word_symbols
 from bpe_spark.spark.options import column_name
 
