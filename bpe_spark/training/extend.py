@@ -132,8 +132,9 @@ class BaseStart:
         return Pretokenizer(base.pattern, lowercase=base.lowercase, normalization=base.normalization,
                             special_tokens=base.special_tokens)
 
-    def table(self) -> SymbolTable:
-        """A fresh table of the base's ordinary tokens in the engine's ids."""
+    def table(self, pretokens: Iterable[str] = ()) -> SymbolTable:
+        """A fresh table of the base's ordinary tokens in the engine's ids (the pretokens add
+        nothing: the base's alphabet is its own)."""
         table = SymbolTable(self.scheme, self.tie_break, 0)
         table.prefix = self.prefix
         reverse = _reverse_key_bytes if self.scheme == "byte" else _reverse_key_str
@@ -144,7 +145,11 @@ class BaseStart:
             table.keys.append(position if hf else reverse(value))
         return table
 
-    def words(self, pretoken: str) -> list[list[int]]:
+    def budget(self, cfg: TrainerConfig, table: SymbolTable) -> int:
+        """The new tokens ``cfg.vocab_size`` leaves room for."""
+        return cfg.vocab_size - self.base.vocab_size
+
+    def words(self, pretoken: str, table: SymbolTable | None = None) -> list[list[int]]:
         """The base's encoding of ``pretoken`` in the engine's ids, cut at blocked tokens; pieces
         of one token hold no pair and are left out."""
         dense, blocked = self.dense, self.blocked
@@ -252,7 +257,7 @@ def extend_from_counts(
     table = start.table()
     engine = MergeEngine(table, words, word_counts)
     merges = engine.run(
-        max_new_tokens=cfg.vocab_size - base.vocab_size,
+        max_new_tokens=start.budget(cfg, table),
         max_merges=cfg.max_merges,
         min_frequency=cfg.min_frequency,
         progress=progress,
