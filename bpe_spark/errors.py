@@ -18,7 +18,7 @@ INTERFACES = ("python", "cli")
 _INTERFACE: ContextVar[str] = ContextVar("bpe_spark_interface", default=INTERFACES[0])
 # the command-line spelling of the Python names that are not just the name with dashes
 CLI_NAMES = {"text_col": "--text-column", "id_cols": "--id-column", "special_tokens": "--special-token",
-             "fmt": "--format", "export_format": "--format"}
+             "fmt": "--format", "export_format": "--format", "base": "--extend"}
 _NO_VALUE = object()
 
 

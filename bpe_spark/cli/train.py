@@ -1,6 +1,9 @@
 """``bpe-spark train``: train a BPE tokenizer on Spark from documents or from pretoken counts,
 write the model directory and print a summary. Options come from defaults (TrainerConfig's and
-the Spark functions'), then a ``--config`` JSON file, then the command line.
+the Spark functions'), then a ``--config`` JSON file, then the command line. ``--extend MODEL``
+continues training a model bpe-spark loads (``--vocab-size``, the new total, or ``--add-merges``);
+``--like MODEL`` trains a new vocabulary with a model's pipeline; the options the model decides
+are refused (:func:`check_model_options`).
 """
 
 from __future__ import annotations
@@ -23,6 +26,7 @@ from bpe_spark.cli.arguments import (
     check_input_paths,
     check_special_tokens_match,
     input_report,
+    load_model,
     progress_reporter,
     start_spark,
     stop_spark_early,
@@ -44,6 +48,10 @@ examples:
   bpe-spark train --counts counts.parquet --vocab-size 50000 --driver-budget 30% \\
       --checkpoint-dir ckpt/ --out models/big      # ... and after an interruption, add --resume
   bpe-spark train --config conf/train-example.json --out out/example-model
+  bpe-spark train --extend out/sample-model --input new-text/ --add-merges 500 --out out/sample-model-plus
+  bpe-spark train --extend gpt2_vocab.json --input corpus/ --vocab-size 52000 --checkpoint-dir ckpt/ \\
+      --out models/gpt2-extended   # also tokenizer.json, .tiktoken, tekken, SentencePiece .model, s3a://...
+  bpe-spark train --like tokenizer.json --input corpus/ --vocab-size 32000 --out models/new-vocab
 
 The model directory (merges.parquet, vocab.parquet, bpe_spark.json; tokenizer.json with
 tokenizer_config.json and special_tokens_map.json, so transformers.AutoTokenizer.from_pretrained
@@ -52,6 +60,12 @@ loads it, with --eos-token/--bos-token/--pad-token/--unk-token and --model-max-l
 is written atomically: a failed run leaves none. --config reads training options from a JSON file (keys are
 the long option names, e.g. "vocab_size"); options on the command line win. --counts reads the
 output of bpe-spark count (give the same --special-token options again).
+
+--extend MODEL keeps every id, merge and special token of MODEL and learns new merges after its
+own from the input, pretokenized as MODEL pretokenizes; the new model records its base
+(bpe_spark.json: metadata.base, with the base's fingerprint, which --resume checks too).
+--scheme, --pattern, --lowercase, --normalization, --special-token, --end-of-word and
+--unk-token are MODEL's to decide, with --extend and --like alike.
 """
 SAMPLE = "To be, or not to be, that is the question."
 DEFAULTS = {
@@ -62,6 +76,7 @@ DEFAULTS = {
     "driver_budget": None, "checkpoint_dir": None, "resume": False, "sample": SAMPLE,
     "report_sample": None, "no_report": False,
     "input": None, "counts": None, "out": None, "overwrite": False,
+    "extend": None, "add_merges": None, "like": None,
     **{name: None for name in FOLDER_OPTIONS if name != "unk_token"},  # unk_token: TrainerConfig's
 }
 
@@ -79,6 +94,16 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--config", metavar="FILE",
                         help="JSON file of training options (keys: long option names); command-line options win")
     parser.add_argument("--vocab-size", type=int, metavar="N", help="total vocabulary: specials + alphabet + merges")
+    model = parser.add_mutually_exclusive_group()
+    model.add_argument("--extend", metavar="MODEL",
+                       help="continue training MODEL (a model directory, tokenizer.json, GPT-2 vocab.json, .tiktoken, "
+                            "tekken, SentencePiece .model; local or a URI): its ids, merges and special tokens are "
+                            "kept; give --vocab-size (the new total) or --add-merges")
+    model.add_argument("--like", metavar="MODEL",
+                       help="train a new vocabulary with MODEL's pipeline (its normalization, pretokenization and "
+                            "special tokens)")
+    parser.add_argument("--add-merges", type=int, metavar="N",
+                        help="with --extend: learn N new merges (instead of --vocab-size)")
     parser.add_argument("--scheme", choices=SCHEMES, help="initial symbols: UTF-8 bytes (default) or characters")
     parser.add_argument("--end-of-word", choices=END_OF_WORD,
                         help="char scheme: </w> as its own symbol (default) or fused onto the last character")
@@ -143,6 +168,58 @@ def train_options(args: argparse.Namespace) -> dict:
     return options
 
 
+# what a model given by --extend or --like decides: not to be given with them
+MODEL_DECIDES = ("scheme", "end_of_word", "pattern", "lowercase", "normalization", "special_tokens", "unk_token")
+
+
+def check_model_options(options: dict, args: argparse.Namespace) -> str | None:
+    """Before any work: the options of a run from a model (``--extend``, ``--like``; returns
+    that option's name, or None for a fresh run). Refuses in one line the options the model
+    decides (:data:`MODEL_DECIDES`), and checks --vocab-size / --add-merges."""
+    from bpe_spark.errors import option_name
+
+    chosen = "--extend" if options["extend"] else "--like" if options["like"] else None
+    if options["extend"] and options["like"]:
+        raise ConfigError("--extend and --like exclude each other: extend one model, or train a new vocabulary "
+                          "with another's pipeline")
+    if chosen is None:
+        if options["add_merges"] is not None:
+            raise ConfigError("--add-merges N applies to --extend MODEL (N new merges for it); "
+                              "train afresh with --vocab-size N")
+        return None
+    given = [name for name in MODEL_DECIDES
+             if getattr(args, name, None) not in (None, False) or options[name] != DEFAULTS[name]]
+    if given:
+        names = ", ".join(option_name(name) for name in given)
+        raise ConfigError(f"{names} {'does' if len(given) == 1 else 'do'} not apply with {chosen}: the model decides "
+                          "its scheme, pattern, normalization, special tokens and unknown token; leave "
+                          f"{'it' if len(given) == 1 else 'them'} out")
+    if chosen == "--like":
+        if options["add_merges"] is not None:
+            raise ConfigError("--add-merges applies to --extend; --like trains a new vocabulary of --vocab-size N")
+        if options["vocab_size"] is None:
+            raise ConfigError("--vocab-size N is required")
+        return chosen
+    if (options["vocab_size"] is None) == (options["add_merges"] is None):
+        raise ConfigError("--extend needs one of --vocab-size N (the new total vocabulary) and --add-merges N "
+                          "(N new merges), not both")
+    if options["add_merges"] is not None:
+        if options["add_merges"] < 1:
+            raise ConfigError(f"--add-merges must be at least 1, got {options['add_merges']}")
+        if options["max_merges"] is not None:
+            raise ConfigError("--add-merges N caps the new merges itself; leave out --max-merges")
+    return chosen
+
+
+def model_config(options: dict, model) -> TrainerConfig:
+    """The config of a run from ``model`` (``--extend``: --add-merges N is N more merges and as
+    many more tokens than the model holds; the model decides the rest)."""
+    options = dict(options)
+    if options["add_merges"] is not None:
+        options.update(vocab_size=model.vocab_size + options["add_merges"], max_merges=options["add_merges"])
+    return trainer_config(options)
+
+
 def trainer_config(options: dict) -> TrainerConfig:
     """The TrainerConfig of resolved options (:func:`train_options`)."""
     values = {name: options[name] for name in CONFIG_OPTIONS}
@@ -185,7 +262,8 @@ def run(args: argparse.Namespace) -> int:
         raise ConfigError("give the corpus with --input PATH... (or pretoken counts with --counts PATH...)")
     if options["input"] and options["counts"]:
         raise ConfigError("--input and --counts exclude each other")
-    if options["vocab_size"] is None:
+    from_model = check_model_options(options, args)
+    if options["vocab_size"] is None and from_model is None:
         raise ConfigError("--vocab-size N is required")
     if options["resume"] and not options["checkpoint_dir"]:
         raise ConfigError("--resume continues the run kept in --checkpoint-dir DIR; give that directory")
@@ -201,10 +279,21 @@ def run(args: argparse.Namespace) -> int:
     check_output(out, "model", overwrite=bool(options["overwrite"]), option="--out", protected=protected)
     if checkpoint_dir:
         check_checkpoint(checkpoint_dir, protected={"input": inputs, "model output": [out]}, option="--checkpoint-dir")
-    cfg = trainer_config(options)
-    if options["input"]:
-        check_special_tokens_match(cfg.special_tokens, options["input_format"], options["document"], "--special-token")
-    folder = folder_options(options, cfg.special_tokens)
+    model = None
+    if from_model is not None:  # loaded before Spark starts: a bad model fails first
+        model = load_model(str(options[from_model[2:]]), option=from_model)
+        cfg = model_config(options, model)
+        folder = folder_options(options, tuple(model.special_tokens))
+    else:
+        cfg = trainer_config(options)
+        if options["input"]:
+            check_special_tokens_match(cfg.special_tokens, options["input_format"], options["document"],
+                                       "--special-token")
+        folder = folder_options(options, cfg.special_tokens)
+    if from_model == "--extend":
+        from bpe_spark.training.extend import check_extend_config
+
+        check_extend_config(cfg, model)
     if options["report_sample"] and not os.path.isfile(str(options["report_sample"])):
         raise ConfigError(f"--report-sample {options['report_sample']}: no such file; give a local text file")
 
@@ -236,6 +325,8 @@ def run(args: argparse.Namespace) -> int:
         "resume": bool(options["resume"]),
         "on_round": on_round,
         "progress": progress_reporter(args, NAME),
+        "base": model if from_model == "--extend" else None,
+        "like": model if from_model == "--like" else None,
     }
     if options["input"]:
         docs = read_documents(spark, options["input"], input_format=options["input_format"],
@@ -252,6 +343,11 @@ def run(args: argparse.Namespace) -> int:
         key: options[key]
         for key in ("input", "counts", "input_format", "text_column", "document", "on_bad_input", "engine")
     }
+    if from_model is not None:
+        name = from_model[2:]
+        tok.metadata["source"][name] = str(options[name])  # the model as the user gave it
+        if isinstance(tok.metadata.get("base"), dict) and from_model == "--extend":
+            tok.metadata["base"]["file"] = str(options[name])
     if folder:
         set_transformers_config(tok, **folder)
     save_model(spark, tok, out, overwrite=bool(options["overwrite"]), option="--out")
@@ -280,6 +376,9 @@ def summary(tok, out, sample: str | None) -> str:
     corpus = [f"{stats['pretokens']:,} pretokens ({stats['distinct_pretokens']:,} distinct)"]
     if stats.get("documents") is not None:
         corpus.insert(0, f"{stats['documents']:,} documents, {stats['bytes']:,} bytes")
+    if isinstance(base := tok.metadata.get("base"), dict):
+        lines.append(f"base: {base.get('file')} ({base.get('format') or 'model'}, {base['vocab_size']:,} tokens, "
+                     f"{base['merges']:,} merges), {len(tok.merge_ids) - base['merges']:,} merges added")
     lines.append("corpus: " + ", ".join(corpus))
     if report := input_report(stats):
         lines.append(report)

@@ -1,13 +1,14 @@
 """A training run's checkpoint directory (any Hadoop URI): what a resumed run reads back.
 
-It holds ``training.json`` (the config, the input's fingerprint and the corpus statistics),
+It holds ``training.json`` (the config, the run's start: fresh, or the fingerprint of the model it
+continues or takes its pipeline from, the input's fingerprint and the corpus statistics),
 ``counts.parquet`` (the pretoken counts, when training from text) and ``merges.parquet``: the
 model directory's merges columns (:data:`bpe_spark.models.model_dir.MERGES_SCHEMA`) plus the
 ``round`` that learned each merge, one file appended per round; while a run trains in rounds,
 ``rounds/`` holds its words table (:mod:`bpe_spark.spark.training.round_words`: scratch, removed when
 training ends, and by the next run if it was killed).
 
-A resumed run must be the same run: the same config and the same input (:func:`input_fingerprint`:
+A resumed run must be the same run: the same config, the same start (the same base model) and the same input (:func:`input_fingerprint`:
 the files read, their sizes and modification times, and the options that shape the documents);
 anything else, or a directory holding no checkpoint, is a one-line :class:`CheckpointError` saying
 what differs. A run holds the directory's lock (:mod:`bpe_spark.spark.training.checkpoint_lock`) from
@@ -38,6 +39,7 @@ from bpe_spark.training.engine import Merge
 META_FILE = "training.json"
 COUNTS_FILE = "counts.parquet"
 MERGES_FILE = "merges.parquet"  # the model directory's name for the same columns
+FRESH = {"kind": "fresh"}  # training.json's "start" of a fresh run (and of a checkpoint that records none)
 
 
 def input_fingerprint(df, **options) -> dict:
@@ -93,6 +95,22 @@ def _input_changes(then: dict, now: dict) -> str:
     return "; ".join(parts + ([options] if options else []))
 
 
+def _origin_text(origin: dict) -> str:
+    """A run's start in a few words.
+
+    >>> _origin_text({"kind": "extend", "fingerprint": "sha256:ab12"})
+    'extending the model sha256:ab12'
+    """
+    kind, fingerprint = origin.get("kind"), origin.get("fingerprint")
+    if kind == "fresh":
+        return "training afresh"
+    if kind == "extend":
+        return f"extending the model {fingerprint}"
+    if kind == "like":
+        return f"with the pipeline of the model {fingerprint}"
+    return f"{kind} from the model {fingerprint}"
+
+
 @functools.cache
 def _new_run() -> str:
     """How a user starts afresh instead of resuming."""
@@ -146,10 +164,12 @@ class Checkpoint:
         # read on the driver through the file system: no Spark job for one small file
         return json.loads(self._files.read_bytes(self.child(name), 1 << 30))
 
-    def start(self, cfg: TrainerConfig, fingerprint: dict, *, resume: bool) -> dict | None:
+    def start(self, cfg: TrainerConfig, fingerprint: dict, *, resume: bool, origin: dict | None = None) -> dict | None:
         """Lock the directory (:mod:`checkpoint_lock`) and check it; returns the recorded
         statistics when resuming a run, None for a new one. A resumed run must have the
-        checkpoint's config and input (``fingerprint``: :func:`input_fingerprint`)."""
+        checkpoint's config, start (``origin``: :func:`~bpe_spark.spark.training.starting.start_record`,
+        default a fresh run) and input (``fingerprint``: :func:`input_fingerprint`)."""
+        self.origin = dict(origin or FRESH)
         if resume and self._files.kind(self.path) != "dir":
             raise CheckpointError(
                 f"checkpoint directory {self.path} does not exist; give the directory of the interrupted "
@@ -194,6 +214,12 @@ class Checkpoint:
                 f"checkpoint {self.path} was made with another config ({config}); resume with the same "
                 "settings, or start in an empty checkpoint directory"
             )
+        then = recorded.get("start") or FRESH  # an earlier bpe-spark trained afresh only
+        if then != self.origin:
+            raise CheckpointError(
+                f"checkpoint {self.path} was made {_origin_text(then)}, this run is {_origin_text(self.origin)}; "
+                "resume with the same base model, or start in an empty checkpoint directory"
+            )
         if "input" not in recorded:
             raise CheckpointError(
                 f"checkpoint {self.path} has no input fingerprint (an earlier bpe-spark wrote it), so "
@@ -219,7 +245,8 @@ class Checkpoint:
         return self.spark.read.parquet(self.child(COUNTS_FILE))
 
     def record(self, cfg: TrainerConfig, stats: dict) -> None:
-        self.write_json(META_FILE, {"config": cfg.to_dict(), "input": self.fingerprint, "stats": stats})
+        self.write_json(META_FILE, {"config": cfg.to_dict(), "start": self.origin, "input": self.fingerprint,
+                                    "stats": stats})
 
     def load_merges(self, table: SymbolTable) -> tuple[list[Merge], list[int]]:
         """Replay the recorded merges into ``table``; returns them and the merges of each round."""

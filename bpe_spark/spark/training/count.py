@@ -10,7 +10,13 @@ Two engines give the same ``(pretoken, count)`` table:
   within each partition before the shuffle. Used for custom patterns and for ``lowercase`` /
   ``NFC`` / ``NFKC``, where Java and Python differ (Java's ``toLowerCase`` and Python's
   ``str.lower`` disagree on some characters, e.g. the Greek final sigma context; Java has no
-  Unicode-16 normalization tables).
+  Unicode-16 normalization tables), and for any other run's pretokenizer (an imported
+  pipeline's steps).
+
+A run counts with its :class:`~bpe_spark.training.starts.Start`'s ``pretokenizer()``
+(:func:`count_start`): the ``jvm`` engine only for a plain pattern pretokenizer (a fresh config,
+or a loaded model's preset pattern, special tokens and no normalization: the same pretokenizer
+as the config of those settings, whose counts the JVM gives exactly).
 
 >>> counts = count_pretokens(docs, TrainerConfig(pattern="gpt2"))   # doctest: +SKIP
 >>> counts.orderBy(F.desc("count")).first()                         # doctest: +SKIP
@@ -19,9 +25,10 @@ Row(pretoken=' the', count=412345)
 
 from __future__ import annotations
 
+import functools
 import os
 import struct
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 
 import pyarrow as pa
 import pyarrow.compute as pc
@@ -33,6 +40,7 @@ from bpe_spark.bpe.config import TrainerConfig
 from bpe_spark.errors import ConfigError
 from bpe_spark.bpe.patterns import JAVA_PRESETS
 from bpe_spark.bpe.pretokenize import Pretokenizer
+from bpe_spark.training.starts import FreshStart, Start
 from bpe_spark.spark.runtime.progress import OFF, Progress
 from bpe_spark.spark.runtime import resources
 from bpe_spark.spark.read import jsonl, text_splits
@@ -62,8 +70,10 @@ CORPUS_STATS = ("documents", "bytes", "null_documents", "replaced_sequences", "a
 _FLUSH_DISTINCT = 1_000_000
 
 
-def choose_engine(cfg: TrainerConfig, engine: str = "auto") -> str:
+def choose_engine(cfg: TrainerConfig | Pretokenizer, engine: str = "auto") -> str:
     """``jvm`` when Spark SQL's regex gives exactly the core's pretokens, else ``python``.
+    ``cfg``: a config, or the :class:`Pretokenizer` a run counts with (another kind than the
+    plain pattern one, an imported pipeline's, counts in Python).
 
     >>> choose_engine(TrainerConfig(pattern="cl100k"))
     'jvm'
@@ -72,7 +82,13 @@ def choose_engine(cfg: TrainerConfig, engine: str = "auto") -> str:
     """
     if engine not in ENGINES:
         raise ConfigError(f"engine must be one of {ENGINES}, got {engine!r}")
+    plain = not isinstance(cfg, Pretokenizer) or type(cfg) is Pretokenizer
     if engine != "auto":
+        if engine == "jvm" and not plain:
+            raise ConfigError(
+                "engine='jvm' counts with a regex pattern; the pretokenizer of an imported model's pipeline "
+                "runs on engine='python' (or 'auto')"
+            )
         if engine == "jvm" and cfg.pattern not in JAVA_PRESETS:
             # subtle: Java's regex has no time limit, and a custom pattern is untrusted (see
             # bpe_spark.bpe.patterns): only the Python engine matches it under one
@@ -86,7 +102,7 @@ def choose_engine(cfg: TrainerConfig, engine: str = "auto") -> str:
                 "use engine='python' or 'auto'"
             )
         return engine
-    if cfg.pattern in JAVA_PRESETS and not cfg.lowercase and not cfg.normalization:
+    if plain and cfg.pattern in JAVA_PRESETS and not cfg.lowercase and not cfg.normalization:
         return "jvm"
     return "python"
 
@@ -114,12 +130,27 @@ def count_pretokens(
     >>> count_pretokens(spark.createDataFrame([("a a",)], "text string"), cfg).collect()  # doctest: +SKIP
     [Row(pretoken='a', count=1), Row(pretoken=' a', count=1)]
     """
+    return count_start(df, FreshStart(cfg), text_col=text_col, engine=engine, observation=observation)
+
+
+def count_start(
+    df: DataFrame,
+    start: Start,
+    *,
+    text_col: str = "text",
+    engine: str = "auto",
+    observation: Observation | None = None,
+) -> DataFrame:
+    """:func:`count_pretokens` with the pretokenizer of a training run's ``start``
+    (:mod:`bpe_spark.training.starts`: a fresh config, a base model's pretokenization...)."""
     text_col = column_name(text_col)
     check_columns(df, {text_col: STRING}, source="the DataFrame", hint="pass text_col=")
+    pretokenizer = start.pretokenizer()
+    make = pretokenizer_maker(start, pretokenizer)
     source, records = text_splits.source_of(df), jsonl.source_of(df)
     if (source or records) is not None and engine in ("auto", "python") and df.columns == [text_col]:
-        return _count_text_files(df.sparkSession, source or records.text, cfg, observation, records)
-    chosen = choose_engine(cfg, engine)
+        return _count_text_files(df.sparkSession, source or records.text, make, observation, records)
+    chosen = choose_engine(pretokenizer, engine)
     most = resources.partitions(df.sparkSession, resources.estimated_bytes(df))
     raw = col(text_col)
     docs = df.select(raw.alias("raw"))
@@ -127,8 +158,19 @@ def count_pretokens(
         docs = docs.observe(observation, *text_metrics("raw"))
     docs = docs.where(F.length("raw") > 0).select(valid_text("raw").alias("text"))
     if chosen == "jvm":
-        return _count_jvm(docs, cfg, most)
-    return _count_python(docs, cfg, most)
+        return _count_jvm(docs, pretokenizer, most)
+    return _count_python(docs, make, most)
+
+
+def pretokenizer_maker(start: Start, pretokenizer: Pretokenizer) -> Callable[[], Pretokenizer]:
+    """What a counting task builds its pretokenizer with (pickled into the task): a plain
+    pattern :class:`Pretokenizer` from its settings, as the driver built it; any other from
+    ``start`` on the executor (an imported pipeline's steps do not pickle; the start does)."""
+    if type(pretokenizer) is Pretokenizer:
+        return functools.partial(Pretokenizer, pretokenizer.pattern, lowercase=pretokenizer.lowercase,
+                                 normalization=pretokenizer.normalization,
+                                 special_tokens=pretokenizer.specials.tokens)
+    return start.pretokenizer
 
 
 def valid_text(raw: str) -> Column:
@@ -158,9 +200,9 @@ def text_metrics(raw: str) -> list[Column]:
     ]
 
 
-def _count_jvm(docs: DataFrame, cfg: TrainerConfig, most: int | None) -> DataFrame:
-    pattern = F.lit(java_pattern(cfg.pattern))
-    specials = special_tokens_regex(cfg.special_tokens)
+def _count_jvm(docs: DataFrame, pretokenizer: Pretokenizer, most: int | None) -> DataFrame:
+    pattern = F.lit(java_pattern(pretokenizer.pattern))
+    specials = special_tokens_regex(pretokenizer.specials.tokens)
     if specials is None:
         pretokens = F.regexp_extract_all("text", pattern, F.lit(0))
     else:
@@ -170,11 +212,9 @@ def _count_jvm(docs: DataFrame, cfg: TrainerConfig, most: int | None) -> DataFra
     return resources.capped(counts, most)
 
 
-def _count_python(docs: DataFrame, cfg: TrainerConfig, most: int | None) -> DataFrame:
-    settings = cfg.to_dict()
-
+def _count_python(docs: DataFrame, make: Callable[[], Pretokenizer], most: int | None) -> DataFrame:
     def count_partition(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
-        tally = Pretokenizer.from_config(TrainerConfig.from_dict(settings)).tally()
+        tally = make().tally()
         for batch in batches:
             tally.add(batch.column(0).to_pylist())
             if len(tally) >= _FLUSH_DISTINCT:
@@ -184,7 +224,7 @@ def _count_python(docs: DataFrame, cfg: TrainerConfig, most: int | None) -> Data
     return _sum_counts(docs.mapInArrow(count_partition, _PARTIAL_SCHEMA), most)
 
 
-def _count_text_files(spark, source: text_splits.TextSource, cfg: TrainerConfig, observation,
+def _count_text_files(spark, source: text_splits.TextSource, make: Callable[[], Pretokenizer], observation,
                       records: jsonl.JsonlSource | None = None) -> DataFrame:
     """Count local text files, or the records of local JSON Lines files (``records``), read by
     the Python tasks (see :mod:`text_splits`, :class:`~bpe_spark.spark.read.jsonl.SplitRecords`):
@@ -194,11 +234,10 @@ def _count_text_files(spark, source: text_splits.TextSource, cfg: TrainerConfig,
     they include the bad records skipped, so the reader's own count (which never runs) is not
     asked (:func:`~bpe_spark.spark.read.documents.with_reader_stats`)."""
     splits = text_splits.plan_splits(source, spark.sparkContext.defaultParallelism)
-    settings = cfg.to_dict()
     on_bad_input = source.on_bad_input
 
     def count_splits(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
-        tally = Pretokenizer.from_config(TrainerConfig.from_dict(settings)).tally()
+        tally = make().tally()
         for batch in batches:
             for index in batch.column(0).to_pylist():
                 read = InputTally()

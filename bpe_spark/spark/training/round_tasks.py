@@ -11,13 +11,13 @@ import pyarrow as pa
 from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 
-from bpe_spark.bpe.config import TrainerConfig
 from bpe_spark.training.round_replay import PAIR_SHIFT, spec_deltas
 from bpe_spark.spark.runtime.faults import fail_once
 from bpe_spark.spark.runtime.resources import capped
 from bpe_spark.bpe.symbols import SymbolTable
 from bpe_spark.training.engine import MergeEngine, PackedWords
-from bpe_spark.bpe.words import apply_merges, pair_rank_index, word_symbols
+from bpe_spark.bpe.words import apply_merges, pair_rank_index
+from bpe_spark.training.starts import Start
 
 WORDS_SCHEMA = "wid long, count long, symbols array<int>"
 DELTAS_SCHEMA = "step long, pair long, delta long"
@@ -32,25 +32,26 @@ def _words_batch(wids, counts, words) -> pa.RecordBatch:
     )
 
 
-def initial_words(counts: DataFrame, cfg: TrainerConfig, table: SymbolTable, prior: list[tuple[int, int, int]]) -> DataFrame:
-    """``(wid, count, symbols)`` of every pretoken with >= 2 symbols after the ``prior`` merges.
+def initial_words(counts: DataFrame, start: Start, table: SymbolTable, prior: list[tuple[int, int, int]]) -> DataFrame:
+    """``(wid, count, symbols)`` of every word with >= 2 symbols after the ``prior`` merges: the
+    ``start``'s words of each pretoken (:mod:`bpe_spark.training.starts`; one for a fresh run,
+    a base model's encoding cut at its unmergeable tokens, each with the pretoken's count).
 
-    Pretokens of one symbol hold no pair and never change, so rounds leave them out."""
-    cfg_data = cfg.to_dict()
+    Words of one symbol hold no pair and never change, so rounds leave them out."""
     alphabet = table  # the initial table: pickled once into the closure, before any merge
 
     def to_words(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
-        config = TrainerConfig.from_dict(cfg_data)
         ranks = pair_rank_index(prior)
+        words_of = start.words
         for batch in batches:
             out_counts, out_words = [], []
             for pretoken, count in zip(batch.column(0).to_pylist(), batch.column(1).to_pylist()):
-                word = word_symbols(pretoken, alphabet, config)
-                if prior:
-                    word = apply_merges(word, prior, ranks)
-                if len(word) > 1:
-                    out_counts.append(count)
-                    out_words.append(word)
+                for word in words_of(pretoken, alphabet):
+                    if prior:
+                        word = apply_merges(word, prior, ranks)
+                    if len(word) > 1:
+                        out_counts.append(count)
+                        out_words.append(word)
             yield _words_batch([0] * len(out_counts), out_counts, out_words)
 
     words = counts.select("pretoken", "count").mapInArrow(to_words, WORDS_SCHEMA)

@@ -48,7 +48,8 @@ from bpe_spark.spark.training.round_tasks import apply_round, initial_words, pac
 from bpe_spark.spark.training.round_words import LineageWords, ReliableWords, sized_counts
 from bpe_spark.bpe.symbols import SymbolTable
 from bpe_spark.training.engine import Merge, MergeEngine, PackedWords
-from bpe_spark.training.trainer import check_vocab_floor, initial_table, new_token_budget
+from bpe_spark.training.starts import FreshStart, Start
+from bpe_spark.spark.training.starting import corpus_alphabet
 
 if TYPE_CHECKING:  # pragma: no cover - typing only
     from bpe_spark.spark.training.checkpoint import Checkpoint
@@ -142,8 +143,9 @@ def _triples(merges: list[Merge]) -> list[tuple[int, int, int]]:
 
 
 class RoundTrainer:
-    """The state of a Spark training run: one symbol table, the merges so far, the rounds (a run
-    on the driver is one round of them)."""
+    """The state of a Spark training run of any :class:`~bpe_spark.training.starts.Start`
+    (``start``, default a fresh run of ``cfg``): one symbol table, the merges so far, the rounds
+    (a run on the driver is one round of them)."""
 
     def __init__(
         self,
@@ -156,8 +158,10 @@ class RoundTrainer:
         partitions: int | None = None,
         *,
         progress: Progress = OFF,
+        start: Start | None = None,
     ):
         self.counts = counts
+        self.run_start = start if start is not None else FreshStart(cfg)
         self.progress = progress
         self.merge_target: int | None = None  # merges training may reach (the budgets), set by start
         self.partitions = partitions  # of the words table and the rounds' aggregations (resources)
@@ -169,6 +173,8 @@ class RoundTrainer:
         for key in ("collect_seconds", "merge_seconds", "rounds_spark_seconds", "checkpoint_seconds"):
             timings.setdefault(key, 0.0)
         self.table: SymbolTable | None = None
+        self.new_token_budget = 0  # the start's budget of new tokens, and the table's size then
+        self.initial_size = 0
         self.merges: list[Merge] = []
         self.rounds: list[dict] = []
         self.frequent = 0  # pretokens in the rounds' driver engine
@@ -180,7 +186,7 @@ class RoundTrainer:
         return now
 
     def _remaining(self) -> tuple[int, int | None]:
-        new_tokens = new_token_budget(self.cfg, self.table)
+        new_tokens = self.new_token_budget - (len(self.table) - self.initial_size)
         merges = None if self.cfg.max_merges is None else self.cfg.max_merges - len(self.merges)
         return new_tokens, merges
 
@@ -192,11 +198,11 @@ class RoundTrainer:
         return _triples(self.merges)
 
     def start(self, table: SymbolTable, *, resume: bool) -> None:
-        """Take the initial ``table`` (checked against ``vocab_size``) and, when resuming, replay
-        the checkpoint's merges into it."""
+        """Take the initial ``table`` (the start's, checked by it against ``vocab_size``) and,
+        when resuming, replay the checkpoint's merges into it."""
         self.table = table
-        check_vocab_floor(self.cfg, table)
-        new_tokens = new_token_budget(self.cfg, table)
+        new_tokens = self.new_token_budget = self.run_start.budget(self.cfg, table)
+        self.initial_size = len(table)
         self.merge_target = new_tokens if self.cfg.max_merges is None else min(new_tokens, self.cfg.max_merges)
         if self.checkpoint is not None and resume:
             merges, per_round = self.checkpoint.load_merges(table)
@@ -236,8 +242,10 @@ class RoundTrainer:
 
     # -- rounds --------------------------------------------------------------------------------
     def _alphabet_table(self) -> SymbolTable:
-        if self.cfg.scheme == "byte":
-            return initial_table(self.cfg, ())
+        """The start's table; with the corpus's alphabet when it takes one (a fresh char-scheme
+        run), gathered by one Spark job."""
+        if not corpus_alphabet(self.run_start):
+            return self.run_start.table(())
         chars = self.counts.select(F.explode(F.regexp_extract_all("pretoken", F.lit("(?s)."), F.lit(0))).alias("c"))
         finals = self.counts.select(F.substring("pretoken", -1, 1).alias("c"))
         rows = (
@@ -247,10 +255,10 @@ class RoundTrainer:
         )
         alphabet = {row.c for row in rows if not row.final}
         final_chars = {row.c for row in rows if row.final}
-        # subtle: initial_table reads an alphabet from pretokens; these stand-ins carry the
+        # subtle: the start's table reads an alphabet from pretokens; these stand-ins carry the
         # whole corpus's alphabet (each non-final char before a final one) and its final chars.
         anchor = min(final_chars)
-        return initial_table(self.cfg, [c + anchor for c in alphabet] + sorted(final_chars))
+        return self.run_start.table([c + anchor for c in alphabet] + sorted(final_chars))
 
     def run_rounds(self, resume: bool, store: WordsStore) -> None:
         """Train in exact rounds (the module docstring says how), the words kept in ``store``
@@ -281,7 +289,7 @@ class RoundTrainer:
 
     def _initial_words(self) -> DataFrame:
         """The words from the counts, after the merges so far (the first table, and a rebuild)."""
-        return initial_words(sized_counts(self.counts, self.partitions), self.cfg, self.table, self.prior_merges())
+        return initial_words(sized_counts(self.counts, self.partitions), self.run_start, self.table, self.prior_merges())
 
     def _frequent(self, words: DataFrame) -> tuple[RoundDriver, int]:
         """The driver's engine over the frequent words, counted at least ``cut``: the lowest count

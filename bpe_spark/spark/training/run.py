@@ -7,6 +7,12 @@ counts are collected and the core :class:`~bpe_spark.training.engine.MergeEngine
 round. Otherwise training runs in exact rounds (:mod:`bpe_spark.spark.training.rounds`); either way the
 merges equal the core's. The run's checkpoint directory is :mod:`bpe_spark.spark.training.checkpoint`.
 
+Every kind of run goes the same way, through its :class:`~bpe_spark.training.starts.Start`
+(:mod:`bpe_spark.spark.training.starting`): fresh training, ``base=`` (continue a loaded model,
+as the core's ``train(..., base=)``), ``like=`` (a new vocabulary with a model's pipeline). The
+start counts (its pretokenizer), builds the table and each pretoken's words, sets the budget of
+new tokens and assembles the tokenizer.
+
 >>> tok = train(read_documents(spark, "corpus.txt"), TrainerConfig(vocab_size=32000))  # doctest: +SKIP
 >>> tok.metadata["stats"]["rounds"]                                                     # doctest: +SKIP
 1
@@ -33,7 +39,6 @@ from bpe_spark.training.driver_budget import (
     absolute_budget,
     is_auto,
     memory_budget,
-    reachable_vocab,
     resolve_budget,
 )
 from bpe_spark.errors import ConfigError, EmptyCorpusError
@@ -42,7 +47,7 @@ from bpe_spark.training.round_plan import words_bytes
 from bpe_spark.spark.runtime import resources
 from bpe_spark.spark.training.checkpoint import Checkpoint, input_fingerprint
 from bpe_spark.spark.runtime.columns import INTEGER, STRING, check_columns, require_classic
-from bpe_spark.spark.training.count import CORPUS_STATS, count_pretokens
+from bpe_spark.spark.training.count import CORPUS_STATS, count_start
 from bpe_spark.spark.runtime.failures import executor_errors
 from bpe_spark.spark.storage.hadoop import input_paths
 from bpe_spark.spark.read.documents import local_input_bytes, with_reader_stats
@@ -53,7 +58,8 @@ from bpe_spark.spark.training.rounds import Handoff, RoundTrainer, WordsStore, i
 from bpe_spark.encoding.tokenizer import Tokenizer
 from bpe_spark.training.engine import PackedWords
 from bpe_spark.training.checks import note_early_stop
-from bpe_spark.training.trainer import initial_table
+from bpe_spark.training.starts import FreshStart, Start
+from bpe_spark.spark.training.starting import memory_vocab, start_record, training_start
 from bpe_spark.bpe.words import apply_merges, pair_rank_index, word_symbols
 from bpe_spark.spark.options import column_name
 
@@ -73,8 +79,16 @@ def train(
     on_round: Callable[[dict], None] | None = None,
     read_options: Mapping[str, Any] | None = None,
     progress: Progress | None = None,
+    base: Tokenizer | None = None,
+    like: Tokenizer | None = None,
 ) -> Tokenizer:
     """Train on the documents of ``df[text_col]``; the result equals the core's ``train``.
+
+    ``base``: a loaded tokenizer to extend (continued training, as the core's
+    ``train(..., base=)``: its ids, merges and special tokens kept, the documents counted with its
+    own pretokenization, ``cfg`` setting only ``vocab_size``, the new total, ``max_merges``,
+    ``min_frequency`` and ``tie_break``). ``like``: a loaded tokenizer whose pipeline a new
+    vocabulary is trained with (``bpe_spark.training.like``).
 
     ``driver_budget``: distinct pretokens the driver may hold (an int, a fraction such as ``0.3`` /
     ``"30%"`` of the distinct pretokens, or ``"auto"``: from the driver's memory,
@@ -92,6 +106,7 @@ def train(
     """
     text_col = column_name(text_col)
     require_classic(df)
+    start = training_start(cfg, base=base, like=like)
     progress = progress or OFF
     spark = df.sparkSession
     started = time.perf_counter()
@@ -100,7 +115,7 @@ def train(
     recorded = counts = None
     if checkpoint is not None:
         options = {"text_column": text_col, "engine": engine, **dict(read_options or {})}
-        recorded = checkpoint.start(cfg, input_fingerprint(df, **options), resume=resume)
+        recorded = checkpoint.start(cfg, input_fingerprint(df, **options), resume=resume, origin=start_record(start))
     counting = contextlib.ExitStack()  # the counting phase's progress: closed once the counts are summed
     try:
         counts = checkpoint.load_counts() if recorded is not None else None
@@ -110,7 +125,7 @@ def train(
             counting.enter_context(spark_phase(spark, progress, "counting", input_size=lambda: local_input_bytes(df)))
             phase = time.perf_counter()
             observation = Observation("bpe_spark_corpus")
-            counts = count_pretokens(df, cfg, text_col=text_col, engine=engine, observation=observation)
+            counts = count_start(df, start, text_col=text_col, engine=engine, observation=observation)
             if checkpoint is not None:
                 with executor_errors():  # the counting job runs here: a bad input is named
                     counts = checkpoint.save_counts(counts)
@@ -122,6 +137,7 @@ def train(
             return _train_counts(
                 counts,
                 cfg,
+                start,
                 driver_budget=driver_budget,
                 checkpoint=checkpoint,
                 resume=resume,
@@ -154,20 +170,24 @@ def train_from_counts(
     resume: bool = False,
     on_round: Callable[[dict], None] | None = None,
     progress: Progress | None = None,
+    base: Tokenizer | None = None,
+    like: Tokenizer | None = None,
 ) -> Tokenizer:
     """Train on a pretoken-counts DataFrame (a string and an integer column; 64-bit counts).
 
     The pretokens are taken as they are (no pretokenization); duplicates are summed.
-    ``progress``: as :func:`train`'s.
+    ``progress``, ``base``, ``like``: as :func:`train`'s (counts made with the base's
+    pretokenization, as the core's ``train_from_counts(..., base=)`` takes them).
     """
     check_columns(counts, {pretoken_col: STRING, count_col: INTEGER}, source="the counts DataFrame",
                   hint="name the columns with pretoken_col= and count_col=")
     started = time.perf_counter()
+    start = training_start(cfg, base=base, like=like)
     spark = counts.sparkSession
     checkpoint = Checkpoint(spark, checkpoint_dir, protected={"input": input_paths(counts)}) if checkpoint_dir else None
     if checkpoint is not None:
         options = {"pretoken_column": pretoken_col, "count_column": count_col}
-        checkpoint.start(cfg, input_fingerprint(counts, **options), resume=resume)
+        checkpoint.start(cfg, input_fingerprint(counts, **options), resume=resume, origin=start_record(start))
     summed = (
         counts.select(F.col(pretoken_col).alias("pretoken"), F.col(count_col).cast("long").alias("count"))
         .where(F.col("pretoken").isNotNull() & (F.length("pretoken") > 0))
@@ -181,6 +201,7 @@ def train_from_counts(
         return _train_counts(
             frame,
             cfg,
+            start,
             driver_budget=driver_budget,
             checkpoint=checkpoint,
             resume=resume,
@@ -200,6 +221,7 @@ def train_from_counts(
 def _train_counts(
     counts: DataFrame,
     cfg: TrainerConfig,
+    start: Start,
     *,
     driver_budget,
     checkpoint: Checkpoint | None,
@@ -240,13 +262,14 @@ def _train_counts(
         "distinct_pretokens": int(summary["distinct"]),
     }
     distinct = stats["distinct_pretokens"]
-    budget, source = _budget(counts.sparkSession, driver_budget, cfg, distinct, int(summary["bytes"]))
+    budget, source = _budget(counts.sparkSession, driver_budget, cfg, start, distinct, int(summary["bytes"]))
     stats["driver_budget"] = budget
     stats["driver_budget_from"] = source
     if checkpoint is not None:
         checkpoint.record(cfg, stats)
     partitions = resources.partitions(counts.sparkSession, words_bytes(distinct, int(summary["bytes"])))
-    trainer = RoundTrainer(counts, cfg, budget, checkpoint, on_round, timings, partitions, progress=progress)
+    trainer = RoundTrainer(counts, cfg, budget, checkpoint, on_round, timings, partitions, progress=progress,
+                           start=start)
     driver_mode = distinct <= budget
     if driver_mode:
         # the collected Arrow: 12 bytes a row plus the pretoken's
@@ -261,25 +284,25 @@ def _train_counts(
     stats["merges"] = len(trainer.merges)
     stats["mode"] = "driver" if driver_mode else "rounds"
     timings["total_seconds"] = round(time.perf_counter() - started, 3)
-    tok = Tokenizer.from_training(cfg, trainer.table, trainer.merges, stats=stats)
+    tok = start.tokenizer(trainer.table, trainer.merges, stats=stats)
     tok.metadata["stats"] = stats
-    note_early_stop(cfg, tok)
+    note_early_stop(cfg, tok, inherited=len(tok.merge_ids) - len(trainer.merges))
     tok.metadata["rounds"] = trainer.rounds
     tok.metadata["timings"] = {k: round(v, 3) for k, v in timings.items()}
     return tok
 
 
-def _budget(spark, driver_budget, cfg: TrainerConfig, distinct: int, pretoken_bytes: int) -> tuple[int, str]:
+def _budget(spark, driver_budget, cfg: TrainerConfig, start: Start, distinct: int,
+            pretoken_bytes: int) -> tuple[int, str]:
     """The driver budget and where it comes from: the one given, or the driver's memory
     (``"auto"``: :func:`~bpe_spark.training.driver_budget.memory_budget`, for this corpus's mean pretoken
-    and the vocabulary it can reach):
+    and the vocabulary it can reach: :func:`~bpe_spark.spark.training.starting.memory_vocab`):
     all the counts collected as text when they fit, else the pretokens rounds keep as symbols."""
     if not is_auto(driver_budget):
         return resolve_budget(driver_budget, distinct), f"driver_budget={driver_budget!r}"
     memory = resources.driver_memory(spark)
     mean = pretoken_bytes / max(1, distinct)
-    vocab_size = reachable_vocab(cfg.vocab_size, scheme=cfg.scheme, distinct=distinct, pretoken_bytes=pretoken_bytes,
-                                 special_tokens=len(cfg.special_tokens))
+    vocab_size = memory_vocab(start, cfg, distinct=distinct, pretoken_bytes=pretoken_bytes)
     whole = memory_budget(memory, mean_pretoken_bytes=mean, vocab_size=vocab_size, as_text=True)
     if distinct <= whole[0]:
         return whole
@@ -311,18 +334,18 @@ def _run_on_driver(trainer: RoundTrainer, resume: bool, counts: DataFrame) -> No
 
 
 def _driver_words(trainer: RoundTrainer, collected: Handoff, resume: bool) -> Handoff:
-    """Start ``trainer`` on the initial table and turn the collected counts into the engine's
-    words (after the merges of a resumed run). The intermediate values are local here, so once
-    this returns the hand-off holds the only copy of the words."""
-    cfg = trainer.cfg
-    if cfg.scheme == "byte":
-        trainer.start(initial_table(cfg, ()), resume=resume)
+    """Start ``trainer`` on its start's initial table and turn the collected counts into the
+    engine's words (after the merges of a resumed run). The intermediate values are local here,
+    so once this returns the hand-off holds the only copy of the words."""
+    start = trainer.run_start
+    if isinstance(start, FreshStart) and start.cfg.scheme == "byte":  # the words are the pretokens' bytes
+        trainer.start(start.table(()), resume=resume)
         words, counts = _byte_words(collected.take())
     else:
         # the collected table goes as soon as its two columns are Python lists
         pretokens, counts = _pretokens_and_counts(collected.take())
-        trainer.start(initial_table(cfg, pretokens), resume=resume)
-        words = [word_symbols(pretoken, trainer.table, cfg) for pretoken in pretokens]
+        trainer.start(start.table(pretokens), resume=resume)
+        words, counts = _start_words(start, trainer.table, pretokens, counts)
     if trainer.merges:
         prior = trainer.prior_merges()
         ranks = pair_rank_index(prior)
@@ -341,3 +364,17 @@ def _byte_words(arrow: pa.Table) -> tuple[PackedWords, np.ndarray]:
 
 def _pretokens_and_counts(arrow: pa.Table) -> tuple[list[str], list[int]]:
     return arrow.column("pretoken").to_pylist(), arrow.column("count").to_pylist()
+
+
+def _start_words(start: Start, table, pretokens: list[str], counts: list[int]) -> tuple[list, list[int]]:
+    """The start's words of the pretokens and their counts: one word a pretoken for a fresh run;
+    a base model's words are its encoding's pieces (none, or several), each with the count."""
+    if isinstance(start, FreshStart):
+        cfg = start.cfg
+        return [word_symbols(pretoken, table, cfg) for pretoken in pretokens], counts
+    words, word_counts = [], []
+    for pretoken, count in zip(pretokens, counts):
+        for word in start.words(pretoken, table):
+            words.append(word)
+            word_counts.append(count)
+    return words, word_counts

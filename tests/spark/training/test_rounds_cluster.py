@@ -26,6 +26,7 @@ from bpe_spark.spark.training.round_tasks import initial_words
 from bpe_spark.spark.training.round_words import sized_counts
 from bpe_spark.training.trainer import count_pretokens as core_count_pretokens
 from bpe_spark.training.trainer import initial_table
+from bpe_spark.training.starts import FreshStart
 
 pytestmark = pytest.mark.spark
 CFG = TrainerConfig(vocab_size=300)
@@ -192,7 +193,7 @@ def test_the_words_get_the_same_ids_on_every_computation(spark, lines):
     computed = []
     for partitions in (5, 7):
         counts = count_pretokens(documents(spark, lines, partitions), CFG)
-        words = initial_words(sized_counts(counts, 3), CFG, initial_table(CFG, ()), [])
+        words = initial_words(sized_counts(counts, 3), FreshStart(CFG), initial_table(CFG, ()), [])
         computed.append(sorted(tuple(row) for row in words.collect()))
     assert len(computed[0]) > 500 and computed[0] == computed[1]
     assert len({wid for wid, _, _ in computed[0]}) == len(computed[0])
