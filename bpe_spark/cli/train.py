@@ -290,10 +290,10 @@ def run(args: argparse.Namespace) -> int:
             check_special_tokens_match(cfg.special_tokens, options["input_format"], options["document"],
                                        "--special-token")
         folder = folder_options(options, cfg.special_tokens)
-    if from_model == "--extend":
-        from bpe_spark.training.extend import check_extend_config
+    if from_model is not None:  # the config against the model, before Spark starts
+        from bpe_spark.spark.training.starting import training_start
 
-        check_extend_config(cfg, model)
+        training_start(cfg, **{"base" if from_model == "--extend" else "like": model})
     if options["report_sample"] and not os.path.isfile(str(options["report_sample"])):
         raise ConfigError(f"--report-sample {options['report_sample']}: no such file; give a local text file")
 
