@@ -197,12 +197,10 @@ def check_model_options(options: dict, args: argparse.Namespace) -> str | None:
     if chosen == "--like":
         if options["add_merges"] is not None:
             raise ConfigError("--add-merges applies to --extend; --like trains a new vocabulary of --vocab-size N")
-        if options["vocab_size"] is None:
-            raise ConfigError("--vocab-size N is required")
         return chosen
     if (options["vocab_size"] is None) == (options["add_merges"] is None):
-        raise ConfigError("--extend needs one of --vocab-size N (the new total vocabulary) and --add-merges N "
-                          "(N new merges), not both")
+        raise ConfigError("--extend needs exactly one of --vocab-size N (the new total vocabulary) and "
+                          "--add-merges N (N new merges)")
     if options["add_merges"] is not None:
         if options["add_merges"] < 1:
             raise ConfigError(f"--add-merges must be at least 1, got {options['add_merges']}")
@@ -263,7 +261,7 @@ def run(args: argparse.Namespace) -> int:
     if options["input"] and options["counts"]:
         raise ConfigError("--input and --counts exclude each other")
     from_model = check_model_options(options, args)
-    if options["vocab_size"] is None and from_model is None:
+    if options["vocab_size"] is None and from_model != "--extend":
         raise ConfigError("--vocab-size N is required")
     if options["resume"] and not options["checkpoint_dir"]:
         raise ConfigError("--resume continues the run kept in --checkpoint-dir DIR; give that directory")
@@ -370,7 +368,7 @@ def summary(tok, out, sample: str | None) -> str:
         (
             f"vocabulary: {tok.vocab_size} = {alphabet} {'bytes' if tok.scheme == 'byte' else 'alphabet symbols'}"
             f" + {len(tok.merge_ids)} merges + {len(tok.special_tokens)} special tokens"
-            f" (scheme {tok.scheme}, pattern {tok.pattern})"
+            f" (scheme {tok.scheme}, {'an imported pipeline' if tok.pipeline is not None else f'pattern {tok.pattern}'})"
         ),
     ]
     corpus = [f"{stats['pretokens']:,} pretokens ({stats['distinct_pretokens']:,} distinct)"]

@@ -76,7 +76,7 @@ def test_extend_gpt2_files_with_a_checkpoint_resumed_only_with_the_same_base(spa
     expected = train(lines, TrainerConfig(vocab_size=gpt2.vocab_size + 30), base=gpt2)
     checkpoint = tmp_path / "ckpt"
     common = ["train", "--input", str(path), "--vocab-size", str(gpt2.vocab_size + 30),
-              "--checkpoint-dir", str(checkpoint), "--driver-budget", "50", "--progress", "off"]
+              "--checkpoint-dir", str(checkpoint), "--progress", "off"]
     assert main([*common, "--extend", str(GPT2), "--out", str(tmp_path / "one")]) == 0
     assert Tokenizer.load(tmp_path / "one").fingerprint == expected.fingerprint
     recorded = json.loads((checkpoint / "training.json").read_text())
@@ -96,8 +96,8 @@ def test_extend_gpt2_files_with_a_checkpoint_resumed_only_with_the_same_base(spa
      "--scheme, --pattern do not apply with --extend: the model decides"),
     (["--add-merges", "5", "--special-token", EOT], "--special-token does not apply with --extend"),
     (["--add-merges", "5", "--lowercase", "--normalization", "NFC"], "--lowercase, --normalization do not apply"),
-    ([], "--extend needs one of --vocab-size N (the new total vocabulary) and --add-merges N"),
-    (["--vocab-size", "600", "--add-merges", "5"], "--extend needs one of --vocab-size N"),
+    ([], "--extend needs exactly one of --vocab-size N (the new total vocabulary) and --add-merges N"),
+    (["--vocab-size", "600", "--add-merges", "5"], "--extend needs exactly one of --vocab-size N"),
     (["--vocab-size", "300"], "--vocab-size 300 is below the base model's vocabulary (400)"),
     (["--add-merges", "0"], "--add-merges must be at least 1"),
     (["--add-merges", "5", "--max-merges", "3"], "leave out --max-merges"),
@@ -121,6 +121,8 @@ def test_extend_like_and_add_merges_misuses_fail_in_one_line(no_spark, corpus, b
     assert exited.value.code == 2 and "argument --like: not allowed with argument --extend" in one_line_error(capsys)
     assert main([*common, "--like", str(base_dir), "--add-merges", "5"]) == 2
     assert "--add-merges applies to --extend" in one_line_error(capsys)
+    assert main([*common, "--like", str(base_dir)]) == 2
+    assert "--vocab-size N is required" in one_line_error(capsys)
     try:
         import bpe_spark.training.like  # noqa: F401
     except ImportError:
