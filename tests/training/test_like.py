@@ -258,3 +258,15 @@ def test_refuses_a_vocab_size_below_the_alphabet(tmp):
     chars = "".join(chr(0x4E00 + i) for i in range(400))  # 3 special tokens + 400 characters
     with pytest.raises(ConfigError, match=r"^vocab_size=300 is below .* \(403 tokens\); set vocab_size >= 403$"):
         train_like_from_counts({chars: 2}, base, TrainerConfig(vocab_size=300))
+
+
+def test_min_frequency_and_early_stop_as_transformers(tmp):
+    """``min_frequency`` is BpeTrainer's (passed through transformers' kwargs); the run stops
+    below it and says so."""
+    texts = training_texts()[:1500]
+    base = transformers.PreTrainedTokenizerFast(tokenizer_object=tokenizers.Tokenizer.from_file(_files("gpt2", tmp)))
+    want = json.loads(base.train_new_from_iterator(texts, 5000, min_frequency=40)._tokenizer.to_str())
+    tok = train_like(texts, Tokenizer.load(_files("gpt2", tmp)), TrainerConfig(vocab_size=5000, min_frequency=40))
+    assert tok.pipeline.spec["model"]["vocab"] == want["model"]["vocab"]
+    assert [list(m) for m in tok.pipeline.spec["model"]["merges"]] == want["model"]["merges"]
+    assert "min_frequency=40" in tok.metadata["stats"]["stopped_early"]
