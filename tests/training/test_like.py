@@ -270,3 +270,21 @@ def test_min_frequency_and_early_stop_as_transformers(tmp):
     assert tok.pipeline.spec["model"]["vocab"] == want["model"]["vocab"]
     assert [list(m) for m in tok.pipeline.spec["model"]["merges"]] == want["model"]["merges"]
     assert "min_frequency=40" in tok.metadata["stats"]["stopped_early"]
+
+
+def test_like_a_model_trained_here(tmp_path):
+    """A base bpe-spark trained (no imported pipeline) is retrained as transformers retrains its
+    exported tokenizer.json: the special token first, the byte alphabet, then the merges."""
+    from bpe_spark import train
+
+    texts = training_texts()[:1500]
+    base = train(texts[:300], TrainerConfig(vocab_size=400, pattern="cl100k", special_tokens=("<|endoftext|>",)))
+    assert base.pipeline is None
+    export_model(base, "tokenizer.json", tmp_path / "tokenizer.json")
+    fast = transformers.PreTrainedTokenizerFast(tokenizer_file=str(tmp_path / "tokenizer.json"))
+    want = json.loads(fast.train_new_from_iterator(texts, 900)._tokenizer.to_str())
+    tok = train_like(texts, base, TrainerConfig(vocab_size=900))
+    assert tok.pipeline.spec["model"]["vocab"] == want["model"]["vocab"]
+    assert [list(m) for m in tok.pipeline.spec["model"]["merges"]] == want["model"]["merges"]
+    assert tok.pipeline.spec["added_tokens"] == want["added_tokens"]
+    assert tok.special_tokens == {"<|endoftext|>": 0}
