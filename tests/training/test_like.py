@@ -248,7 +248,7 @@ def test_like_start_pickles(tmp):
 ])
 def test_refuses_what_the_base_decides(setting, name, tmp):
     base = Tokenizer.load(_files("gpt2", tmp))
-    with pytest.raises(ConfigError, match=rf"^{name}=.*base model's pipeline decides") as info:
+    with pytest.raises(ConfigError, match=rf"^{name}=.* does not apply when training like a model: the base model") as info:
         train_like_from_counts({"Ġab": 2}, base, TrainerConfig(vocab_size=300, **setting))
     assert "\n" not in str(info.value)
 
