@@ -288,3 +288,11 @@ def test_like_a_model_trained_here(tmp_path):
     assert [list(m) for m in tok.pipeline.spec["model"]["merges"]] == want["model"]["merges"]
     assert tok.pipeline.spec["added_tokens"] == want["added_tokens"]
     assert tok.special_tokens == {"<|endoftext|>": 0}
+
+
+def test_refuses_an_unk_token_that_is_no_special_token():
+    """transformers keeps only the special added tokens: a model unk_token that is not one would
+    be missing from the new vocabulary (tokenizers then fails on an unknown character)."""
+    spec = {"model": {"type": "BPE", "vocab": {"<unk>": 0, "a": 1, "b": 2}, "merges": [], "unk_token": "<unk>"}}
+    with pytest.raises(ConfigError, match=r"^the base model's unk_token '<unk>' is not one of its special tokens"):
+        train_like_from_counts({"ab": 3}, Tokenizer(pipeline=spec), TrainerConfig(vocab_size=300))
