@@ -68,15 +68,20 @@ class PipelinePretokenizer(Pretokenizer):
         return [unit for unit in self.pipeline.pretokens(text) if type(unit) is str]
 
 
-def check_extend_config(cfg: TrainerConfig, base) -> None:
-    """Refuse a config that sets what the base decides, or a ``vocab_size`` below the base's."""
+def refuse_base_fields(cfg: TrainerConfig, allowed: tuple[str, ...], when: str) -> None:
+    """Refuse a config that sets a field outside ``allowed``: the base model decides it."""
     default = TrainerConfig(vocab_size=cfg.vocab_size)
     for item in fields(TrainerConfig):
-        if item.name not in EXTEND_FIELDS and getattr(cfg, item.name) != getattr(default, item.name):
+        if item.name not in allowed and getattr(cfg, item.name) != getattr(default, item.name):
             raise ConfigError(
-                f"{option(item.name, getattr(cfg, item.name))} does not apply when extending a model: the base "
+                f"{option(item.name, getattr(cfg, item.name))} does not apply when {when}: the base "
                 f"model decides its scheme, pattern, normalization and special tokens; leave it unset"
             )
+
+
+def check_extend_config(cfg: TrainerConfig, base) -> None:
+    """Refuse a config that sets what the base decides, or a ``vocab_size`` below the base's."""
+    refuse_base_fields(cfg, EXTEND_FIELDS, "extending a model")
     if cfg.vocab_size < base.vocab_size:
         raise ConfigError(
             f"{option('vocab_size', cfg.vocab_size)} is below the base model's vocabulary ({base.vocab_size:,}); "

@@ -37,7 +37,6 @@ from __future__ import annotations
 import copy
 import time
 from collections.abc import Callable, Iterable, Mapping
-from dataclasses import fields
 from typing import Any
 
 from bpe_spark.bpe.config import TrainerConfig
@@ -46,7 +45,7 @@ from bpe_spark.bpe.symbols import SymbolTable, bytes_to_unicode
 from bpe_spark.errors import ConfigError, option
 from bpe_spark.training.checks import checked_counts, note_early_stop
 from bpe_spark.training.engine import Merge, MergeEngine
-from bpe_spark.training.extend import PipelinePretokenizer
+from bpe_spark.training.extend import PipelinePretokenizer, refuse_base_fields
 
 # the TrainerConfig fields a run like a base reads; the base decides every other one
 LIKE_FIELDS = ("vocab_size", "max_merges", "min_frequency", "tie_break")
@@ -72,13 +71,7 @@ def byte_level_alphabet(pre_tokenizer: Any) -> bool:
 
 def check_like_config(cfg: TrainerConfig) -> None:
     """Refuse a config that sets what the base decides."""
-    default = TrainerConfig(vocab_size=cfg.vocab_size)
-    for item in fields(TrainerConfig):
-        if item.name not in LIKE_FIELDS and getattr(cfg, item.name) != getattr(default, item.name):
-            raise ConfigError(
-                f"{option(item.name, getattr(cfg, item.name))} does not apply when training like a model: the "
-                f"base model's pipeline decides normalization, pretokenization and special tokens; leave it unset"
-            )
+    refuse_base_fields(cfg, LIKE_FIELDS, "training like a model")
 
 
 class LikeStart:
