@@ -14,6 +14,7 @@ from __future__ import annotations
 import json
 import re
 from collections import Counter
+from pathlib import Path
 
 import pytest
 import regex
@@ -226,9 +227,10 @@ def test_extending_a_sentencepiece_model_equals_the_reference(tmp_path):
     assert sum(map(len, map(ext.encode_ordinary, zh))) < 0.6 * sum(map(len, map(base.encode_ordinary, zh)))
 
 
-def chained_splits_tokenizer(path) -> str:
+def chained_splits_tokenizer(path: Path, *, ignore_merges: bool = False) -> str:
     """A Llama-3-like layout: chained Splits, ByteLevel without its regex, and non-special added
-    tokens that occur in the corpora."""
+    tokens that occur in the corpora (``ignore_merges``: a pretoken that is a token is that token,
+    as in transformers' TikTokenConverter files)."""
     hf = tokenizers.Tokenizer(models.BPE())
     hf.pre_tokenizer = pre_tokenizers.Sequence([
         pre_tokenizers.Split(tokenizers.Regex(r"\p{N}{1,3}"), behavior="isolated"),
@@ -241,12 +243,17 @@ def chained_splits_tokenizer(path) -> str:
     hf.train_from_iterator([line for name in ("en_books", "tiny_shakespeare") for line in corpus_lines(name, 1000)], trainer)
     hf.add_tokens(["Holmes", "之"])  # non-special added tokens: boundaries of the pretokens
     hf.save(str(path))
+    if ignore_merges:
+        data = json.loads(path.read_text(encoding="utf-8"))
+        data["model"]["ignore_merges"] = True
+        path.write_text(json.dumps(data), encoding="utf-8")
     return str(path)
 
 
-def test_extending_a_chained_splits_tokenizer_json_equals_the_reference(tmp_path):
+@pytest.mark.parametrize("ignore_merges", [False, True], ids=["merges", "ignore_merges"])
+def test_extending_a_chained_splits_tokenizer_json_equals_the_reference(tmp_path, ignore_merges):
     require_shared()
-    path = chained_splits_tokenizer(tmp_path / "base.json")
+    path = chained_splits_tokenizer(tmp_path / "base.json", ignore_merges=ignore_merges)
     base = Tokenizer.load(path)
     ref = tokenizers.Tokenizer.from_file(path)
     texts = new_text() + list(corpus_lines("en_books", 300))
@@ -266,6 +273,30 @@ def test_extending_a_chained_splits_tokenizer_json_equals_the_reference(tmp_path
         assert hf.encode(text, add_special_tokens=False).ids == ext.encode(text, allowed_special="all"), text
         ids = ext.encode_ordinary(text)
         assert hf.decode(ids, skip_special_tokens=False) == ext.decode(ids)
+
+
+def test_extending_a_tekken_file_keeps_its_ranks_and_tiktoken_reads_the_export(tmp_path):
+    """A rank model: the new tokens' ranks follow the base's, and tiktoken, given the exported
+    ranks, encodes as we do."""
+    require_shared()
+    from tests.models.test_tekken import small_tekken
+
+    base = Tokenizer.load(small_tekken(tmp_path / "tekken.json"))
+    texts = new_text()
+    ext = train(texts, TrainerConfig(vocab_size=base.vocab_size + NEW_MERGES), base=base)
+    ranks = {value: token_id for token_id, value in base.ordinary_vocab.items()}
+    ref = tiktoken.Encoding("base", pat_str=base.pretokenizer.regex.pattern, mergeable_ranks=ranks, special_tokens={})
+    words: Counter = Counter()
+    for text in texts:
+        for piece in regex.findall(ref._pat_str, text):
+            words[tuple(ref._encode_single_piece(piece.encode()))] += 1
+    assert_extended(base, ext, reference_extend(words, dict(base.ordinary_vocab), base.max_token_id + 1, NEW_MERGES))
+    assert ext.merge_rule == "ranks"
+    out = tmp_path / "ext.tiktoken"
+    export_model(ext, "tiktoken", out)
+    enc = tiktoken.Encoding("ext", pat_str=ref._pat_str, mergeable_ranks=load_tiktoken_bpe(str(out)), special_tokens={})
+    for text in parity_texts():
+        assert enc.encode_ordinary(text) == ext.encode_ordinary(text), text
 
 
 # --- the contract's edges ------------------------------------------------------------------------
