@@ -256,6 +256,7 @@ class BaseStart:
             "fingerprint": base.fingerprint,
             "vocab_size": base.vocab_size,
             "merges": inherited,
+            "first_new_id": self.first_new_id,
         }
         metadata["stats"] = dict(stats or {})
         metadata["merge_counts"] = [None] * inherited + [m.count for m in merges]
