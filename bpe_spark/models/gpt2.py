@@ -35,7 +35,7 @@ from bpe_spark.bpe.fields import (
     is_id,
     require_all_bytes,
 )
-from bpe_spark.models.clip import is_clip_vocab, read_clip_files
+from bpe_spark.models.huggingface.clip import is_clip_vocab, read_clip_files
 from bpe_spark.models.files import read_json_file
 from bpe_spark.bpe.symbols import bytes_to_display, display_to_bytes
 
@@ -159,7 +159,7 @@ def read_gpt2(
     merges_path = Path(merges_path)
     raw_vocab = _read_vocab(vocab_path)
     lines = read_merges_lines(merges_path)
-    if is_clip_vocab(raw_vocab):  # CLIP's files: words end with </w> (bpe_spark.models.clip)
+    if is_clip_vocab(raw_vocab):  # CLIP's files: words end with </w> (bpe_spark.models.huggingface.clip)
         if pattern != "gpt2":
             raise ConfigError(f"{vocab_path}: CLIP's files split text with CLIP's pattern; drop pattern=")
         return read_clip_files(vocab_path, merges_path, raw_vocab, lines, special_tokens=special_tokens)

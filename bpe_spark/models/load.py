@@ -24,7 +24,7 @@ from typing import Any
 
 from bpe_spark.errors import ConfigError, ModelFormatError, option_name
 from bpe_spark.bpe.fields import check_file_size
-from bpe_spark.models.clip import SIMPLE_NAME, looks_like_clip_merges, read_clip_merges
+from bpe_spark.models.huggingface.clip import SIMPLE_NAME, looks_like_clip_merges, read_clip_merges
 from bpe_spark.models.files import atomic_directory, atomic_file
 from bpe_spark.models.gpt2 import read_gpt2
 from bpe_spark.models.huggingface.tokenizer_json_read import read_tokenizer_json

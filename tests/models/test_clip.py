@@ -16,6 +16,7 @@ import gzip
 import html
 import json
 import math
+import random
 import unicodedata
 from functools import cache
 
@@ -183,7 +184,6 @@ def test_empty_prefix_or_suffix_is_none_as_in_tokenizers(prefix, suffix):
 
 # --- 2. vocab.json + merges.txt of CLIP's layout ---------------------------------------------------
 def test_clip_vocab_merges_give_clip_tokenizer_ids_and_text(clip):
-    reference = clip["reference"]
     assert detect_format(clip["files"]) == "gpt2"
     ours = Tokenizer.load(clip["files"])
     assert Tokenizer.load(clip["files"] / "vocab.json").to_dict() == ours.to_dict()
@@ -191,6 +191,10 @@ def test_clip_vocab_merges_give_clip_tokenizer_ids_and_text(clip):
     for text, ids, decoded in zip(clip["texts"], clip["ids"], clip["decoded"]):
         assert _ours(ours, text) == ids, text
         assert ours.decode(ids) == decoded, text  # "</w>" a space, stripped
+    rng = random.Random(0)  # any ids: whitespace tokens, specials, "</w>" anywhere
+    for _ in range(500):
+        ids = [rng.randrange(ours.vocab_size) for _ in range(rng.randrange(1, 6))]
+        assert ours.decode(ids) == clip["reference"].decode(ids), ids
 
 
 def test_clip_merge_errors_name_the_file_line_and_tokens(clip, tmp_path):
