@@ -168,13 +168,7 @@ def tmp(tmp_path_factory) -> str:
     return str(tmp_path_factory.mktemp("like"))
 
 
-def _case(layout: str):
-    if layout == "clip":
-        return pytest.param(layout, marks=pytest.mark.xfail(strict=True, reason="needs the empty-prefix fix of branch clip"))
-    return layout
-
-
-@pytest.mark.parametrize("layout", [_case(name) for name in LAYOUTS])
+@pytest.mark.parametrize("layout", LAYOUTS)
 def test_train_like_is_train_new_from_iterator(layout, tmp, monkeypatch):
     """Merges, vocabulary ids, added tokens, model options and post-processor are transformers',
     and so are the ids of every line of the shared corpora and of the edge cases."""
