@@ -26,6 +26,7 @@ from tests.models.test_sentencepiece import train_model
 from tests.peers.test_peer_tiktoken import tiktoken_cache_file
 from tiktoken.load import load_tiktoken_bpe
 from tokenizers import decoders, models, pre_tokenizers, trainers
+from transformers import AutoTokenizer
 
 from bpe_spark import Tokenizer, TrainerConfig, train, train_from_counts
 from bpe_spark.errors import ConfigError
@@ -267,8 +268,12 @@ def test_extending_a_chained_splits_tokenizer_json_equals_the_reference(tmp_path
     first_new = max(ref.get_vocab().values()) + 1
     assert_extended(base, ext, reference_extend(words, values, first_new, NEW_MERGES))
     assert ext.token_to_id("Holmes") == base.token_to_id("Holmes")
-    export_model(ext, "tokenizer.json", tmp_path / "ext" / "tokenizer.json")
+    export_model(ext, "tokenizer.json", tmp_path / "ext" / "tokenizer.json", bos_token="<|begin|>", eos_token="<|end|>")
     hf = tokenizers.Tokenizer.from_file(str(tmp_path / "ext" / "tokenizer.json"))
+    auto = AutoTokenizer.from_pretrained(str(tmp_path / "ext"))  # the folder, with its special tokens
+    assert (auto.bos_token_id, auto.eos_token_id) == (ext.special_tokens["<|begin|>"], ext.special_tokens["<|end|>"])
+    text = "Holmes 之 x<|end|>"
+    assert auto(text, add_special_tokens=False)["input_ids"] == ext.encode(text, allowed_special="all")
     for text in parity_texts():
         assert hf.encode(text, add_special_tokens=False).ids == ext.encode(text, allowed_special="all"), text
         ids = ext.encode_ordinary(text)
