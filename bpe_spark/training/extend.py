@@ -53,7 +53,7 @@ class PipelinePretokenizer(Pretokenizer):
     (special or not) cut out, each other piece normalized and pre-tokenized. Counts as a
     :class:`~bpe_spark.bpe.pretokenize.Pretokenizer` does (``count``, ``tally``)."""
 
-    def __init__(self, pipeline):  # noqa: the pattern machinery of the parent is not used
+    def __init__(self, pipeline):  # the parent's pattern machinery is not used
         self.pipeline = pipeline
         self.pattern = None
         self.lowercase = False
