@@ -304,6 +304,21 @@ def test_extending_a_tekken_file_keeps_its_ranks_and_tiktoken_reads_the_export(t
         assert enc.encode_ordinary(text) == ext.encode_ordinary(text), text
 
 
+def test_extending_a_clip_tokenizer_json_exports_what_tokenizers_runs(tmp_path):
+    """CLIP's layout (empty prefix, ``</w>`` suffix): the end-of-word symbols the base lacks
+    become new tokens, and tokenizers runs the export as we do."""
+    require_shared()
+    from tests.training.test_like import _files
+
+    base = Tokenizer.load(_files("clip", str(tmp_path)))
+    ext = train(list(corpus_lines("multilingual", 500)), TrainerConfig(vocab_size=base.vocab_size + NEW_MERGES), base=base)
+    assert ext.merge_ids[: len(base.merge_ids)] == base.merge_ids and ext.vocab_size == base.vocab_size + NEW_MERGES
+    export_model(ext, "tokenizer.json", tmp_path / "ext" / "tokenizer.json")
+    hf = tokenizers.Tokenizer.from_file(str(tmp_path / "ext" / "tokenizer.json"))
+    for text in parity_texts():
+        assert hf.encode(text, add_special_tokens=False).ids == ext.encode(text, allowed_special="all"), text
+
+
 # --- the contract's edges ------------------------------------------------------------------------
 def test_counts_and_texts_give_the_same_extension(gpt2):
     texts = corpus_lines("zh_classics", 200)
