@@ -29,7 +29,6 @@ rank, so the base's encoding of any text is reached first, as the reference libr
 from __future__ import annotations
 
 import copy
-import time
 from collections import Counter
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import fields
@@ -41,8 +40,8 @@ from bpe_spark.bpe.symbols import SymbolTable, _reverse_key_bytes, _reverse_key_
 from bpe_spark.bpe.words import bpe_merge, initial_symbols
 from bpe_spark.errors import ConfigError, option
 from bpe_spark.pipeline.model import byte_fallback_token
-from bpe_spark.training.checks import checked_counts, note_early_stop
-from bpe_spark.training.engine import Merge, MergeEngine
+from bpe_spark.training.engine import Merge
+from bpe_spark.training.starts import run_in_process
 
 # the TrainerConfig fields that continued training reads; the base decides every other one
 EXTEND_FIELDS = ("vocab_size", "max_merges", "min_frequency", "tie_break")
@@ -319,26 +318,5 @@ def extend_from_counts(
     (:func:`count_with_base`). ``cfg``: ``vocab_size`` (the new total), ``max_merges`` (a cap
     on the new merges), ``min_frequency`` and ``tie_break``; the base decides the rest."""
     check_extend_config(cfg, base)
-    started = time.perf_counter()
-    start = BaseStart(base, cfg.tie_break)
-    items = checked_counts(counts)
-    table = start.table(pretoken for pretoken, _ in items)
-    words, word_counts = [], []
-    for pretoken, count in items:
-        for word in start.words(pretoken, table):
-            words.append(word)
-            word_counts.append(count)
-    engine = MergeEngine(table, words, word_counts)
-    merges = engine.run(
-        max_new_tokens=start.budget(cfg, table),
-        max_merges=cfg.max_merges,
-        min_frequency=cfg.min_frequency,
-        progress=progress,
-    )
-    stats = {
-        "distinct_pretokens": len(items),
-        "pretokens": sum(count for _, count in items),
-        "merge_seconds": round(time.perf_counter() - started, 6),
-    }
-    tok = start.tokenizer(table, merges, stats=stats)
-    return note_early_stop(cfg, tok, inherited=len(base.merge_ids))
+    return run_in_process(BaseStart(base, cfg.tie_break), counts, cfg, progress=progress,
+                          inherited=len(base.merge_ids))

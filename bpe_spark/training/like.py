@@ -43,9 +43,9 @@ from bpe_spark.bpe.config import TrainerConfig
 from bpe_spark.bpe.pretokenize import Pretokenizer
 from bpe_spark.bpe.symbols import SymbolTable, bytes_to_unicode
 from bpe_spark.errors import ConfigError, option
-from bpe_spark.training.checks import checked_counts, note_early_stop
-from bpe_spark.training.engine import Merge, MergeEngine
+from bpe_spark.training.engine import Merge
 from bpe_spark.training.extend import PipelinePretokenizer, refuse_base_fields
+from bpe_spark.training.starts import run_in_process
 
 # the TrainerConfig fields a run like a base reads; the base decides every other one
 LIKE_FIELDS = ("vocab_size", "max_merges", "min_frequency", "tie_break")
@@ -226,28 +226,7 @@ def train_like_from_counts(
     """A new vocabulary with ``base``'s pipeline, from pretoken counts made with it
     (``LikeStart(base, cfg).pretokenizer().count(texts)``). ``cfg``: ``vocab_size`` (every token,
     special ones included), ``min_frequency``, ``max_merges``, ``tie_break``."""
-    started = time.perf_counter()
-    start = LikeStart(base, cfg)
-    items = checked_counts(counts)
-    table = start.table(pretoken for pretoken, _ in items)
-    words, word_counts = [], []
-    for pretoken, count in items:
-        for word in start.words(pretoken, table):
-            words.append(word)
-            word_counts.append(count)
-    engine = MergeEngine(table, words, word_counts)
-    merges = engine.run(
-        max_new_tokens=start.budget(cfg, table),
-        max_merges=cfg.max_merges,
-        min_frequency=cfg.min_frequency,
-        progress=progress,
-    )
-    stats = {
-        "distinct_pretokens": len(items),
-        "pretokens": sum(count for _, count in items),
-        "merge_seconds": round(time.perf_counter() - started, 6),
-    }
-    return note_early_stop(cfg, start.tokenizer(table, merges, stats=stats))
+    return run_in_process(LikeStart(base, cfg), counts, cfg, progress=progress)
 
 
 def train_like(texts: Iterable[str] | str, base, cfg: TrainerConfig, **kwargs):
