@@ -20,10 +20,10 @@ import pytest
 import regex
 import tiktoken
 import tokenizers
-from tests.conftest import PEERS, require_shared
+from tests.conftest import require_shared
 from tests.hf_cases import CORPUS_NAMES, EDGE_CASES, corpus_lines
 from tests.models.test_sentencepiece import train_model
-from tests.peers.test_peer_tiktoken import tiktoken_cache_file
+from tests.peers import test_peer_tiktoken
 from tiktoken.load import load_tiktoken_bpe
 from tokenizers import decoders, models, pre_tokenizers, trainers
 from transformers import AutoTokenizer
@@ -130,26 +130,25 @@ def assert_extended(base: Tokenizer, ext: Tokenizer, expected: list[tuple[int, i
     assert ext.metadata["base"]["merges"] == len(base.merge_ids)
 
 
+def tiktoken_words(enc: tiktoken.Encoding, texts: list[str]) -> Counter:
+    """{the reference library's ids of a pretoken: count}: tiktoken's pattern, its encoding."""
+    words: Counter = Counter()
+    for text in texts:
+        for piece in regex.findall(enc._pat_str, text):
+            words[tuple(enc._encode_single_piece(piece.encode()))] += 1
+    return words
+
+
 # --- the bases ------------------------------------------------------------------------------------
-@pytest.fixture(scope="module")
-def gpt2() -> Tokenizer:
-    require_shared()
-    return Tokenizer.load(PEERS / "cs336" / "gpt2_vocab.json")
-
-
-@pytest.fixture(scope="module")
-def cl100k() -> Tokenizer:
-    return Tokenizer.load(tiktoken_cache_file("cl100k_base"))
+gpt2 = test_peer_tiktoken.gpt2  # the fixtures of the tiktoken peer suite
+cl100k = test_peer_tiktoken.cl100k
 
 
 def test_extending_gpt2_files_equals_the_reference(gpt2, tmp_path):
     texts = new_text()
     ext = train(texts, TrainerConfig(vocab_size=gpt2.vocab_size + NEW_MERGES), base=gpt2)
     tt = tiktoken.get_encoding("gpt2")
-    words: Counter = Counter()
-    for text in texts:
-        for piece in regex.findall(tt._pat_str, text):
-            words[tuple(tt._encode_single_piece(piece.encode()))] += 1
+    words = tiktoken_words(tt, texts)
     values = {i: tt.decode_single_token_bytes(i) for i in range(50256)}
     assert_extended(gpt2, ext, reference_extend(words, values, 50257, NEW_MERGES))
     assert ext.vocab_size == gpt2.vocab_size + NEW_MERGES
@@ -171,10 +170,7 @@ def test_extending_cl100k_equals_the_reference_and_tiktoken_reads_the_export(cl1
     texts = new_text()
     ext = train(texts, TrainerConfig(vocab_size=cl100k.vocab_size + NEW_MERGES), base=cl100k)
     tt = tiktoken.get_encoding("cl100k_base")
-    words: Counter = Counter()
-    for text in texts:
-        for piece in regex.findall(tt._pat_str, text):
-            words[tuple(tt._encode_single_piece(piece.encode()))] += 1
+    words = tiktoken_words(tt, texts)
     values = {rank: token for token, rank in tt._mergeable_ranks.items()}
     assert_extended(cl100k, ext, reference_extend(words, values, 100277, NEW_MERGES))
     assert ext.merge_rule == "ranks"
@@ -291,10 +287,7 @@ def test_extending_a_tekken_file_keeps_its_ranks_and_tiktoken_reads_the_export(t
     ext = train(texts, TrainerConfig(vocab_size=base.vocab_size + NEW_MERGES), base=base)
     ranks = {value: token_id for token_id, value in base.ordinary_vocab.items()}
     ref = tiktoken.Encoding("base", pat_str=base.pretokenizer.regex.pattern, mergeable_ranks=ranks, special_tokens={})
-    words: Counter = Counter()
-    for text in texts:
-        for piece in regex.findall(ref._pat_str, text):
-            words[tuple(ref._encode_single_piece(piece.encode()))] += 1
+    words = tiktoken_words(ref, texts)
     assert_extended(base, ext, reference_extend(words, dict(base.ordinary_vocab), base.max_token_id + 1, NEW_MERGES))
     assert ext.merge_rule == "ranks"
     out = tmp_path / "ext.tiktoken"
