@@ -116,6 +116,9 @@ class BaseStart:
         self.base_ids = sorted(ordinary)  # engine id -> base id
         self.values = [ordinary[i] for i in self.base_ids]
         self.dense = {token_id: position for position, token_id in enumerate(self.base_ids)}
+        self.dense_of_value = {}  # a token -> its engine id (the lowest, for a token listed twice)
+        for position, value in enumerate(self.values):
+            self.dense_of_value.setdefault(value, position)
         self.blocked = frozenset(self.dense[i] for i in blocked)
         self.first_new_id = base.max_token_id + 1
         self._encode = pipeline.model.tokenize if pipeline is not None else base.encode_pretoken
@@ -156,10 +159,17 @@ class BaseStart:
             symbols[-1] += suffix
         return symbols
 
-    def table(self, pretokens: Iterable[str] = ()) -> SymbolTable:
-        """A fresh table of the base's ordinary tokens in the engine's ids, then, in code-point
-        order, the symbols of ``pretokens`` that the base lacks (characters it would cut to
-        bytes or to its unknown token): new tokens, so that the new text's characters can merge."""
+    def alphabet(self, pretokens: Iterable[str]) -> set[str]:
+        """The symbols of ``pretokens`` that the base lacks (characters it would cut to bytes or
+        to its unknown token, or drop)."""
+        if self.symbol_form is None:
+            return set()
+        known = self.dense_of_value
+        return {symbol for pretoken in pretokens for symbol in self.symbols(pretoken) if symbol not in known}
+
+    def table_of(self, alphabet: set[str]) -> SymbolTable:
+        """The base's ordinary tokens in the engine's ids, then the symbols of ``alphabet`` in
+        code-point order: new tokens, so that the new text's characters can merge."""
         table = SymbolTable(self.scheme, self.tie_break, 0)
         table.prefix = self.prefix
         reverse = _reverse_key_bytes if self.scheme == "byte" else _reverse_key_str
@@ -168,12 +178,12 @@ class BaseStart:
             table.values.append(value)
             table.index.setdefault(value, position)
             table.keys.append(position if hf else reverse(value))
-        if self.symbol_form is not None:
-            known = table.index
-            missing = {symbol for pretoken in pretokens for symbol in self.symbols(pretoken) if symbol not in known}
-            for symbol in sorted(missing):
-                table.add(symbol)
+        for symbol in sorted(alphabet):
+            table.add(symbol)
         return table
+
+    def table(self, pretokens: Iterable[str] = ()) -> SymbolTable:
+        return self.table_of(self.alphabet(pretokens))
 
     def budget(self, cfg: TrainerConfig, table: SymbolTable) -> int:
         """The new merged tokens ``cfg.vocab_size`` leaves room for, after the characters the

@@ -114,23 +114,30 @@ class LikeStart:
         (``tokenizers``' own order is its word map's, which varies from run to run)."""
         return sorted(symbols)
 
-    def table(self, pretokens: Iterable[str] = ()) -> SymbolTable:
+    def alphabet(self, pretokens: Iterable[str]) -> set[str]:
+        """``"c" + character`` of every character of ``pretokens``, ``"s" + symbol`` of every
+        symbol that the prefix (a character that does not start its pretoken) or the suffix (the
+        last character) makes."""
+        prefix, suffix = self.prefix, self.suffix
+        items: set[str] = set()
+        for pretoken in pretokens:
+            items.update("c" + c for c in set(pretoken))
+            if prefix is not None and len(pretoken) > 1:  # the last one is suffixed too, when a suffix is set
+                items.update("s" + prefix + c for c in (pretoken[1:] if suffix is None else pretoken[1:-1]))
+            if suffix is not None and pretoken:
+                items.add("s" + (prefix if prefix is not None and len(pretoken) > 1 else "") + pretoken[-1] + suffix)
+        return items
+
+    def table_of(self, alphabet: set[str]) -> SymbolTable:
         """Special tokens, alphabet, then the prefixed and suffixed symbols (module docstring)."""
         table = SymbolTable("char", self.cfg.tie_break, 0)
         table.prefix = self.prefix
         for entry in self.special_entries:
             table.add(entry["content"])
-        prefix, suffix = self.prefix, self.suffix
-        chars: set[str] = set(self.initial_alphabet)
-        symbols: set[str] = set()
-        for pretoken in pretokens:
-            chars.update(pretoken)
-            if prefix is not None and len(pretoken) > 1:  # the last one is suffixed too, when a suffix is set
-                symbols.update(prefix + c for c in (pretoken[1:] if suffix is None else pretoken[1:-1]))
-            if suffix is not None and pretoken:
-                symbols.add((prefix if prefix is not None and len(pretoken) > 1 else "") + pretoken[-1] + suffix)
+        chars = set(self.initial_alphabet) | {item[1:] for item in alphabet if item[0] == "c"}
         for c in sorted(chars):
             table.add(c)
+        symbols = {item[1:] for item in alphabet if item[0] == "s"}
         for symbol in self.affixed({s for s in symbols if s not in table.index}):
             table.add(symbol)
         if self.cfg.vocab_size < len(table):
@@ -139,6 +146,9 @@ class LikeStart:
                 f"corpus ({len(table):,} tokens); set vocab_size >= {len(table):,}"
             )
         return table
+
+    def table(self, pretokens: Iterable[str] = ()) -> SymbolTable:
+        return self.table_of(self.alphabet(pretokens))
 
     def budget(self, cfg: TrainerConfig, table: SymbolTable) -> int:
         """The new tokens ``cfg.vocab_size`` leaves room for (it counts every token)."""

@@ -28,20 +28,23 @@ from bpe_spark.training.checks import checked_counts, note_early_stop
 from bpe_spark.training.engine import Merge, MergeEngine
 
 
-def initial_table(cfg: TrainerConfig, pretokens: Iterable[str]) -> SymbolTable:
-    """The symbol table before any merge: 256 bytes, or the alphabet of ``pretokens`` (char)."""
+def initial_table(cfg: TrainerConfig, pretokens: Iterable[str], *, final_chars: Iterable[str] | None = None) -> SymbolTable:
+    """The symbol table before any merge: 256 bytes, or the alphabet of ``pretokens`` (char;
+    ``final_chars``: the characters that end a pretoken, when ``pretokens`` are characters)."""
     if cfg.scheme == "byte":
         return SymbolTable.for_bytes(cfg.tie_break)
     alphabet: set[str] = set()
-    final_chars: set[str] = set()
+    finals: set[str] = set()
     for pretoken in pretokens:
         alphabet.update(pretoken)
-        if pretoken:
-            final_chars.add(pretoken[-1])
+        if pretoken and final_chars is None:
+            finals.add(pretoken[-1])
+    if final_chars is not None:
+        finals.update(final_chars)
     return SymbolTable.for_chars(
         alphabet,
         cfg.tie_break,
-        final_chars=final_chars,
+        final_chars=finals,
         end_of_word=cfg.end_of_word,
         marker=cfg.end_of_word_marker,
         first_id=len(cfg.special_tokens),
@@ -65,9 +68,16 @@ class Start(Protocol):
     def pretokenizer(self) -> Pretokenizer:
         """How documents become pretoken counts."""
 
+    def alphabet(self, pretokens: Iterable[str]) -> set[str]:
+        """What the table takes from ``pretokens`` (opaque strings; empty when the table takes
+        nothing from the corpus): the union over any split of the pretokens is the alphabet of
+        them all, so Spark tasks gather it part by part."""
+
+    def table_of(self, alphabet: set[str]) -> SymbolTable:
+        """The symbol table before any merge, of an :meth:`alphabet`."""
+
     def table(self, pretokens: Iterable[str] = ()) -> SymbolTable:
-        """The symbol table before any merge (``pretokens``: every counted pretoken, for an
-        alphabet taken from the corpus)."""
+        """``table_of(alphabet(pretokens))``: the table of every counted pretoken."""
 
     def budget(self, cfg: TrainerConfig, table: SymbolTable) -> int:
         """How many new tokens ``cfg`` leaves room for."""
@@ -88,10 +98,26 @@ class FreshStart:
     def pretokenizer(self) -> Pretokenizer:
         return Pretokenizer.from_config(self.cfg)
 
-    def table(self, pretokens: Iterable[str] = ()) -> SymbolTable:
-        table = initial_table(self.cfg, pretokens)
+    def alphabet(self, pretokens: Iterable[str]) -> set[str]:
+        """Char scheme: ``"c" + character`` of every character, ``"f" + character`` of every last
+        one (its fused ``</w>`` symbol); byte scheme: nothing."""
+        if self.cfg.scheme == "byte":
+            return set()
+        items: set[str] = set()
+        for pretoken in pretokens:
+            if pretoken:
+                items.update("c" + char for char in set(pretoken))
+                items.add("f" + pretoken[-1])
+        return items
+
+    def table_of(self, alphabet: set[str]) -> SymbolTable:
+        table = initial_table(self.cfg, (item[1:] for item in alphabet if item[0] == "c"),
+                              final_chars=(item[1:] for item in alphabet if item[0] == "f"))
         check_vocab_floor(self.cfg, table)
         return table
+
+    def table(self, pretokens: Iterable[str] = ()) -> SymbolTable:
+        return self.table_of(self.alphabet(pretokens))
 
     def budget(self, cfg: TrainerConfig, table: SymbolTable) -> int:
         return cfg.vocab_size - len(cfg.special_tokens) - len(table)
