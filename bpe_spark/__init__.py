@@ -16,6 +16,7 @@ from bpe_spark.errors import (
 from bpe_spark.bpe.patterns import PRESETS
 from bpe_spark.bpe.pretokenize import Pretokenizer
 from bpe_spark.encoding.tokenizer import Tokenizer
+from bpe_spark.training.like import train_like, train_like_from_counts
 from bpe_spark.training.trainer import count_pretokens, train, train_from_counts
 
 __all__ = [
@@ -33,4 +34,6 @@ __all__ = [
     "count_pretokens",
     "train",
     "train_from_counts",
+    "train_like",
+    "train_like_from_counts",
 ]

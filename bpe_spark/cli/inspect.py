@@ -1,7 +1,8 @@
 """``bpe-spark inspect``: what a model holds, without Spark: its settings, the vocabulary by kind,
 token lengths, the longest tokens, the first and last merges with their counts, the rounds
 (:mod:`bpe_spark.inspect.summary`); ``--text`` shows a text as its tokens, ``--file`` measures bytes
-per token on a sample (:mod:`bpe_spark.inspect.token_display` draws the tokens). As text or ``--json``;
+per token on a sample (an extended model's beside its base's: :mod:`bpe_spark.inspect.extension`;
+:mod:`bpe_spark.inspect.token_display` draws the tokens). As text or ``--json``;
 the model at a local path or a URI (``s3a://...``).
 """
 
@@ -51,7 +52,8 @@ def run(args: argparse.Namespace) -> int:
     import sys
 
     from bpe_spark.errors import ConfigError
-    from bpe_spark.inspect.summary import describe, describe_text, json_token
+    from bpe_spark.inspect.summary import describe, describe_text
+    from bpe_spark.inspect.token_display import json_token
 
     if args.merges < 0:
         raise ConfigError(f"--merges must be 0 or more, got {args.merges}")
@@ -72,8 +74,10 @@ def run(args: argparse.Namespace) -> int:
     if sample is not None:
         figures = _sample_figures(tok, args.file, sample)
         tokens = "" if figures["tokens"] is None else f"{figures['tokens']:,} tokens, "
+        base = figures.get("base_bytes_per_token")
         print(f"sample {args.file}: {figures['bytes']:,} bytes, {figures['characters']:,} characters, {tokens}"
-              f"{figures['bytes_per_token']:.3f} bytes per token")
+              f"{figures['bytes_per_token']:.3f} bytes per token"
+              + ("" if base is None else f" (the base model: {base:.3f})"))
     if shown is not None:
         from bpe_spark.inspect.token_display import legend, show_tokens, use_colour
 
@@ -119,11 +123,16 @@ def _sample_figures(tok, path: str, text: str) -> dict:
     """Bytes, characters, tokens (None: a char-scheme model that skips lines of unseen characters)
     and bytes per token of the sample (:func:`bpe_spark.inspect.vocab_stats.bytes_per_token`)."""
     from bpe_spark.errors import UnknownCharacterError
+    from bpe_spark.inspect.extension import sample_comparison
     from bpe_spark.inspect.vocab_stats import bytes_per_token
 
     try:
         tokens = len(tok.encode_ordinary(text))
     except UnknownCharacterError:
         tokens = None
-    return {"path": path, "bytes": len(text.encode("utf-8")), "characters": len(text), "tokens": tokens,
-            "bytes_per_token": round(bytes_per_token(tok, text), 6)}
+    figures = {"path": path, "bytes": len(text.encode("utf-8")), "characters": len(text), "tokens": tokens,
+               "bytes_per_token": round(bytes_per_token(tok, text), 6)}
+    compared = sample_comparison(tok, text)
+    if compared is not None:  # an extended model: its base's figure beside its own
+        figures["base_bytes_per_token"] = compared["base"]
+    return figures

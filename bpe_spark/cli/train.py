@@ -344,8 +344,9 @@ def run(args: argparse.Namespace) -> int:
     if from_model is not None:
         name = from_model[2:]
         tok.metadata["source"][name] = str(options[name])  # the model as the user gave it
-        if isinstance(tok.metadata.get("base"), dict) and from_model == "--extend":
-            tok.metadata["base"]["file"] = str(options[name])
+        recorded = tok.metadata.get("base" if from_model == "--extend" else "like")
+        if isinstance(recorded, dict):
+            recorded["file"] = str(options[name])
     if folder:
         set_transformers_config(tok, **folder)
     save_model(spark, tok, out, overwrite=bool(options["overwrite"]), option="--out")

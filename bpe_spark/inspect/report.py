@@ -32,6 +32,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
+from bpe_spark.inspect.extension import extension_summary, sample_comparison
 from bpe_spark.inspect import vocab_stats
 from bpe_spark._version import __version__
 from bpe_spark.errors import BpeSparkError, ConfigError
@@ -300,9 +301,19 @@ def key_figures(tok, sample: Sample | None = None) -> list[tuple[str, str]]:
     inputs = source.get("input") or source.get("counts")
     if inputs:
         rows.append(("input", ", ".join(map(str, inputs)) + f" ({source.get('input_format') or 'counts'})"))
+    extension = extension_summary(tok)
+    if extension is not None:
+        base = extension["base"]
+        rows.append(("extended from", f"{base['file'] or 'a model'} ({base['format'] or '?'}, {base['fingerprint']}): "
+                     f"{extension['inherited_merges']:,} merges inherited, {extension['new_tokens']:,} new tokens"))
+        rows.append(("new tokens", ", ".join(f"{token!r}" + ("" if count is None else f" {count:,}")
+                                             for _, token, count in extension["first_new_tokens"])))
     if sample is not None:
         where = "training data" if sample.from_training else "held out"
         rows.append(("sample", f"{sample.label} ({where})"))
+        compared = sample_comparison(tok, sample.text) if extension is not None else None
+        if compared is not None:
+            rows.append(("bytes per token", f"{compared['extended']:.3f} extended, {compared['base']:.3f} the base"))
     if tok.config is not None:
         rows.append(("config", json.dumps(tok.config.to_dict(), ensure_ascii=False)))
     return rows

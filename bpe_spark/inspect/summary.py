@@ -16,7 +16,8 @@ from __future__ import annotations
 import json
 
 from bpe_spark.bpe.patterns import PRESETS, pattern_source
-from bpe_spark.inspect.token_display import readable
+from bpe_spark.inspect.extension import extension_lines, extension_summary
+from bpe_spark.inspect.token_display import json_token, readable
 from bpe_spark.inspect.vocab_stats import kind_counts, length_histogram, longest_tokens
 from bpe_spark.models.token_kinds import merge_counts
 
@@ -68,15 +69,13 @@ def describe(tok, *, merges: int = 10, longest: int = 10) -> dict:
     summary["first_merges"] = shown(0, merges)
     summary["last_merges"] = shown(last, len(pairs))
     summary["stopped"] = _stopped(tok, counts)
+    extension = extension_summary(tok)
+    if extension is not None:
+        summary["extension"] = extension
     for key, value in tok.metadata.items():
-        if key != "merge_counts":
+        if key not in ("merge_counts", "base"):  # the base: in "extension"
             summary[key] = value
     return summary
-
-
-def json_token(value: bytes | str) -> str:
-    """A token in JSON: its text, bytes that are not UTF-8 as ``\\xNN``."""
-    return value.decode("utf-8", errors="backslashreplace") if isinstance(value, bytes) else value
 
 
 def _stopped(tok, counts: list[int] | None) -> dict | None:
@@ -125,7 +124,8 @@ def describe_text(tok, *, merges: int = 10, longest: int = 10) -> str:
     """:func:`describe` as lines: the settings as ``key: value``, then the vocabulary's sections."""
     summary = describe(tok, merges=merges, longest=longest)
     lines = []
-    sections = {"kinds", "token_lengths", "longest_tokens", "first_merges", "last_merges", "stopped", "rounds"}
+    sections = {"kinds", "token_lengths", "longest_tokens", "first_merges", "last_merges", "stopped", "rounds",
+                "extension"}
     for key, value in summary.items():
         if key == "kinds":  # the sections, after the settings and before the training metadata
             lines.extend(_vocabulary_lines(tok, summary, merges=merges, longest=longest))
@@ -155,6 +155,8 @@ def _vocabulary_lines(tok, summary: dict, *, merges: int, longest: int) -> list[
         lines.append(f"  {token_id:>7}  {size:>3} bytes  "
                      + (shown if len(shown) <= LONGEST_SHOWN else shown[:LONGEST_SHOWN - 1] + "…"))
     lines.extend(_merge_lines(tok, summary, merges))
+    if summary.get("extension") is not None:
+        lines.extend(extension_lines(tok, summary["extension"]))
     lines.extend(_round_lines(summary.get("rounds")))
     return lines
 
@@ -180,7 +182,7 @@ def _merge_lines(tok, summary: dict, merges: int) -> list[str]:
     if stopped is not None:
         why = f": {stopped['reason']}" if stopped["reason"] else ""
         lines.append(f"training stopped at count {stopped['count']:,} (merge {stopped['rank']:,}){why}")
-    elif total:
+    elif total and summary.get("extension") is None:
         lines.append("merge counts: not in this model (only a bpe-spark training records them)")
     return lines
 

@@ -88,3 +88,8 @@ def use_colour(choice: str, stream) -> bool:
         return choice == "always"
     isatty = getattr(stream, "isatty", None)
     return bool(isatty and isatty()) and not os.environ.get("NO_COLOR") and os.environ.get("TERM") != "dumb"
+
+
+def json_token(value: bytes | str) -> str:
+    """A token in JSON: its text, bytes that are not UTF-8 as ``\\xNN``."""
+    return value.decode("utf-8", errors="backslashreplace") if isinstance(value, bytes) else value

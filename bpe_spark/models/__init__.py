@@ -17,6 +17,7 @@ tekken               Mistral's tekken JSON (mistral-common)
 sentencepiece        SentencePiece BPE .model files (through their tokenizer.json)
 subword_nmt          subword-nmt codes files and its ``@@`` segmentation
 remote               model files and exports at any URI pyarrow reaches
-huggingface/         tokenizer.json read and written; transformers' configuration files
+huggingface/         tokenizer.json read and written; transformers' configuration files; CLIP's
+                     vocab.json + merges.txt (</w> layout) and bpe_simple_vocab_16e6.txt.gz (clip)
 ==================== =============================================================================
 """

@@ -35,6 +35,7 @@ from bpe_spark.bpe.fields import (
     is_id,
     require_all_bytes,
 )
+from bpe_spark.models.huggingface.clip import is_clip_vocab, read_clip_files
 from bpe_spark.models.files import read_json_file
 from bpe_spark.bpe.symbols import bytes_to_display, display_to_bytes
 
@@ -109,6 +110,21 @@ def _read_vocab(path: Path) -> dict[str, int]:
     return data
 
 
+def read_merges_lines(merges_path: Path) -> list[str]:
+    """The lines of a ``merges.txt`` (UTF-8, at most ``MAX_FILE_BYTES``, ``MAX_TOKENS`` lines)."""
+    check_file_size(merges_path)
+    try:
+        lines = merges_path.read_text(encoding="utf-8").split("\n")
+    except FileNotFoundError:
+        raise ModelFormatError(
+            f"{merges_path}: no such file (GPT-2 needs vocab.json and merges.txt)"
+        ) from None
+    except UnicodeDecodeError as exc:
+        raise ModelFormatError(f"{merges_path}: not UTF-8 ({exc})") from None
+    check_count(len(lines) - 1, str(merges_path), "lines (merges)")
+    return lines
+
+
 def _special_text(key: str) -> str:
     """The text of a special token stored in printable form (``<|endoftext|>`` is its own form)."""
     try:
@@ -132,7 +148,7 @@ def read_gpt2(
     multi-byte tokens that no merge makes (GPT-2: ``<|endoftext|>``).
     """
     if unused:
-        raise ConfigError(f"GPT-2 loading takes no options {sorted(unused)}")
+        raise ConfigError(f"{vocab_path}: GPT-2 loading takes no options {sorted(unused)}")
     vocab_path = Path(vocab_path)
     if merges_path is None:
         # vocab.json -> merges.txt, gpt2_vocab.json -> gpt2_merges.txt
@@ -142,6 +158,11 @@ def read_gpt2(
         merges_path = vocab_path.with_name(stem + "merges.txt")
     merges_path = Path(merges_path)
     raw_vocab = _read_vocab(vocab_path)
+    lines = read_merges_lines(merges_path)
+    if is_clip_vocab(raw_vocab):  # CLIP's files: words end with </w> (bpe_spark.models.huggingface.clip)
+        if pattern != "gpt2":
+            raise ConfigError(f"{vocab_path}: CLIP's files split text with CLIP's pattern; drop pattern=")
+        return read_clip_files(vocab_path, merges_path, raw_vocab, lines, special_tokens=special_tokens)
     values: dict[int, bytes] = {}
     unprintable: dict[int, str] = {}
     fields = Fields(vocab_path)
@@ -153,17 +174,8 @@ def read_gpt2(
         check_token(values.get(token_id, key), fields.where(key[:20]))
     merges: list[tuple[int, int]] = []
     made: set[int] = set()
+    used: dict[int, int] = {}  # id -> the first merges.txt line that merges it
     token_to_id = {value: token_id for token_id, value in sorted(values.items(), reverse=True)}
-    check_file_size(merges_path)
-    try:
-        lines = merges_path.read_text(encoding="utf-8").split("\n")
-    except FileNotFoundError:
-        raise ModelFormatError(
-            f"{merges_path}: no such file (GPT-2 needs vocab.json and merges.txt)"
-        ) from None
-    except UnicodeDecodeError as exc:
-        raise ModelFormatError(f"{merges_path}: not UTF-8 ({exc})") from None
-    check_count(len(lines) - 1, str(merges_path), "lines (merges)")
     for line_no, line in enumerate(lines, start=1):
         line = line.rstrip("\r")
         if not line or (line_no == 1 and line.startswith("#version")):
@@ -178,14 +190,16 @@ def read_gpt2(
             token_id = raw_vocab.get(part)
             if token_id is None or token_id not in values:
                 raise ModelFormatError(
-                    f"{merges_path}: line {line_no}: token {part!r} is not in {vocab_path.name}"
+                    f"{merges_path}: line {line_no}: merge {line!r}: token {part!r} is not in {vocab_path.name}"
                 )
             ids.append(token_id)
+            used.setdefault(token_id, line_no)
         merged = values[ids[0]] + values[ids[1]]
         new_id = token_to_id.get(merged)
         if new_id is None:
             raise ModelFormatError(
-                f"{merges_path}: line {line_no}: the merged token {bytes_to_display(merged)!r} is not in {vocab_path.name}"
+                f"{merges_path}: line {line_no}: merge {line!r} makes {bytes_to_display(merged)!r}, "
+                f"which {vocab_path.name} lacks"
             )
         made.add(new_id)
         merges.append((ids[0], ids[1]))
@@ -193,14 +207,14 @@ def read_gpt2(
         chosen = {
             token_id
             for token_id, value in values.items()
-            if len(value) > 1 and token_id not in made
+            if len(value) > 1 and token_id not in made and token_id not in used
         } | set(unprintable)
     else:
         by_text = {_special_text(key): token_id for key, token_id in raw_vocab.items()}
         chosen = set()
         for token in special_tokens:
             if token not in by_text:
-                raise ConfigError(f"special token {token!r} is not in {vocab_path}")
+                raise ConfigError(f"{vocab_path}: special token {token!r} is not in it")
             chosen.add(by_text[token])
         if unprintable.keys() - chosen:
             token_id = min(unprintable.keys() - chosen)
@@ -211,9 +225,13 @@ def read_gpt2(
             )
     specials = {}
     for token_id in sorted(chosen):
-        if token_id in made:
+        if token_id in made or token_id in used:
+            token = unprintable.get(token_id) or bytes_to_display(values[token_id])
             raise ConfigError(
-                f"token {token_id} is made by a merge, so it cannot be a special token"
+                f"{vocab_path}: token {token!r} (id {token_id}) is merged by {merges_path.name} "
+                f"line {used[token_id]}, so it cannot be a special token" if token_id in used else
+                f"{vocab_path}: token {token!r} (id {token_id}) is made by a merge of {merges_path.name}, "
+                "so it cannot be a special token"
             )
         key = unprintable.get(token_id) or bytes_to_display(values[token_id])
         specials[_special_text(key)] = token_id

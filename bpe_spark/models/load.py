@@ -24,6 +24,7 @@ from typing import Any
 
 from bpe_spark.errors import ConfigError, ModelFormatError, option_name
 from bpe_spark.bpe.fields import check_file_size
+from bpe_spark.models.huggingface.clip import SIMPLE_NAME, looks_like_clip_merges, read_clip_merges
 from bpe_spark.models.files import atomic_directory, atomic_file
 from bpe_spark.models.gpt2 import read_gpt2
 from bpe_spark.models.huggingface.tokenizer_json_read import read_tokenizer_json
@@ -45,8 +46,9 @@ __all__ = [
 
 # --- recognising and loading ------------------------------------------------------------------
 def detect_format(path) -> str:
-    """What ``path`` holds: ``"model_dir"``, ``"tokenizer.json"``, ``"gpt2"``, ``"tiktoken"``,
-    ``"tekken"`` or ``"sentencepiece"``."""
+    """What ``path`` holds: ``"model_dir"``, ``"tokenizer.json"``, ``"gpt2"`` (CLIP's vocab.json
+    too), ``"tiktoken"``, ``"tekken"``, ``"sentencepiece"`` or ``"clip"`` (CLIP's
+    ``bpe_simple_vocab_16e6.txt.gz``)."""
     path = Path(path)
     if path.is_dir():
         if (path / MODEL_META_FILE).is_file():
@@ -68,10 +70,12 @@ def detect_format(path) -> str:
         tiktoken_files = sorted(path.glob("*.tiktoken"))
         if len(tiktoken_files) == 1:
             return "tiktoken"
+        if len(list(path.glob(SIMPLE_NAME + "*"))) == 1:
+            return "clip"
         raise ModelFormatError(
             f"{path}: no model here; expected {MODEL_META_FILE} (a bpe-spark model), tokenizer.json, "
-            "vocab.json + merges.txt (GPT-2), tekken.json, tokenizer.model (SentencePiece) or one "
-            ".tiktoken file"
+            "vocab.json + merges.txt (GPT-2, CLIP), tekken.json, tokenizer.model (SentencePiece), one "
+            f".tiktoken file or CLIP's {SIMPLE_NAME}_16e6.txt.gz"
         )
     if not path.exists():
         raise ModelFormatError(f"{path}: no such file or directory")
@@ -83,6 +87,8 @@ def detect_format(path) -> str:
         head = fh.read(4096)
     if looks_like_sentencepiece(head):
         return "sentencepiece"
+    if looks_like_clip_merges(path, head):
+        return "clip"
     head = head.lstrip()
     if head.startswith(b"{"):
         if path.name == "vocab.json":
@@ -106,7 +112,7 @@ def detect_format(path) -> str:
         return "tiktoken"
     raise ModelFormatError(
         f"{path}: not a model file bpe-spark knows (a model directory, tokenizer.json, GPT-2 "
-        "vocab.json, a .tiktoken file, a tekken JSON or a SentencePiece .model)"
+        f"vocab.json, a .tiktoken file, a tekken JSON, a SentencePiece .model or CLIP's {SIMPLE_NAME}_16e6.txt.gz)"
     )
 
 
@@ -116,7 +122,8 @@ def read_any(path, kind: str | None = None, **options) -> dict[str, Any]:
     ``bpe_spark.json``), GPT-2 files (a directory with ``vocab.json`` + ``merges.txt``, or the
     ``vocab.json`` path), a ``.tiktoken`` file, a tekken JSON (or a directory holding
     ``tekken.json``), or a SentencePiece BPE ``.model`` (or a directory holding
-    ``tokenizer.model``). ``kind`` is :func:`detect_format`'s answer
+    ``tokenizer.model``), or CLIP's ``bpe_simple_vocab_16e6.txt.gz`` (or a directory holding it;
+    CLIP's vocab.json + merges.txt are GPT-2 files of its layout). ``kind`` is :func:`detect_format`'s answer
     (found here when None); ``options`` go to the format's reader (e.g. ``pattern=``,
     ``special_tokens=``).
     """
@@ -137,6 +144,8 @@ def read_any(path, kind: str | None = None, **options) -> dict[str, Any]:
         return read_tekken(path / "tekken.json" if path.is_dir() else path, **options)
     if kind == "sentencepiece":
         return read_sentencepiece(path / "tokenizer.model" if path.is_dir() else path, **options)
+    if kind == "clip":
+        return read_clip_merges(min(path.glob(SIMPLE_NAME + "*")) if path.is_dir() else path, **options)
     if kind == "gpt2":
         if path.is_dir():
             return read_gpt2(path / "vocab.json", path / "merges.txt", **options)
@@ -159,6 +168,8 @@ def load_any(path, *, build: Callable[..., Any], **options):
     try:
         return build(**data)
     except ConfigError as exc:
+        if kind in ("gpt2", "clip") and not str(exc).startswith(str(path)):
+            raise type(exc)(f"{path}: {exc}") from None  # the files' error names them too
         if kind != "model_dir":
             raise
         directory = path.parent if path.is_file() else path

@@ -85,9 +85,11 @@ class BpeModel:
             value = spec.get(key, default)
             if value is None:
                 return default
-            if not isinstance(value, kind) or (kind is str and not value and key != "unk_token"):
-                raise error(f"{field}.{key}", f"{show(value)} is not {'a boolean' if kind is bool else 'a non-empty string'}")
-            return value
+            if not isinstance(value, kind):
+                raise error(f"{field}.{key}", f"{show(value)} is not {'a boolean' if kind is bool else 'a string'}")
+            # subtle: tokenizers takes an empty prefix or suffix as given, and "" + c is c: the
+            # same as none (CLIP's files carry continuing_subword_prefix "")
+            return default if value == "" and key != "unk_token" else value
 
         self.unk_token: str | None = option("unk_token", str, None)
         self.fuse_unk: bool = option("fuse_unk", bool, False)

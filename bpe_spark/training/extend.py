@@ -29,7 +29,6 @@ rank, so the base's encoding of any text is reached first, as the reference libr
 from __future__ import annotations
 
 import copy
-import time
 from collections import Counter
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import fields
@@ -38,10 +37,11 @@ from typing import Any
 from bpe_spark.bpe.config import TrainerConfig
 from bpe_spark.bpe.pretokenize import Pretokenizer, SpecialTokenMatcher
 from bpe_spark.bpe.symbols import SymbolTable, _reverse_key_bytes, _reverse_key_str
+from bpe_spark.bpe.words import bpe_merge, initial_symbols
 from bpe_spark.errors import ConfigError, option
 from bpe_spark.pipeline.model import byte_fallback_token
-from bpe_spark.training.checks import checked_counts, note_early_stop
-from bpe_spark.training.engine import Merge, MergeEngine
+from bpe_spark.training.engine import Merge
+from bpe_spark.training.starts import run_in_process
 
 # the TrainerConfig fields that continued training reads; the base decides every other one
 EXTEND_FIELDS = ("vocab_size", "max_merges", "min_frequency", "tie_break")
@@ -52,7 +52,7 @@ class PipelinePretokenizer(Pretokenizer):
     (special or not) cut out, each other piece normalized and pre-tokenized. Counts as a
     :class:`~bpe_spark.bpe.pretokenize.Pretokenizer` does (``count``, ``tally``)."""
 
-    def __init__(self, pipeline):  # noqa: the pattern machinery of the parent is not used
+    def __init__(self, pipeline):  # the parent's pattern machinery is not used
         self.pipeline = pipeline
         self.pattern = None
         self.lowercase = False
@@ -67,15 +67,20 @@ class PipelinePretokenizer(Pretokenizer):
         return [unit for unit in self.pipeline.pretokens(text) if type(unit) is str]
 
 
-def check_extend_config(cfg: TrainerConfig, base) -> None:
-    """Refuse a config that sets what the base decides, or a ``vocab_size`` below the base's."""
+def refuse_base_fields(cfg: TrainerConfig, allowed: tuple[str, ...], when: str) -> None:
+    """Refuse a config that sets a field outside ``allowed``: the base model decides it."""
     default = TrainerConfig(vocab_size=cfg.vocab_size)
     for item in fields(TrainerConfig):
-        if item.name not in EXTEND_FIELDS and getattr(cfg, item.name) != getattr(default, item.name):
+        if item.name not in allowed and getattr(cfg, item.name) != getattr(default, item.name):
             raise ConfigError(
-                f"{option(item.name, getattr(cfg, item.name))} does not apply when extending a model: the base "
+                f"{option(item.name, getattr(cfg, item.name))} does not apply when {when}: the base "
                 f"model decides its scheme, pattern, normalization and special tokens; leave it unset"
             )
+
+
+def check_extend_config(cfg: TrainerConfig, base) -> None:
+    """Refuse a config that sets what the base decides, or a ``vocab_size`` below the base's."""
+    refuse_base_fields(cfg, EXTEND_FIELDS, "extending a model")
     if cfg.vocab_size < base.vocab_size:
         raise ConfigError(
             f"{option('vocab_size', cfg.vocab_size)} is below the base model's vocabulary ({base.vocab_size:,}); "
@@ -101,21 +106,28 @@ class BaseStart:
                 blocked.update(model.vocab[t] for t in map(byte_fallback_token, range(256)) if t in model.vocab)
             if model.unk_token is not None:
                 blocked.add(model.vocab[model.unk_token])
+            self.symbol_form = (model.prefix or "", model.suffix or "")
         else:
             ordinary = dict(base.ordinary_vocab)
             self.scheme = base.scheme
             self.prefix = None
             blocked = {base._unk_id} if base._unk_id is not None and base._unk_id in ordinary else set()
+            self.symbol_form = (base.end_of_word, base.end_of_word_marker) if base.scheme == "char" else None
         self.base_ids = sorted(ordinary)  # engine id -> base id
         self.values = [ordinary[i] for i in self.base_ids]
         self.dense = {token_id: position for position, token_id in enumerate(self.base_ids)}
+        self.dense_of_value = {}  # a token -> its engine id (the lowest, for a token listed twice)
+        for position, value in enumerate(self.values):
+            self.dense_of_value.setdefault(value, position)
         self.blocked = frozenset(self.dense[i] for i in blocked)
         self.first_new_id = base.max_token_id + 1
         self._encode = pipeline.model.tokenize if pipeline is not None else base.encode_pretoken
+        self._merges: dict | None = None  # the base's merges in the engine's ids, built on first use
 
     def __getstate__(self):
         state = dict(self.__dict__)
         del state["_encode"]
+        state["_merges"] = None
         return state
 
     def __setstate__(self, state):
@@ -132,9 +144,32 @@ class BaseStart:
         return Pretokenizer(base.pattern, lowercase=base.lowercase, normalization=base.normalization,
                             special_tokens=base.special_tokens)
 
-    def table(self, pretokens: Iterable[str] = ()) -> SymbolTable:
-        """A fresh table of the base's ordinary tokens in the engine's ids (the pretokens add
-        nothing: the base's alphabet is its own)."""
+    def symbols(self, pretoken: str) -> list[str] | None:
+        """The symbols the base starts ``pretoken`` from, as its vocabulary spells them (a
+        pipeline's characters with prefix and suffix; a char model's, with its end-of-word
+        marker), or None for a byte model (every byte is a token)."""
+        form = self.symbol_form
+        if form is None:
+            return None
+        if self.base.pipeline is None:
+            return initial_symbols(pretoken, *form)
+        prefix, suffix = form
+        symbols = [prefix + char if position and prefix else char for position, char in enumerate(pretoken)]
+        if suffix and symbols:
+            symbols[-1] += suffix
+        return symbols
+
+    def alphabet(self, pretokens: Iterable[str]) -> set[str]:
+        """The symbols of ``pretokens`` that the base lacks (characters it would cut to bytes or
+        to its unknown token, or drop)."""
+        if self.symbol_form is None:
+            return set()
+        known = self.dense_of_value
+        return {symbol for pretoken in pretokens for symbol in self.symbols(pretoken) if symbol not in known}
+
+    def table_of(self, alphabet: set[str]) -> SymbolTable:
+        """The base's ordinary tokens in the engine's ids, then the symbols of ``alphabet`` in
+        code-point order: new tokens, so that the new text's characters can merge."""
         table = SymbolTable(self.scheme, self.tie_break, 0)
         table.prefix = self.prefix
         reverse = _reverse_key_bytes if self.scheme == "byte" else _reverse_key_str
@@ -143,16 +178,34 @@ class BaseStart:
             table.values.append(value)
             table.index.setdefault(value, position)
             table.keys.append(position if hf else reverse(value))
+        for symbol in sorted(alphabet):
+            table.add(symbol)
         return table
 
+    def table(self, pretokens: Iterable[str] = ()) -> SymbolTable:
+        return self.table_of(self.alphabet(pretokens))
+
     def budget(self, cfg: TrainerConfig, table: SymbolTable) -> int:
-        """The new tokens ``cfg.vocab_size`` leaves room for."""
-        return cfg.vocab_size - self.base.vocab_size
+        """The new merged tokens ``cfg.vocab_size`` leaves room for, after the characters the
+        table adds."""
+        added = len(table) - len(self.values)
+        left = cfg.vocab_size - self.base.vocab_size - added
+        if left < 0:
+            raise ConfigError(
+                f"{option('vocab_size', cfg.vocab_size)} is below the base model's vocabulary ({self.base.vocab_size:,}) "
+                f"+ the {added:,} characters of the new text it lacks; set vocab_size >= {self.base.vocab_size + added:,}"
+            )
+        return left
 
     def words(self, pretoken: str, table: SymbolTable | None = None) -> list[list[int]]:
         """The base's encoding of ``pretoken`` in the engine's ids, cut at blocked tokens; pieces
         of one token hold no pair and are left out."""
         dense, blocked = self.dense, self.blocked
+        symbols = self.symbols(pretoken)
+        if symbols is not None and table is not None and len(table) > len(self.values):
+            index = table.index
+            if any(symbol not in index or index[symbol] >= len(self.values) for symbol in symbols):
+                return self._words_with_new_symbols(symbols, table)
         ids = [dense[i] for i in self._encode(pretoken)]
         if not blocked:
             return [ids] if len(ids) > 1 else []
@@ -166,6 +219,30 @@ class BaseStart:
                 piece.append(token_id)
         if len(piece) > 1:
             out.append(piece)
+        return out
+
+    def _words_with_new_symbols(self, symbols: list[str], table: SymbolTable) -> list[list[int]]:
+        """Words of a pretoken holding a symbol the base lacks: its symbols in the table's ids,
+        then the base's merges (none of which involves a new symbol); a symbol the table lacks
+        too cuts the word."""
+        if self._merges is None:
+            dense, merges = self.dense, {}
+            pairs = self.base.pipeline.model.merge_list if self.base.pipeline is not None else self.base.merge_ids
+            for rank, (left, right, new_id) in enumerate(pairs):
+                merges[(dense[left], dense[right])] = (rank, dense[new_id])  # a repeated pair: its last rank
+            self._merges = merges
+        lookup, priority = table.index.get, self._merges.get
+        out, piece = [], []
+        for symbol in symbols + [None]:
+            token_id = lookup(symbol) if symbol is not None else None
+            if token_id is None or token_id in self.blocked:
+                if len(piece) > 1:
+                    merged = bpe_merge(piece, lambda left, right: priority((left, right)))
+                    if len(merged) > 1:
+                        out.append(merged)
+                piece = []
+            else:
+                piece.append(token_id)
         return out
 
     def tokenizer(self, table: SymbolTable, merges: list[Merge], *, stats: dict | None = None,
@@ -188,6 +265,7 @@ class BaseStart:
             "fingerprint": base.fingerprint,
             "vocab_size": base.vocab_size,
             "merges": inherited,
+            "first_new_id": self.first_new_id,
         }
         metadata["stats"] = dict(stats or {})
         metadata["merge_counts"] = [None] * inherited + [m.count for m in merges]
@@ -210,12 +288,16 @@ def _source_name(source) -> str | None:
 def _extended_spec(spec: Mapping[str, Any], new_tokens: dict[int, str], new_merges, id_to_token) -> dict[str, Any]:
     """A pipeline spec with new tokens in its model's vocabulary and new merges after its own,
     written as the file writes merges (``"left right"`` unless it uses pairs or a token holds a
-    space)."""
+    space); the added tokens join the model's vocabulary at their ids."""
     spec = copy.deepcopy(dict(spec))
     model = spec["model"]
     strings = dict(id_to_token)
     strings.update(new_tokens)
     vocab = dict(model.get("vocab") or {})
+    # subtle: tokenizers gives an added token outside the model's vocabulary the id after that
+    # vocabulary, whatever the file says; in the vocabulary, each keeps its id past the new tokens
+    for added in spec.get("added_tokens") or []:
+        vocab.setdefault(added["content"], added["id"])
     for token_id, token in new_tokens.items():
         vocab[token] = token_id
     model["vocab"] = vocab
@@ -246,26 +328,5 @@ def extend_from_counts(
     (:func:`count_with_base`). ``cfg``: ``vocab_size`` (the new total), ``max_merges`` (a cap
     on the new merges), ``min_frequency`` and ``tie_break``; the base decides the rest."""
     check_extend_config(cfg, base)
-    started = time.perf_counter()
-    start = BaseStart(base, cfg.tie_break)
-    items = checked_counts(counts)
-    words, word_counts = [], []
-    for pretoken, count in items:
-        for word in start.words(pretoken):
-            words.append(word)
-            word_counts.append(count)
-    table = start.table()
-    engine = MergeEngine(table, words, word_counts)
-    merges = engine.run(
-        max_new_tokens=start.budget(cfg, table),
-        max_merges=cfg.max_merges,
-        min_frequency=cfg.min_frequency,
-        progress=progress,
-    )
-    stats = {
-        "distinct_pretokens": len(items),
-        "pretokens": sum(count for _, count in items),
-        "merge_seconds": round(time.perf_counter() - started, 6),
-    }
-    tok = start.tokenizer(table, merges, stats=stats)
-    return note_early_stop(cfg, tok, inherited=len(base.merge_ids))
+    return run_in_process(BaseStart(base, cfg.tie_break), counts, cfg, progress=progress,
+                          inherited=len(base.merge_ids))

@@ -16,35 +16,15 @@ from collections.abc import Callable, Iterable, Mapping
 
 
 from bpe_spark.bpe.config import TrainerConfig
-from bpe_spark.errors import ConfigError
 from bpe_spark.bpe.pretokenize import Pretokenizer
 from bpe_spark.bpe.symbols import SymbolTable
 from bpe_spark.bpe.words import word_symbols
 from bpe_spark.training.engine import Merge, MergeEngine
 from bpe_spark.training.checks import checked_counts, note_early_stop
 from bpe_spark.training.extend import BaseStart, extend_from_counts
+from bpe_spark.training.starts import check_vocab_floor, initial_table
 
 # --- words from pretokens ---------------------------------------------------------------------
-
-
-def initial_table(cfg: TrainerConfig, pretokens: Iterable[str]) -> SymbolTable:
-    """The symbol table before any merge: 256 bytes, or the alphabet of ``pretokens`` (char)."""
-    if cfg.scheme == "byte":
-        return SymbolTable.for_bytes(cfg.tie_break)
-    alphabet: set[str] = set()
-    final_chars: set[str] = set()
-    for pretoken in pretokens:
-        alphabet.update(pretoken)
-        if pretoken:
-            final_chars.add(pretoken[-1])
-    return SymbolTable.for_chars(
-        alphabet,
-        cfg.tie_break,
-        final_chars=final_chars,
-        end_of_word=cfg.end_of_word,
-        marker=cfg.end_of_word_marker,
-        first_id=len(cfg.special_tokens),
-    )
 
 
 def build_engine(counts: Mapping[str, int], cfg: TrainerConfig) -> MergeEngine:
@@ -54,16 +34,6 @@ def build_engine(counts: Mapping[str, int], cfg: TrainerConfig) -> MergeEngine:
     check_vocab_floor(cfg, table)
     words = [word_symbols(pretoken, table, cfg) for pretoken, _ in items]
     return MergeEngine(table, words, [count for _, count in items])
-
-
-def check_vocab_floor(cfg: TrainerConfig, table: SymbolTable) -> None:
-    """Refuse a ``vocab_size`` below the initial alphabet plus the special tokens."""
-    floor = len(cfg.special_tokens) + len(table)
-    if cfg.vocab_size < floor:
-        raise ConfigError(
-            f"vocab_size {cfg.vocab_size} is below the initial alphabet ({len(table)} symbols) + "
-            f"{len(cfg.special_tokens)} special tokens = {floor}; set vocab_size >= {floor}"
-        )
 
 
 def new_token_budget(cfg: TrainerConfig, table: SymbolTable) -> int:

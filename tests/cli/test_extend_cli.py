@@ -123,11 +123,26 @@ def test_extend_like_and_add_merges_misuses_fail_in_one_line(no_spark, corpus, b
     assert "--add-merges applies to --extend" in one_line_error(capsys)
     assert main([*common, "--like", str(base_dir)]) == 2
     assert "--vocab-size N is required" in one_line_error(capsys)
-    try:
-        import bpe_spark.training.like  # noqa: F401
-    except ImportError:
-        assert main([*common, "--like", str(base_dir), "--vocab-size", "500"]) == 2
-        assert "--like needs bpe_spark.training.like" in one_line_error(capsys)
+    assert main([*common, "--like", str(base_dir), "--vocab-size", "500", "--pattern", "words"]) == 2
+    assert "--pattern does not apply with --like" in one_line_error(capsys)
+
+
+def test_like_trains_a_new_vocabulary_with_the_models_pipeline(spark, corpus, tmp_path, capsys):
+    from tests.spark.training.test_extend_spark import pipeline_base
+
+    from bpe_spark.training.like import train_like
+
+    path, lines = corpus
+    base = pipeline_base(tmp_path, None)
+    expected = train_like(lines, base, TrainerConfig(vocab_size=400))
+    out = tmp_path / "like"
+    given = str(tmp_path / "tokenizer.json")
+    assert main(["train", "--like", given, "--input", str(path), "--vocab-size", "400", "--out", str(out),
+                 "--progress", "off"]) == 0
+    tok = Tokenizer.load(out)
+    assert tok.fingerprint == expected.fingerprint and tok.merges == expected.merges
+    recorded = json.loads((out / "bpe_spark.json").read_text())["metadata"]
+    assert recorded["like"]["file"] == given and recorded["like"]["fingerprint"] == base.fingerprint
 
 
 def test_help_shows_extend_examples(capsys):

@@ -600,7 +600,7 @@ def test_bad_gpt2_files_name_file_and_line(tmp_path, byte_tok):
         Tokenizer.load(directory)
     merges.write_text("\n".join(lines[:2] + ["Ġ zzzzzz"] + lines[3:]) + "\n")
     with pytest.raises(
-        ModelFormatError, match=r"merges\.txt: line 3: token 'zzzzzz' is not in vocab\.json"
+        ModelFormatError, match=r"merges\.txt: line 3: merge 'Ġ zzzzzz': token 'zzzzzz' is not in vocab\.json"
     ):
         Tokenizer.load(directory)
     merges.write_text("\n".join(lines) + "\n")

@@ -1,3 +1,3 @@
-"""Hugging Face files: ``tokenizer.json`` read and written, and the transformers configuration files
-beside it.
+"""Hugging Face files: ``tokenizer.json`` read and written, the transformers configuration files
+beside it, and CLIP's files (``clip``) as the ``tokenizer.json`` transformers' CLIPTokenizer builds.
 """

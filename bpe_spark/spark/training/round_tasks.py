@@ -58,6 +58,21 @@ def initial_words(counts: DataFrame, start: Start, table: SymbolTable, prior: li
     return words.withColumn("wid", F.monotonically_increasing_id())
 
 
+def gathered_alphabet(counts: DataFrame, start: Start, partitions: int | None) -> set[str]:
+    """The union of ``start.alphabet`` over the pretokens of ``counts``, each partition's taken by
+    its task (:class:`~bpe_spark.training.starts.Start`: the union over any split is the alphabet
+    of them all)."""
+
+    def alphabet(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+        items: set[str] = set()
+        for batch in batches:
+            items |= start.alphabet(batch.column(0).to_pylist())
+        yield pa.RecordBatch.from_arrays([pa.array(sorted(items), pa.string())], names=["item"])
+
+    items = capped(counts.select("pretoken").mapInArrow(alphabet, "item string").distinct(), partitions)
+    return set(items.toArrow().column("item").to_pylist())
+
+
 def apply_round(words: DataFrame, merges: list[tuple[int, int, int]], table: SymbolTable | None = None) -> DataFrame:
     """The executors apply one round's merges (in one engine per partition when ``table``, the
     table holding their tokens, is given); words left with one symbol drop out."""

@@ -44,12 +44,13 @@ from bpe_spark.training.round_plan import frequent_cut
 from bpe_spark.training.round_replay import RoundDriver, gathered
 from bpe_spark.spark.runtime.stage_progress import spark_phase
 from bpe_spark.spark.runtime.resources import capped
-from bpe_spark.spark.training.round_tasks import apply_round, initial_words, packed_batches, rare_deltas
+from bpe_spark.spark.training.round_tasks import (apply_round, gathered_alphabet, initial_words, packed_batches,
+                                                  rare_deltas)
 from bpe_spark.spark.training.round_words import LineageWords, ReliableWords, sized_counts
 from bpe_spark.bpe.symbols import SymbolTable
 from bpe_spark.training.engine import Merge, MergeEngine, PackedWords
 from bpe_spark.training.starts import FreshStart, Start
-from bpe_spark.spark.training.starting import corpus_alphabet
+from bpe_spark.spark.training.starting import gathers_alphabet
 
 if TYPE_CHECKING:  # pragma: no cover - typing only
     from bpe_spark.spark.training.checkpoint import Checkpoint
@@ -242,10 +243,14 @@ class RoundTrainer:
 
     # -- rounds --------------------------------------------------------------------------------
     def _alphabet_table(self) -> SymbolTable:
-        """The start's table; with the corpus's alphabet when it takes one (a fresh char-scheme
-        run), gathered by one Spark job."""
-        if not corpus_alphabet(self.run_start):
-            return self.run_start.table(())
+        """The start's table, of the corpus's alphabet when it takes one (:func:`gathers_alphabet`),
+        gathered by one Spark job: Spark SQL's for a fresh char-scheme run, else the start's
+        ``alphabet`` of each partition's pretokens, their union on the driver."""
+        start = self.run_start
+        if not gathers_alphabet(start):
+            return start.table_of(set())
+        if not isinstance(start, FreshStart):
+            return start.table_of(gathered_alphabet(self.counts, start, self.partitions))
         chars = self.counts.select(F.explode(F.regexp_extract_all("pretoken", F.lit("(?s)."), F.lit(0))).alias("c"))
         finals = self.counts.select(F.substring("pretoken", -1, 1).alias("c"))
         rows = (

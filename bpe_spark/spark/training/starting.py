@@ -1,12 +1,13 @@
 """Which :class:`~bpe_spark.training.starts.Start` a Spark training run runs, and what the run
 needs to know of it besides the contract: a fresh run from its config; ``base=``, continued
 training of a loaded model (:class:`~bpe_spark.training.extend.BaseStart`, docs/design.md 1.6);
-``like=``, a new vocabulary with a loaded model's pipeline (``LikeStart`` of
-``bpe_spark.training.like``, when this build has it). Also what the checkpoint records of the
-start (:func:`start_record`), so that a resumed run continues the same model.
+``like=``, a new vocabulary with a loaded model's pipeline
+(:class:`~bpe_spark.training.like.LikeStart`). Also what the checkpoint records of the start
+(:func:`start_record`), so that a resumed run continues the same model, and whether the rounds
+gather an alphabet from the corpus before they build the start's table (:func:`gathers_alphabet`).
 
 >>> from bpe_spark.bpe.config import TrainerConfig
->>> start = training_start(TrainerConfig(vocab_size=300)); start_record(start), corpus_alphabet(start)
+>>> start = training_start(TrainerConfig(vocab_size=300)); start_record(start), gathers_alphabet(start)
 ({'kind': 'fresh'}, False)
 """
 
@@ -16,6 +17,7 @@ from bpe_spark.bpe.config import TrainerConfig
 from bpe_spark.errors import ConfigError, option
 from bpe_spark.training.driver_budget import reachable_vocab
 from bpe_spark.training.extend import BaseStart, check_extend_config
+from bpe_spark.training.like import LikeStart
 from bpe_spark.training.starts import FreshStart, Start
 
 # training.json's "kind" of each start (a start of another class is recorded by its class name)
@@ -33,18 +35,8 @@ def training_start(cfg: TrainerConfig, *, base=None, like=None) -> Start:
         check_extend_config(cfg, base)
         return BaseStart(base, cfg.tie_break)
     if like is not None:
-        return like_start(like, cfg)
+        return LikeStart(like, cfg)
     return FreshStart(cfg)
-
-
-def like_start(model, cfg: TrainerConfig) -> Start:
-    """The start of a new vocabulary trained with ``model``'s pipeline (``LikeStart``)."""
-    try:
-        from bpe_spark.training.like import LikeStart
-    except ImportError:  # the module comes with its own change
-        raise ConfigError(f"{option('like')} needs bpe_spark.training.like, which this build of bpe-spark "
-                          "lacks; train afresh or extend the model instead") from None
-    return LikeStart(model, cfg)
 
 
 def start_record(start: Start) -> dict:
@@ -57,20 +49,22 @@ def start_record(start: Start) -> dict:
     name = type(start).__name__
     record = {"kind": KINDS.get(name, name)}
     base = getattr(start, "base", None)
-    if base is not None:
-        record["fingerprint"] = base.fingerprint
+    fingerprint = getattr(start, "base_fingerprint", None) or (base.fingerprint if base is not None else None)
+    if fingerprint is not None:
+        record["fingerprint"] = fingerprint
     return record
 
 
-def corpus_alphabet(start: Start) -> bool:
-    """Whether ``start``'s table takes its alphabet from the counted pretokens (a fresh char-scheme
-    run; another start unless it says otherwise by ``corpus_alphabet``): then the rounds gather
-    the corpus's characters before they build it. A base model's alphabet is its own."""
+def gathers_alphabet(start: Start) -> bool:
+    """Whether ``start``'s table may take something from the corpus (its ``alphabet``: a fresh
+    char-scheme run's characters, the characters a char-level or pipeline base lacks, a pipeline's
+    alphabet): then the rounds gather it before they build the table. A fresh byte-scheme run and
+    a byte-level base take nothing."""
     if isinstance(start, FreshStart):
         return start.cfg.scheme == "char"
     if isinstance(start, BaseStart):
-        return False
-    return bool(getattr(start, "corpus_alphabet", True))
+        return start.symbol_form is not None
+    return True
 
 
 def memory_vocab(start: Start, cfg: TrainerConfig, *, distinct: int, pretoken_bytes: int) -> int:

@@ -14,7 +14,7 @@ from tests.conftest import PEERS, corpus_lines
 from bpe_spark import TrainerConfig, Tokenizer
 from bpe_spark import train as core_train
 from bpe_spark import train_from_counts as core_train_from_counts
-from bpe_spark.errors import CheckpointError, ConfigError, ModelFormatError
+from bpe_spark.errors import CheckpointError, ConfigError
 from bpe_spark.spark import train, train_from_counts
 from bpe_spark.spark.training.count import choose_engine
 from bpe_spark.training.extend import BaseStart, count_with_base
@@ -117,13 +117,7 @@ def test_extending_cl100k_ranks_on_spark_equals_in_process(spark, docs, lines):
                      rounds_budget=0.5)
 
 
-@pytest.mark.parametrize("added", [
-    None,  # a token of model.vocab: its id is its own
-    pytest.param(" the end", marks=pytest.mark.xfail(
-        strict=True, raises=ModelFormatError,
-        reason="the core's extended spec (training/extend.py _extended_spec) numbers the new tokens after an added "
-               "token that is not in model.vocab, where tokenizers would renumber it: the extended file is refused")),
-])
+@pytest.mark.parametrize("added", [None, " the end"])  # None: a token of model.vocab, its id its own
 def test_extending_a_tokenizer_json_pipeline_on_spark_equals_in_process(spark, docs, lines, tmp_path, added):
     base = pipeline_base(tmp_path, added)
     assert base.pipeline is not None
@@ -185,10 +179,13 @@ def test_settings_the_base_decides_are_refused_in_one_line(spark, docs, native):
 
 
 def test_like_on_spark_equals_train_like_in_process(spark, docs, lines, tmp_path):
-    like = pytest.importorskip("bpe_spark.training.like")
+    from bpe_spark.training.like import train_like
+
     base = pipeline_base(tmp_path, None)
     cfg = TrainerConfig(vocab_size=400)
-    expected = like.train_like(lines, base, cfg)
-    for budget in ("auto", 50):
+    expected = train_like(lines, base, cfg)
+    for budget, mode in (("auto", "driver"), (0.5, "rounds")):
         tok = train(docs, cfg, like=base, driver_budget=budget)
+        assert tok.metadata["stats"]["mode"] == mode
         assert tok.fingerprint == expected.fingerprint and tok.merges == expected.merges
+        assert tok.metadata["like"]["fingerprint"] == base.fingerprint
