@@ -90,7 +90,7 @@ def extend_both_ways(spark, docs, lines, base, added=40, rounds_budget=50):
     larger budget, fewer rounds): the same model each time."""
     cfg = TrainerConfig(vocab_size=base.vocab_size + added)
     expected = core_train(lines, cfg, base=base)
-    assert len(expected.merge_ids) == len(base.merge_ids) + added
+    assert expected.vocab_size == base.vocab_size + added  # merges, and the characters the base lacks
     for budget, mode in (("auto", "driver"), (rounds_budget, "rounds")):
         tok = train(docs, cfg, base=base, driver_budget=budget)
         assert tok.metadata["stats"]["mode"] == mode
@@ -127,6 +127,26 @@ def test_extending_a_tokenizer_json_pipeline_on_spark_equals_in_process(spark, d
     extended = extend_both_ways(spark, docs, lines, base)
     added = base.pipeline.spec["added_tokens"][-1]["content"]
     assert extended.encode(f"x{added}y") == [*base.encode("x"), *base.encode(added), *base.encode("y")]
+
+
+def test_characters_a_char_level_base_lacks_are_gathered_on_spark_as_in_process(spark, tmp_path):
+    """A pipeline base without byte fallback (Whitespace, characters of English text only)
+    extended on multilingual text: the characters it lacks become new tokens, gathered by the
+    rounds' tasks (``start.alphabet``) as the core takes them."""
+    from tokenizers import Tokenizer as HfTokenizer
+    from tokenizers import models, pre_tokenizers, trainers
+
+    hf = HfTokenizer(models.BPE())
+    hf.pre_tokenizer = pre_tokenizers.Whitespace()
+    hf.train_from_iterator(corpus_lines("tiny_shakespeare", 20_000),
+                           trainers.BpeTrainer(vocab_size=200, special_tokens=[EOT], show_progress=False))
+    hf.save(str(tmp_path / "tokenizer.json"))
+    base = Tokenizer.load(tmp_path / "tokenizer.json")
+    assert base.pipeline is not None
+    lines = corpus_lines("multilingual", 8_000)
+    docs = spark.createDataFrame([(line,) for line in lines], "text string").repartition(2)
+    expected = extend_both_ways(spark, docs, lines, base, added=60, rounds_budget=0.5)
+    assert len(expected.merge_ids) - len(base.merge_ids) < 60  # new characters took some of the room
 
 
 def test_train_from_counts_with_a_base_equals_the_core(spark, lines, native):
