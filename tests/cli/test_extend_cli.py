@@ -54,14 +54,15 @@ def test_extend_add_merges_round_trip_then_inspect_and_encode(spark, corpus, bas
     assert tok.fingerprint == expected.fingerprint and tok.merges == expected.merges
     assert len(tok.merge_ids) == len(base.merge_ids) + 50 and tok.special_tokens == base.special_tokens
     recorded = json.loads((out / "bpe_spark.json").read_text())["metadata"]
-    assert recorded["base"] == {"file": str(base_dir), "format": expected.metadata["base"]["format"],
-                                "fingerprint": base.fingerprint, "vocab_size": base.vocab_size,
-                                "merges": len(base.merge_ids)}
+    assert recorded["base"] == {**expected.metadata["base"], "file": str(base_dir)}  # the path as given
+    assert (recorded["base"]["fingerprint"], recorded["base"]["merges"]) == (base.fingerprint, len(base.merge_ids))
     assert recorded["source"]["extend"] == str(base_dir)
 
     assert main(["inspect", str(out), "--json", "--text", "the quick brown fox"]) == 0
     summary = json.loads(capsys.readouterr().out)
-    assert summary["merges"] == len(base.merge_ids) + 50 and summary["base"]["fingerprint"] == base.fingerprint
+    extension = summary["extension"]
+    assert summary["merges"] == len(base.merge_ids) + 50 and extension["new_merges"] == 50
+    assert extension["base"]["fingerprint"] == base.fingerprint and extension["base"]["file"] == str(base_dir)
 
     encoded = tmp_path / "encoded"
     assert main(["encode", "--model", str(out), "--input", str(path), "--out", str(encoded), "--progress", "off"]) == 0
