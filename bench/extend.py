@@ -18,7 +18,8 @@ zh_classics and multilingual, against transformers' ``train_new_from_iterator`` 
   (ABBA), medians over ``--repeat``.
 - Checks (untimed): the extended model keeps every cl100k id, special token and merge (its first
   100,000 merges equal cl100k's), has cl100k's 100,261 tokens + N (or says why fewer: ran out of
-  pairs), and its ids on the held-out text equal tiktoken's on its ranks. Then bytes per token
+  pairs), its ids on the held-out text equal tiktoken's on its ranks, and its merges equal those
+  of the in-process profile run (below). Then bytes per token
   on the held-out text: cl100k against the extended model, and the peer's new model for context.
 - A profile of our side once (in process, phase by phase) goes in the notes.
 """
@@ -153,16 +154,18 @@ def case_x1(ctx: Context) -> None:
     peer_vocab = merges + 256 + CL100K_SPECIALS
     mine, theirs = alternate(ctx.repeat, _ours(ctx, base, text, merges, out, cli),
                              _peer(hf_json, text, peer_vocab, peer_out))
+    profiled = ctx.scratch / "X1-profiled"
+    prof = run_worker("profile", {"base": str(base), "file": str(text), "add_merges": merges, "out": str(profiled)},
+                      module=WORKERS).result
     checked = run_worker("check", {"base": str(base), "model": str(out), "peer_model": str(peer_out),
+                                   "reference": str(profiled),
                                    "heldout": {name: str(path) for name, path in held.items()}},
                          module=WORKERS).result
-    prof = run_worker("profile", {"base": str(base), "file": str(text), "add_merges": merges,
-                                  "out": str(ctx.scratch / "X1-profiled")}, module=WORKERS).result
 
     size = text.stat().st_size / 1e6
     reached = checked["new_tokens"] == merges or bool(checked["stopped_early"])
     correct = (checked["keeps_merges"] and checked["keeps_ids"] and checked["keeps_specials"] and reached
-               and checked["same_ids_as_tiktoken"])
+               and checked["same_ids_as_tiktoken"] and checked["same_merges_as_reference"])
     how = ("`bpe-spark train --extend cl100k_base.tiktoken --add-merges N` (CLI, Spark local[2])" if cli else
            "in-process API `bpe_spark.train(lines, TrainerConfig(vocab_size=100261+N), base=cl100k)` + save "
            "(this branch's CLI has no --extend)")
@@ -172,7 +175,8 @@ def case_x1(ctx: Context) -> None:
               f"{checked['new_tokens']:,}, {checked['new_merges']:,} new merges; first {checked['base_merges']:,} "
               f"merges equal cl100k's: {checked['keeps_merges']}; every cl100k id and special token kept: "
               f"{checked['keeps_ids'] and checked['keeps_specials']}; held-out ids equal tiktoken's on its ranks: "
-              f"{checked['same_ids_as_tiktoken']}"
+              f"{checked['same_ids_as_tiktoken']}; merges equal the in-process profile run's: "
+              f"{checked['same_merges_as_reference']}"
               + (f"; stopped early: {checked['stopped_early']}" if checked["stopped_early"] else ""))
     if cli:
         ours_detail = f"bpe-spark says {middle.result.get('phases') or '?'}"

@@ -115,6 +115,8 @@ def check(args: dict) -> dict:
         "stopped_early": (ext.metadata.get("stats") or {}).get("stopped_early"),
         "stats": ext.metadata.get("stats") or {},
     }
+    if args.get("reference"):  # another run's model (the in-process profile's): the same merges
+        out["same_merges_as_reference"] = list(Tokenizer.load(args["reference"]).merges) == list(ext.merges)
     from bpe_spark.bpe.patterns import PRESETS
 
     pattern = PRESETS.get(ext.pattern, ext.pattern)
