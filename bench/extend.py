@@ -116,8 +116,8 @@ def cli_extends() -> bool:
     if mode in ("cli", "inprocess"):
         return mode == "cli"
     try:
-        helped = subprocess.run(bpe_spark_command() + ["train", "--help"], env=_child_env(), cwd=str(inputs.ROOT),
-                                capture_output=True, text=True, timeout=300)
+        helped = subprocess.run(bpe_spark_command() + ["train", "--help"], check=False, env=_child_env(),
+                                cwd=str(inputs.ROOT), capture_output=True, text=True, timeout=300)
     except (OSError, subprocess.TimeoutExpired):
         return False
     return helped.returncode == 0 and "--extend" in helped.stdout and "--add-merges" in helped.stdout
