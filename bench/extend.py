@@ -123,11 +123,14 @@ def cli_extends() -> bool:
     return helped.returncode == 0 and "--extend" in helped.stdout and "--add-merges" in helped.stdout
 
 
+def _cli_argv(base: Path, text: Path, merges: int, out: Path) -> list[str]:
+    return ["train", "--extend", str(base), "--add-merges", str(merges), "--input", str(text), "--out", str(out),
+            "--master", f"local[{SPARK_CORES}]", "--overwrite"]
+
+
 def _ours(ctx: Context, base: Path, text: Path, merges: int, out: Path, cli: bool):
     if cli:
-        argv = ["train", "--extend", str(base), "--add-merges", str(merges), "--input", str(text), "--out", str(out),
-                "--master", f"local[{SPARK_CORES}]", "--overwrite"]
-        return lambda: run_cli(argv)
+        return lambda: run_cli(_cli_argv(base, text, merges, out))
     return lambda: run_worker("ours_extend", {"base": str(base), "file": str(text), "add_merges": merges,
                                               "out": str(out)}, module=WORKERS)
 
@@ -154,6 +157,9 @@ def case_x1(ctx: Context) -> None:
     peer_vocab = merges + 256 + CL100K_SPECIALS
     mine, theirs = alternate(ctx.repeat, _ours(ctx, base, text, merges, out, cli),
                              _peer(hf_json, text, peer_vocab, peer_out))
+    timeline = ""
+    if cli:  # Spark's own timeline from one more run, not timed (writing the event log costs time)
+        timeline = run_cli(_cli_argv(base, text, merges, out), event_dir=ctx.scratch / "X1-events").result["spark"]
     profiled = ctx.scratch / "X1-profiled"
     prof = run_worker("profile", {"base": str(base), "file": str(text), "add_merges": merges, "out": str(profiled)},
                       module=WORKERS).result
@@ -179,7 +185,8 @@ def case_x1(ctx: Context) -> None:
               f"{checked['same_merges_as_reference']}"
               + (f"; stopped early: {checked['stopped_early']}" if checked["stopped_early"] else ""))
     if cli:
-        ours_detail = f"bpe-spark says {middle.result.get('phases') or '?'}"
+        ours_detail = (f"the median run's bpe-spark says {middle.result.get('phases') or '?'}; Spark event log "
+                       f"(one more run): {timeline or '?'}")
     else:
         r = middle.result
         ours_detail = (f"train() call {r['seconds']:.1f} s (count {r['stats'].get('count_seconds', 0):.1f} s, "
@@ -195,7 +202,9 @@ def case_x1(ctx: Context) -> None:
     ctx.add(Row("X1", f"extend cl100k by {merges:,} merges on {size:.1f} MB (zh_classics + multilingual), end to end",
                 ours_s, peer_s, "transformers train_new", "s", ours_s / peer_s, "", None, correct,
                 note=f"ours: {how}: {ours_detail}; {peer_detail}; {checks}",
-                samples={"ours": [s.wall_seconds for s in mine], "peer": [s.wall_seconds for s in theirs]}))
+                samples={"ours": [s.wall_seconds for s in mine], "peer": [s.wall_seconds for s in theirs],
+                         "ours_phases": [s.result.get("phases") or s.result.get("stats") for s in mine],
+                         "peer_train_seconds": [s.result["seconds"] for s in theirs], "mode": "cli" if cli else "inprocess"}))
     ours_mb = median(_peak(s, cli) for s in mine)
     peer_mb = median(s.peak_mb["root"] for s in theirs)
     ctx.add(Row("X1", "peak memory, " + ("whole job (driver, JVM, workers)" if cli else "the process"), ours_mb, peer_mb,
