@@ -209,6 +209,10 @@ def case_x1(ctx: Context) -> None:
     peer_mb = median(s.peak_mb["root"] for s in theirs)
     ctx.add(Row("X1", "peak memory, " + ("whole job (driver, JVM, workers)" if cli else "the process"), ours_mb, peer_mb,
                 "transformers train_new", "MB", ours_mb / peer_mb, "", None,
+                note=(f"ours (median run by wall time): driver Python {middle.peak_mb['root']:,.0f} MB, JVM "
+                      f"{middle.peak_mb['jvm']:,.0f} MB, largest Python worker {middle.peak_mb['worker_max']:,.0f} MB, "
+                      f"whole job {middle.peak_mb['total']:,.0f} MB; peer's process {peer_middle.peak_mb['root']:,.0f} MB"
+                      if cli else ""),
                 samples={"ours": [_peak(s, cli) for s in mine], "peer": [s.peak_mb["root"] for s in theirs]}))
     for name, row in checked["heldout"].items():
         ratio = row["extended"] / row["cl100k"]
