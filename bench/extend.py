@@ -174,7 +174,7 @@ def case_x1(ctx: Context) -> None:
                and checked["same_ids_as_tiktoken"] and checked["same_merges_as_reference"])
     how = ("`bpe-spark train --extend cl100k_base.tiktoken --add-merges N` (CLI, Spark local[2])" if cli else
            "in-process API `bpe_spark.train(lines, TrainerConfig(vocab_size=100261+N), base=cl100k)` + save "
-           "(this branch's CLI has no --extend)")
+           "(bpe-spark train has no --extend here, or BPE_SPARK_X1_MODE=inprocess)")
     middle, peer_middle = _middle(mine), _middle(theirs)
     peer_merges = peer_middle.result.get("merges")
     checks = (f"extended model: {checked['vocab_size']:,} tokens = cl100k's {checked['base_vocab_size']:,} + "
