@@ -12,6 +12,7 @@ training, ids for encoding) fails, whatever its speed.
     python -m bench.run --cases R1      # the scale of one document (bench/scale.py)
     python -m bench.run --cases P1,P2,W1  # the fastest peers side by side, worst-case growth (bench/peers.py)
     python -m bench.run --cases E4      # Spark encode per core, every way in (bench/spark_encode.py)
+    python -m bench.run --cases X1      # extend cl100k by 32,000 merges vs transformers (bench/extend.py)
     python -m bench.run --cases T8      # 4 GB, 10 M+ distinct pretokens (bench/t8.py; an hour)
 
 Results: bench-results/bench-<time>.json and .md, and bench-results/latest.{json,md}.
@@ -38,7 +39,7 @@ ROOT = inputs.ROOT
 RESULTS = ROOT / "bench-results"
 CS336_REFERENCE_SECONDS = 0.38
 SPARK_CORES = 2
-ALL_CASES = ("T1", "T2", "T3", "T4", "T5", "T6", "T7", "R1", "P1", "P2", "W1", "E4", "E5", "T8")
+ALL_CASES = ("T1", "T2", "T3", "T4", "T5", "T6", "T7", "R1", "P1", "P2", "W1", "E4", "E5", "X1", "T8")
 LONG_CASES = ("T8",)  # an hour or more: run only when named (--cases T8)
 T1_TARGET = 1.0  # ours / tokenizers, end to end with Spark's start
 
@@ -567,7 +568,8 @@ CASE_FUNCTIONS = {"T1": case_t1, "T2": case_t2, "T3": case_t3, "T4": case_t4, "T
                   "T6": case_t6, "T7": case_t7, "R1": _module_case("scale", "R1"),
                   "P1": _module_case("peers", "P1"), "P2": _module_case("peers", "P2"),
                   "W1": _module_case("peers", "W1"), "E4": _module_case("spark_encode", "E4"),
-                  "E5": _module_case("rounds", "E5"), "T8": _module_case("t8", "T8")}
+                  "E5": _module_case("rounds", "E5"),
+                  "X1": _module_case("extend", "X1"), "T8": _module_case("t8", "T8")}
 
 
 def main(argv: list[str] | None = None) -> int:
