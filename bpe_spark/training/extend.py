@@ -30,7 +30,7 @@ from __future__ import annotations
 
 import copy
 from collections import Counter
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import fields
 from typing import Any
 
@@ -40,7 +40,7 @@ from bpe_spark.bpe.symbols import SymbolTable, _reverse_key_bytes, _reverse_key_
 from bpe_spark.bpe.words import bpe_merge, initial_symbols
 from bpe_spark.errors import ConfigError, option
 from bpe_spark.pipeline.model import byte_fallback_token
-from bpe_spark.training.engine import Merge
+from bpe_spark.training.engine import Merge, PackedWords
 from bpe_spark.training.starts import run_in_process
 
 # the TrainerConfig fields that continued training reads; the base decides every other one
@@ -220,6 +220,30 @@ class BaseStart:
         if len(piece) > 1:
             out.append(piece)
         return out
+
+    def packed_words(self, pretokens: Sequence[str]) -> PackedWords | None:
+        """The words of all ``pretokens`` at once, one per pretoken, by the base's compiled
+        encoder in one call (no Python list per word), when the base is a byte model whose
+        ordinary ids run without a gap (the engine's ids are theirs, shifted); else None, and
+        :meth:`words` gives them one by one."""
+        base = self.base
+        ids = self.base_ids
+        if base.pipeline is not None or self.symbol_form is not None or self.blocked or not ids:
+            return None
+        if ids[-1] - ids[0] != len(ids) - 1:
+            return None
+        fast = base._fast_encoder()
+        if fast is None or not (base._fast_split or base._fast_pretokens):
+            return None
+        import numpy as np
+
+        data, lengths = fast.encode_split([[pretoken] for pretoken in pretokens])
+        words = np.frombuffer(data, dtype=np.int32)
+        if ids[0]:
+            words = words - np.int32(ids[0])
+        offsets = np.zeros(len(pretokens) + 1, dtype=np.int64)
+        np.cumsum(np.frombuffer(lengths, dtype=np.int64), out=offsets[1:])
+        return PackedWords(words, offsets)
 
     def _words_with_new_symbols(self, symbols: list[str], table: SymbolTable) -> list[list[int]]:
         """Words of a pretoken holding a symbol the base lacks: its symbols in the table's ids,

@@ -88,6 +88,8 @@ class Start(Protocol):
     def tokenizer(self, table: SymbolTable, merges: list[Merge], *, stats: dict | None = None):
         """The tokenizer of a finished run."""
 
+    # optional: packed_words(pretokens) -> PackedWords | None, one word per pretoken in one call
+
 
 class FreshStart:
     """Fresh training from a :class:`~bpe_spark.bpe.config.TrainerConfig` (docs/design.md 1.3, 1.4)."""
@@ -139,11 +141,16 @@ def run_in_process(start: Start, counts: Mapping[str, int], cfg: TrainerConfig, 
     started = time.perf_counter()
     items = checked_counts(counts)
     table = start.table(pretoken for pretoken, _ in items)
-    words, word_counts = [], []
-    for pretoken, count in items:
-        for word in start.words(pretoken, table):
-            words.append(word)
-            word_counts.append(count)
+    packed = getattr(start, "packed_words", None)  # a start may give every word in one call
+    words = packed([pretoken for pretoken, _ in items]) if packed is not None else None
+    if words is not None:
+        word_counts = [count for _, count in items]
+    else:
+        words, word_counts = [], []
+        for pretoken, count in items:
+            for word in start.words(pretoken, table):
+                words.append(word)
+                word_counts.append(count)
     engine = MergeEngine(table, words, word_counts)
     merges = engine.run(
         max_new_tokens=start.budget(cfg, table),

@@ -313,6 +313,23 @@ def test_extending_a_clip_tokenizer_json_exports_what_tokenizers_runs(tmp_path):
 
 
 # --- the contract's edges ------------------------------------------------------------------------
+def test_a_byte_bases_words_in_one_call_equal_them_one_by_one(gpt2, tmp_path):
+    """BaseStart.packed_words (the compiled encoder's batch) gives each pretoken's word as
+    BaseStart.words does: GPT-2 (ids from 0) and a tekken file (a rank model whose ordinary ids
+    start at 16)."""
+    from tests.models.test_tekken import small_tekken
+
+    from bpe_spark.training.extend import BaseStart
+
+    tekken = Tokenizer.load(small_tekken(tmp_path / "tekken.json"))
+    texts = [*EDGE_CASES.values(), *corpus_lines("multilingual", 300)]
+    for base in (gpt2, tekken):
+        start = BaseStart(base)
+        pretokens = list(count_with_base(texts, base))
+        one_by_one = [(words[0] if words else []) for words in (start.words(p) for p in pretokens)]
+        assert [word if len(word) > 1 else [] for word in start.packed_words(pretokens)] == one_by_one
+
+
 def test_counts_and_texts_give_the_same_extension(gpt2):
     texts = corpus_lines("zh_classics", 200)
     cfg = TrainerConfig(vocab_size=gpt2.vocab_size + 30)

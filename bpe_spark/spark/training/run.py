@@ -372,6 +372,10 @@ def _start_words(start: Start, table, pretokens: list[str], counts: list[int]) -
     if isinstance(start, FreshStart):
         cfg = start.cfg
         return [word_symbols(pretoken, table, cfg) for pretoken in pretokens], counts
+    packed = getattr(start, "packed_words", None)  # every word in one call, when the start can
+    words = packed(pretokens) if packed is not None else None
+    if words is not None:
+        return words, counts
     words, word_counts = [], []
     for pretoken, count in zip(pretokens, counts):
         for word in start.words(pretoken, table):
