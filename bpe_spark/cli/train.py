@@ -306,6 +306,7 @@ def run(args: argparse.Namespace) -> int:
     from bpe_spark.spark import train as spark_train
     from bpe_spark.spark import train_from_counts as spark_train_from_counts
     from bpe_spark.spark.storage.uris import prepare_output, save_model
+    from bpe_spark.training.extend import base_exports
 
     # before any work: the model's file layer, a probe write there, and what it may replace
     prepare_output(spark, out, "model", overwrite=bool(options["overwrite"]), protected=protected, option="--out")
@@ -349,7 +350,7 @@ def run(args: argparse.Namespace) -> int:
             recorded["file"] = str(options[name])
     if folder:
         set_transformers_config(tok, **folder)
-    save_model(spark, tok, out, overwrite=bool(options["overwrite"]), option="--out")
+    save_model(spark, tok, out, overwrite=bool(options["overwrite"]), option="--out", exports=base_exports(tok))
     tok.metadata["timings"]["save_seconds"] = round(time.perf_counter() - started, 3)
     report = None if options["no_report"] else train_report(spark, tok, out, options)
     print(summary(tok, out, options["sample"]))

@@ -336,6 +336,25 @@ def _extended_spec(spec: Mapping[str, Any], new_tokens: dict[int, str], new_merg
     return spec
 
 
+# the exports that keep an extended model in its base's own format, beside the tokenizer.json
+# every model directory holds: rank files stay rank files, GPT-2 files GPT-2 files
+_OWN_FORMAT_EXPORTS = {"tiktoken": ("tiktoken",), "tekken": ("tiktoken",), "gpt2": ("gpt2",)}
+
+
+def base_exports(tok) -> tuple[str, ...]:
+    """The export formats (``tok.save(..., exports=)``) that keep an extended ``tok`` in its
+    base's own format: a ``.tiktoken`` file for a ``.tiktoken`` or tekken base, GPT-2 files
+    for GPT-2 files; none for a model not extended, or one whose ``tokenizer.json`` is its format.
+
+    >>> base_exports(type("T", (), {"metadata": {"base": {"format": "tiktoken"}}, "pipeline": None})())
+    ('tiktoken',)
+    """
+    record = tok.metadata.get("base")
+    if not isinstance(record, dict) or getattr(tok, "pipeline", None) is not None:
+        return ()
+    return _OWN_FORMAT_EXPORTS.get(record.get("format"), ())
+
+
 def count_with_base(texts: Iterable[str], base) -> Counter:
     """``{pretoken: count}`` of documents under the base's own pretokenization."""
     return BaseStart(base).pretokenizer().count(texts)

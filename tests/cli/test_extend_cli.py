@@ -80,6 +80,8 @@ def test_extend_gpt2_files_with_a_checkpoint_resumed_only_with_the_same_base(spa
               "--checkpoint-dir", str(checkpoint), "--progress", "off"]
     assert main([*common, "--extend", str(GPT2), "--out", str(tmp_path / "one")]) == 0
     assert Tokenizer.load(tmp_path / "one").fingerprint == expected.fingerprint
+    # the base's own format beside tokenizer.json: GPT-2 files that load to the same model
+    assert Tokenizer.load(tmp_path / "one" / "vocab.json").merge_ids == expected.merge_ids
     recorded = json.loads((checkpoint / "training.json").read_text())
     assert recorded["start"] == {"kind": "extend", "fingerprint": gpt2.fingerprint}
     capsys.readouterr()
