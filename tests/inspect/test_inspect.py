@@ -177,25 +177,27 @@ def test_an_extended_model_shows_its_base_and_new_tokens(tmp_path, capsys):
 
     from bpe_spark.inspect.extension import base_of, new_tokens
 
-    gpt2 = Tokenizer.load(PEERS / "cs336" / "gpt2_vocab.json")
+    base = train(corpus_lines("en_books", 300), TrainerConfig(vocab_size=600, special_tokens=("<|endoftext|>",)))
+    base.save(tmp_path / "base")
+    base = Tokenizer.load(tmp_path / "base")  # a base with a file
     lines = corpus_lines("zh_classics", 400)
-    ext = train(lines[:300], TrainerConfig(vocab_size=gpt2.vocab_size + 30), base=gpt2)
-    assert base_of(ext).merge_ids == gpt2.merge_ids and base_of(ext).vocab == gpt2.vocab
+    ext = train(lines[:300], TrainerConfig(vocab_size=base.vocab_size + 30), base=base)
+    assert base_of(ext).merge_ids == base.merge_ids and base_of(ext).vocab == base.vocab
     rows = new_tokens(ext)
-    assert [row[0] for row in rows] == list(range(50257, 50287)) and all(row[2] > 0 for row in rows)
+    assert [row[0] for row in rows] == list(range(600, 630)) and all(row[2] > 0 for row in rows)
     ext.save(tmp_path / "ext")
     sample = tmp_path / "held_out.txt"
     sample.write_text("".join(lines[300:]), encoding="utf-8")
     assert main(["inspect", str(tmp_path / "ext"), "--file", str(sample), "--json"]) == 0
     summary = json.loads(capsys.readouterr().out)
-    assert summary["extension"]["inherited_merges"] == 50000 and summary["extension"]["new_merges"] == 30
-    assert summary["extension"]["base"]["fingerprint"] == gpt2.fingerprint
-    assert summary["extension"]["first_new_tokens"][1] == [50258, "，", rows[1][2]]
+    assert summary["extension"]["inherited_merges"] == 343 and summary["extension"]["new_merges"] == 30
+    assert summary["extension"]["base"]["fingerprint"] == base.fingerprint
+    assert summary["extension"]["first_new_tokens"][1] == [rows[1][0], rows[1][1], rows[1][2]]
     figures = summary["sample"]
     assert figures["bytes_per_token"] > figures["base_bytes_per_token"] > 1.0
     assert main(["inspect", str(tmp_path / "ext"), "--file", str(sample)]) == 0
     out = capsys.readouterr().out
-    assert "50,000 merges and 50,257 tokens inherited; 30 new tokens: 30 merges" in out
+    assert "343 merges and 600 tokens inherited; 30 new tokens: 30 merges" in out
     assert re.search(r"bytes per token \(the base model: \d\.\d{3}\)", out)
     assert main(["report", str(tmp_path / "ext"), "--sample", str(sample), "--out", str(tmp_path / "r.html")]) == 0
     page = (tmp_path / "r.html").read_text(encoding="utf-8")
