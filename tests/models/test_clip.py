@@ -142,7 +142,7 @@ def clip(tmp_path_factory):
     reference = CLIPTokenizer.from_pretrained(str(files))
     hub = root / "hub"
     reference.save_pretrained(str(hub))  # tokenizer.json as transformers writes CLIP's
-    texts = list(EDGE_CASES.values()) + [line for name in CORPUS_NAMES for line in corpus_lines(name, 1000)]
+    texts = list(EDGE_CASES.values()) + [line for name in CORPUS_NAMES for line in corpus_lines(name, 300)]
     ids = reference(texts, add_special_tokens=False)["input_ids"]
     return {"files": files, "gz": gz, "hub": hub, "reference": reference, "texts": texts, "merges": merges,
             "ids": ids, "decoded": reference.batch_decode(ids)}

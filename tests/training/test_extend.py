@@ -33,8 +33,8 @@ from bpe_spark.errors import ConfigError
 from bpe_spark.models.load import export_model
 from bpe_spark.training.extend import count_with_base
 
-NEW_MERGES = 64
-TRAIN_LINES = 250  # of each corpus: the new text
+NEW_MERGES = 48
+TRAIN_LINES = 160  # of each corpus: the new text
 
 
 def new_text() -> list[str]:

@@ -1,6 +1,6 @@
 """Acceptance of training like a model (bpe_spark/training/like.py): ``train_like`` gives what
 transformers' ``PreTrainedTokenizerFast.train_new_from_iterator`` gives (merges, vocabulary ids,
-added tokens, model options, post-processor, then the ids of 1,000 lines of each shared corpus
+added tokens, model options, post-processor, then the ids of 300 lines of each shared corpus
 and of the edge cases) for the layouts of published tokenizer.json files, each built here with
 ``tokenizers``: GPT-2's byte level, chained Splits + ByteLevel (Llama 3 / DeepSeek style, with
 non-special added tokens), SentencePiece-style Metaspace and Llama 2's Prepend/Replace (byte
@@ -28,7 +28,7 @@ transformers = pytest.importorskip("transformers")
 from tokenizers import AddedToken, Regex, decoders, models, normalizers, pre_tokenizers, processors, trainers  # noqa: E402
 
 TRAIN_LINES = 750  # per corpus: 3,000 documents
-ENCODE_LINES = 1000
+ENCODE_LINES = 300
 CLIP_PATTERN = r"""<\|startoftext\|>|<\|endoftext\|>|'s|'t|'re|'ve|'m|'ll|'d|[\p{L}]+|[\p{N}]|[^\s\p{L}\p{N}]+"""
 
 
