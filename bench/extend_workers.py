@@ -19,12 +19,11 @@ line, as :mod:`bench.workers` does.
 from __future__ import annotations
 
 import json
-import os
 import sys
 import time
 from pathlib import Path
 
-from bench.workers import _emit, _lines
+from bench.workers import _lines, run_task
 
 
 def prepare(args: dict) -> dict:
@@ -190,11 +189,7 @@ TASKS = {"prepare": prepare, "ours_extend": ours_extend, "peer_train_new": peer_
 
 
 def main(argv: list[str]) -> int:
-    task, raw = argv[0], argv[1] if len(argv) > 1 else "{}"
-    result = TASKS[task](json.loads(raw))
-    result["pid"] = os.getpid()
-    _emit(result)
-    return 0
+    return run_task(TASKS, argv)
 
 
 if __name__ == "__main__":

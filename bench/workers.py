@@ -279,12 +279,17 @@ TASKS = {
 }
 
 
-def main(argv: list[str]) -> int:
+def run_task(tasks: dict, argv: list[str]) -> int:
+    """Run ``tasks[argv[0]]`` on the JSON arguments ``argv[1]`` and print its BENCH_RESULT line."""
     task, raw = argv[0], argv[1] if len(argv) > 1 else "{}"
-    result = TASKS[task](json.loads(raw))
+    result = tasks[task](json.loads(raw))
     result["pid"] = os.getpid()
     _emit(result)
     return 0
+
+
+def main(argv: list[str]) -> int:
+    return run_task(TASKS, argv)
 
 
 if __name__ == "__main__":
