@@ -52,6 +52,28 @@ class Preset:
     java: bool = False
 
 
+_O200K = "|".join(  # noqa: FLY002 (one alternative per line reads better)
+    [
+        r"""[^\r\n\p{L}\p{N}]?[\p{Lu}\p{Lt}\p{Lm}\p{Lo}\p{M}]*[\p{Ll}\p{Lm}\p{Lo}\p{M}]+(?i:'s|'t|'re|'ve|'m|'ll|'d)?""",
+        r"""[^\r\n\p{L}\p{N}]?[\p{Lu}\p{Lt}\p{Lm}\p{Lo}\p{M}]+[\p{Ll}\p{Lm}\p{Lo}\p{M}]*(?i:'s|'t|'re|'ve|'m|'ll|'d)?""",
+        r"""\p{N}{1,3}""",
+        r""" ?[^\s\p{L}\p{N}]+[\r\n/]*""",
+        r"""\s*[\r\n]+""",
+        r"""\s+(?!\S)""",
+        r"""\s+""",
+    ]
+)
+# SuperBPE's stage-2 split (the reference scripts' regex_string): digit groups, runs of two or more
+# punctuation characters, and runs of spaces before whitespace; all else lies between the matches
+SUPERBPE_SPLIT = r"""\p{N}{1,3}| ?[^\s\p{L}\p{N}]{2,}[\r\n/]*| +(?!\S)"""
+
+
+def _isolated(split: str) -> str:
+    """The findall form of tokenizers' Split "Isolated" by ``split``: its matches, and each run
+    of text between them (where no match starts) as one more piece."""
+    return rf"(?:{split})|(?:(?!(?:{split}))[\s\S])+"
+
+
 # The presets, one row each: adding one is a row here (and, for ``compiled``, its C code).
 # subtle: these are the exact patterns of the reference implementations (GPT-2's encoder.py and
 # tiktoken's cl100k_base / o200k_base), so that pretokens, hence merges and ids, agree with them.
@@ -67,21 +89,20 @@ PRESET_TABLE: tuple[Preset, ...] = (
         "GPT-4 (tiktoken's cl100k_base), minbpe", compiled=True, covering=True, java=True,
     ),
     Preset(
-        "o200k",
-        "|".join(  # noqa: FLY002 (one alternative per line reads better)
-            [
-                r"""[^\r\n\p{L}\p{N}]?[\p{Lu}\p{Lt}\p{Lm}\p{Lo}\p{M}]*[\p{Ll}\p{Lm}\p{Lo}\p{M}]+(?i:'s|'t|'re|'ve|'m|'ll|'d)?""",
-                r"""[^\r\n\p{L}\p{N}]?[\p{Lu}\p{Lt}\p{Lm}\p{Lo}\p{M}]+[\p{Ll}\p{Lm}\p{Lo}\p{M}]*(?i:'s|'t|'re|'ve|'m|'ll|'d)?""",
-                r"""\p{N}{1,3}""",
-                r""" ?[^\s\p{L}\p{N}]+[\r\n/]*""",
-                r"""\s*[\r\n]+""",
-                r"""\s+(?!\S)""",
-                r"""\s+""",
-            ]
-        ),
+        "o200k", _O200K,
         "GPT-4o (tiktoken's o200k_base)", compiled=True, covering=True, java=True,
     ),
     Preset("words", r"""\w+|[^\s\w]+""", "the seed articles (with lowercase)", java=True),
+    # o200k with its digit rule changed: each digit alone (Llama 1 and 2's split_digits, DeepSeek),
+    # or digit runs in groups of three counted from the right (1234567 -> 1 234 567)
+    Preset("single-digits", _O200K.replace(r"\p{N}{1,3}", r"\p{N}"),
+           "o200k, one digit a pretoken", covering=True, java=True),
+    Preset("digits-rtl3", _O200K.replace(r"\p{N}{1,3}", r"\p{N}{1,3}(?=(?:\p{N}{3})*(?!\p{N}))"),
+           "o200k, digits in groups of three from the right", covering=True, java=True),
+    # SuperBPE's stage 2 (docs/design.md 1.7): its reference scripts split with SUPERBPE_SPLIT as
+    # tokenizers' Split "Isolated", which keeps the text between matches as pretokens too: words,
+    # single spaces and lone punctuation run together into one multi-word pretoken
+    Preset("superbpe", _isolated(SUPERBPE_SPLIT), "SuperBPE's stage 2", covering=True, java=True),
     Preset("whitespace", r"""\S+""", "subword-nmt", java=True),
 )
 PRESETS: dict[str, str] = {preset.name: preset.regex for preset in PRESET_TABLE}
@@ -112,7 +133,7 @@ def compile_pattern(pattern: str) -> regex.Pattern:
         )
     source = PRESETS.get(pattern)
     if source is None:
-        if pattern.isidentifier():
+        if _PRESET_LIKE.fullmatch(pattern):
             # A bare word that is no preset is almost certainly a typo, not a regex meant to match it.
             raise ConfigError(
                 f"unknown pattern preset {pattern!r}; choose one of {sorted(PRESETS)} or give a regex"
@@ -161,6 +182,7 @@ def match_time_limit(length: int) -> float:
 
 
 _SPACE = regex.compile(r"\s+")
+_PRESET_LIKE = regex.compile(r"[A-Za-z][A-Za-z0-9_]*(?:-[A-Za-z0-9_]+)*")  # a name, not a regex
 
 
 class DroppedTextWarning(UserWarning):

@@ -56,7 +56,7 @@ def test_vocab_size_below_alphabet_plus_specials_char_scheme():
 
 def test_unknown_preset_and_invalid_regex():
     with pytest.raises(
-        ConfigError, match=r"unknown pattern preset 'gtp2'; choose one of \['cl100k', 'gpt2'"
+        ConfigError, match=r"unknown pattern preset 'gtp2'; choose one of \['cl100k', 'digits-rtl3', 'gpt2'"
     ):
         TrainerConfig(pattern="gtp2")
     with pytest.raises(ConfigError, match=r"invalid pretokenization regex .*unknown property"):
