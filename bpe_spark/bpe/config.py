@@ -18,6 +18,9 @@ END_OF_WORD = ("separate", "fused")
 TIE_BREAKS = ("hf", "lexicographic")
 NORMALIZATIONS = (None, "NFC", "NFKC")
 END_OF_WORD_MARKER = "</w>"
+SUPERWORD_PATTERN = "superbpe"
+# fields written by to_dict only when set, so that a config that leaves them alone reads as before
+_OMITTED_AT_DEFAULT = ("superword_transition", "superword_pattern")
 
 
 @dataclass(frozen=True)
@@ -43,6 +46,10 @@ class TrainerConfig:
     unk_token: str | None = None
     max_merges: int | None = None
     end_of_word_marker: str = field(default=END_OF_WORD_MARKER)
+    # SuperBPE (docs/design.md 1.7): stage 1 learns this many merges with ``pattern``, stage 2
+    # the rest of the vocabulary over ``superword_pattern``'s multi-word pretokens
+    superword_transition: int | None = None
+    superword_pattern: str = SUPERWORD_PATTERN
 
     def __post_init__(self) -> None:
         if isinstance(self.special_tokens, (list, str)):
@@ -78,6 +85,7 @@ class TrainerConfig:
                 f"unk_token {self.unk_token!r} must also be a special token; add it to special_tokens"
             )
         compile_pattern(self.pattern)  # raises ConfigError for an unknown preset or a bad regex
+        self._check_superword()
         if self.scheme == "byte":
             floor = 256 + len(self.special_tokens)
             if self.vocab_size < floor:
@@ -91,6 +99,24 @@ class TrainerConfig:
                 f"{len(self.special_tokens)} special tokens"
             )
 
+    def _check_superword(self) -> None:
+        transition = self.superword_transition
+        if transition is None:
+            return
+        if isinstance(transition, bool) or not isinstance(transition, int) or transition < 1:
+            raise ConfigError(f"superword_transition must be None or an integer >= 1 (merges), got {transition!r}")
+        if self.scheme != "byte":
+            raise ConfigError("superword training (superword_transition) runs on the byte scheme: "
+                              "a char-scheme word's end-of-word marker cannot sit inside a superword")
+        compile_pattern(self.superword_pattern)
+        room = self.vocab_size - 256 - len(self.special_tokens)
+        if transition >= room:
+            raise ConfigError(
+                f"superword_transition {transition:,} leaves stage 2 no room: vocab_size {self.vocab_size:,} "
+                f"holds {room:,} merges after the 256 bytes and {len(self.special_tokens)} special tokens; "
+                f"set superword_transition below {room:,} (SuperBPE's paper: 0.9 of the vocabulary, 0.4 for the most compression)"
+            )
+
     def replace(self, **changes: Any) -> TrainerConfig:
         """A copy with ``changes`` applied (and validated)."""
         return dataclasses.replace(self, **changes)
@@ -98,6 +124,9 @@ class TrainerConfig:
     def to_dict(self) -> dict[str, Any]:
         data = dataclasses.asdict(self)
         data["special_tokens"] = list(self.special_tokens)
+        for name in _OMITTED_AT_DEFAULT:
+            if data[name] == _DEFAULTS[name]:
+                del data[name]
         return data
 
     @classmethod
@@ -110,3 +139,6 @@ class TrainerConfig:
         if "special_tokens" in data:
             data["special_tokens"] = tuple(data["special_tokens"])
         return cls(**data)
+
+
+_DEFAULTS = {f.name: f.default for f in dataclasses.fields(TrainerConfig)}

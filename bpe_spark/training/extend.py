@@ -35,6 +35,7 @@ from dataclasses import fields
 from typing import Any
 
 from bpe_spark.bpe.config import TrainerConfig
+from bpe_spark.bpe.patterns import compile_pattern
 from bpe_spark.bpe.pretokenize import Pretokenizer, SpecialTokenMatcher
 from bpe_spark.bpe.symbols import SymbolTable, _reverse_key_bytes, _reverse_key_str
 from bpe_spark.bpe.words import bpe_merge, initial_symbols
@@ -67,6 +68,21 @@ class PipelinePretokenizer(Pretokenizer):
         return [unit for unit in self.pipeline.pretokens(text) if type(unit) is str]
 
 
+def check_extend_pattern(base, pattern: str | None) -> str | None:
+    """``pattern`` (a preset name or a regex) if continued training may count and encode with it
+    instead of the base's own (None: the base's): a model of bpe-spark's own form only, whose
+    pattern is a field (an imported pipeline's pre-tokenizers are steps of their own)."""
+    if pattern is None:
+        return None
+    if base.pipeline is not None:
+        raise ConfigError(
+            f"{option('pattern', pattern)} cannot replace the pre-tokenizers of an imported tokenizer.json "
+            "pipeline; extend it with its own, or convert it to a bpe-spark model first"
+        )
+    compile_pattern(pattern)
+    return pattern
+
+
 def refuse_base_fields(cfg: TrainerConfig, allowed: tuple[str, ...], when: str) -> None:
     """Refuse a config that sets a field outside ``allowed``: the base model decides it."""
     default = TrainerConfig(vocab_size=cfg.vocab_size)
@@ -92,10 +108,14 @@ class BaseStart:
     """The engine's view of a base tokenizer (module docstring). Plain data once built: Spark
     tasks receive it pickled."""
 
-    def __init__(self, base, tie_break: str = "hf"):
+    def __init__(self, base, tie_break: str = "hf", pattern: str | None = None, *, fresh_order: bool = False):
         self.base = base
         self.tie_break = tie_break
+        # hf ties as fresh training orders them: bytes in tokenizers' alphabet order (GPT-2's
+        # characters), then the other tokens in id order; SuperBPE's stage 2 continues so
+        self.fresh_order = fresh_order and base.pipeline is None and base.scheme == "byte"
         pipeline = base.pipeline
+        self.pattern = check_extend_pattern(base, pattern)
         if pipeline is not None:
             model = pipeline.model
             ordinary = dict(model.id_to_token)
@@ -141,8 +161,8 @@ class BaseStart:
         base = self.base
         if base.pipeline is not None:
             return PipelinePretokenizer(base.pipeline)
-        return Pretokenizer(base.pattern, lowercase=base.lowercase, normalization=base.normalization,
-                            special_tokens=base.special_tokens)
+        return Pretokenizer(self.pattern or base.pattern, lowercase=base.lowercase,
+                            normalization=base.normalization, special_tokens=base.special_tokens)
 
     def symbols(self, pretoken: str) -> list[str] | None:
         """The symbols the base starts ``pretoken`` from, as its vocabulary spells them (a
@@ -174,10 +194,15 @@ class BaseStart:
         table.prefix = self.prefix
         reverse = _reverse_key_bytes if self.scheme == "byte" else _reverse_key_str
         hf = self.tie_break == "hf"
+        bytes_first = hf and self.fresh_order
+        order = SymbolTable.for_bytes("hf").keys if bytes_first else None
         for position, value in enumerate(self.values):
             table.values.append(value)
             table.index.setdefault(value, position)
-            table.keys.append(position if hf else reverse(value))
+            if bytes_first:
+                table.keys.append(order[value[0]] if len(value) == 1 else position)
+            else:
+                table.keys.append(position if hf else reverse(value))
         for symbol in sorted(alphabet):
             table.add(symbol)
         return table
@@ -291,6 +316,9 @@ class BaseStart:
             "merges": inherited,
             "first_new_id": self.first_new_id,
         }
+        if self.pattern is not None:  # counted and encoded with another pattern than the base's
+            metadata["base"]["pattern"] = base.pattern
+            data["pattern"] = self.pattern
         metadata["stats"] = dict(stats or {})
         metadata["merge_counts"] = [None] * inherited + [m.count for m in merges]
         data["metadata"] = metadata
@@ -355,9 +383,10 @@ def base_exports(tok) -> tuple[str, ...]:
     return _OWN_FORMAT_EXPORTS.get(record.get("format"), ())
 
 
-def count_with_base(texts: Iterable[str], base) -> Counter:
-    """``{pretoken: count}`` of documents under the base's own pretokenization."""
-    return BaseStart(base).pretokenizer().count(texts)
+def count_with_base(texts: Iterable[str], base, pattern: str | None = None) -> Counter:
+    """``{pretoken: count}`` of documents under the base's own pretokenization (or ``pattern``,
+    with the base's normalization and special tokens)."""
+    return BaseStart(base, pattern=pattern).pretokenizer().count(texts)
 
 
 def extend_from_counts(
@@ -366,10 +395,13 @@ def extend_from_counts(
     cfg: TrainerConfig,
     *,
     progress: Callable[[int, Merge], None] | None = None,
+    pattern: str | None = None,
 ):
     """Continue training ``base`` on pretoken counts made with its pretokenization
     (:func:`count_with_base`). ``cfg``: ``vocab_size`` (the new total), ``max_merges`` (a cap
-    on the new merges), ``min_frequency`` and ``tie_break``; the base decides the rest."""
+    on the new merges), ``min_frequency`` and ``tie_break``; the base decides the rest.
+    ``pattern``: counted with this pattern instead of the base's, which the extended model keeps
+    (each pretoken starts as the base's encoding of it whole: SuperBPE's stage 2)."""
     check_extend_config(cfg, base)
-    return run_in_process(BaseStart(base, cfg.tie_break), counts, cfg, progress=progress,
+    return run_in_process(BaseStart(base, cfg.tie_break, pattern), counts, cfg, progress=progress,
                           inherited=len(base.merge_ids))

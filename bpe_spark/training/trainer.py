@@ -23,6 +23,14 @@ from bpe_spark.training.engine import Merge, MergeEngine
 from bpe_spark.training.checks import checked_counts, note_early_stop
 from bpe_spark.training.extend import BaseStart, extend_from_counts
 from bpe_spark.training.starts import check_vocab_floor, initial_table
+from bpe_spark.training.superword import train_superword, train_superword_from_counts
+from bpe_spark.errors import ConfigError, option
+
+
+def _no_pattern(pattern: str | None) -> None:
+    if pattern is not None:
+        raise ConfigError(f"{option('pattern', pattern)} goes with base= (continued training with another "
+                          "pattern); to train a new model with it, set TrainerConfig(pattern=...)")
 
 # --- words from pretokens ---------------------------------------------------------------------
 
@@ -46,11 +54,16 @@ def train_from_counts(
     *,
     progress: Callable[[int, Merge], None] | None = None,
     base=None,
+    pattern: str | None = None,
+    superword_counts: Mapping[str, int] | None = None,
 ):
     """Train on pretoken counts computed elsewhere (``{pretoken: count}``, already pretokenized).
 
     ``base``: a tokenizer to extend (continued training, :mod:`bpe_spark.training.extend`): its
-    ids, merges and special tokens are kept and ``cfg.vocab_size`` is the new total.
+    ids, merges and special tokens are kept and ``cfg.vocab_size`` is the new total; with
+    ``pattern``, counted and encoded with that pattern instead of the base's.
+    ``superword_counts``: with ``cfg.superword_transition`` (SuperBPE,
+    :mod:`bpe_spark.training.superword`), the counts under ``cfg.superword_pattern``.
 
     >>> tok = train_from_counts({"aaabdaaabac": 1}, TrainerConfig(vocab_size=259, pattern="whitespace"))
     >>> [tok.decode([i]) for i in tok.encode("aaabdaaabac")]
@@ -59,7 +72,13 @@ def train_from_counts(
     from bpe_spark.encoding.tokenizer import Tokenizer
 
     if base is not None:
-        return extend_from_counts(counts, base, cfg, progress=progress)
+        return extend_from_counts(counts, base, cfg, progress=progress, pattern=pattern)
+    _no_pattern(pattern)
+    if cfg.superword_transition is not None:
+        if superword_counts is None:
+            raise ConfigError("superword training from counts needs superword_counts= too: the corpus "
+                              "counted with cfg.superword_pattern (bpe_spark.training.superword.count_superwords)")
+        return train_superword_from_counts(counts, superword_counts, cfg, progress=progress)
     started = time.perf_counter()
     engine = build_engine(counts, cfg)
     merges = engine.run(
@@ -81,11 +100,13 @@ def count_pretokens(texts: Iterable[str], cfg: TrainerConfig) -> Counter:
     return Pretokenizer.from_config(cfg).count(texts)
 
 
-def train(texts: Iterable[str] | str, cfg: TrainerConfig, *, base=None, **kwargs):
+def train(texts: Iterable[str] | str, cfg: TrainerConfig, *, base=None, pattern: str | None = None, **kwargs):
     """Train in process on an iterable of documents (a single ``str`` is one document).
 
     ``base``: a tokenizer to extend (:func:`train_from_counts`); the documents are counted with
-    its own pretokenization (pattern, normalization, special tokens; an imported pipeline's steps).
+    its own pretokenization (pattern, normalization, special tokens; an imported pipeline's steps),
+    or with ``pattern`` instead of its pattern. ``cfg.superword_transition``: SuperBPE's two
+    stages (:mod:`bpe_spark.training.superword`).
 
     >>> tok = train(["low low lower newest"], TrainerConfig(vocab_size=260, pattern="words"))
     >>> len(tok.merges)
@@ -93,14 +114,18 @@ def train(texts: Iterable[str] | str, cfg: TrainerConfig, *, base=None, **kwargs
     """
     if isinstance(texts, str):
         texts = [texts]
+    if base is None:
+        _no_pattern(pattern)
+        if cfg.superword_transition is not None:
+            return train_superword(texts, cfg, **kwargs)
     started = time.perf_counter()
     if base is not None:
-        pretokenizer = BaseStart(base).pretokenizer()
+        pretokenizer = BaseStart(base, pattern=pattern).pretokenizer()
     else:
         pretokenizer = Pretokenizer.from_config(cfg)
     counts = pretokenizer.count(texts)
     count_seconds = time.perf_counter() - started
-    tok = train_from_counts(counts, cfg, base=base, **kwargs)
+    tok = train_from_counts(counts, cfg, base=base, pattern=pattern, **kwargs)
     stats = tok.metadata.setdefault("stats", {})
     stats["count_seconds"] = round(count_seconds, 6)
     if pretokenizer.dropped_characters:  # only a custom pattern leaves text unmatched
