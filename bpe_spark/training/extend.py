@@ -83,6 +83,13 @@ def check_extend_pattern(base, pattern: str | None) -> str | None:
     return pattern
 
 
+def refuse_pattern_without_base(pattern: str | None) -> None:
+    """Refuse ``pattern=`` given without a base: a new model takes its pattern from its config."""
+    if pattern is not None:
+        raise ConfigError(f"{option('pattern', pattern)} goes with base= (continued training with another "
+                          "pattern); to train a new model with it, set TrainerConfig(pattern=...)")
+
+
 def refuse_base_fields(cfg: TrainerConfig, allowed: tuple[str, ...], when: str) -> None:
     """Refuse a config that sets a field outside ``allowed``: the base model decides it."""
     default = TrainerConfig(vocab_size=cfg.vocab_size)

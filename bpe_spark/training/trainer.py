@@ -21,16 +21,10 @@ from bpe_spark.bpe.symbols import SymbolTable
 from bpe_spark.bpe.words import word_symbols
 from bpe_spark.training.engine import Merge, MergeEngine
 from bpe_spark.training.checks import checked_counts, note_early_stop
-from bpe_spark.training.extend import BaseStart, extend_from_counts
+from bpe_spark.training.extend import BaseStart, extend_from_counts, refuse_pattern_without_base
 from bpe_spark.training.starts import check_vocab_floor, initial_table
 from bpe_spark.training.superword import train_superword, train_superword_from_counts
-from bpe_spark.errors import ConfigError, option
-
-
-def _no_pattern(pattern: str | None) -> None:
-    if pattern is not None:
-        raise ConfigError(f"{option('pattern', pattern)} goes with base= (continued training with another "
-                          "pattern); to train a new model with it, set TrainerConfig(pattern=...)")
+from bpe_spark.errors import ConfigError
 
 # --- words from pretokens ---------------------------------------------------------------------
 
@@ -73,7 +67,7 @@ def train_from_counts(
 
     if base is not None:
         return extend_from_counts(counts, base, cfg, progress=progress, pattern=pattern)
-    _no_pattern(pattern)
+    refuse_pattern_without_base(pattern)
     if cfg.superword_transition is not None:
         if superword_counts is None:
             raise ConfigError("superword training from counts needs superword_counts= too: the corpus "
@@ -115,7 +109,7 @@ def train(texts: Iterable[str] | str, cfg: TrainerConfig, *, base=None, pattern:
     if isinstance(texts, str):
         texts = [texts]
     if base is None:
-        _no_pattern(pattern)
+        refuse_pattern_without_base(pattern)
         if cfg.superword_transition is not None:
             return train_superword(texts, cfg, **kwargs)
     started = time.perf_counter()

@@ -153,6 +153,10 @@ class Checkpoint:
     def child(self, name: str) -> str:
         return f"{self.path}/{name}"
 
+    def holds_run(self) -> bool:
+        """Whether the directory holds a run that can be resumed (its counts were saved)."""
+        return self._files.kind(self.path) == "dir" and self.exists(META_FILE)
+
     def exists(self, name: str) -> bool:
         return self._files.kind(self.child(name)) is not None
 

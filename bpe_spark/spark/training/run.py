@@ -81,6 +81,7 @@ def train(
     progress: Progress | None = None,
     base: Tokenizer | None = None,
     like: Tokenizer | None = None,
+    pattern: str | None = None,
 ) -> Tokenizer:
     """Train on the documents of ``df[text_col]``; the result equals the core's ``train``.
 
@@ -88,7 +89,10 @@ def train(
     ``train(..., base=)``: its ids, merges and special tokens kept, the documents counted with its
     own pretokenization, ``cfg`` setting only ``vocab_size``, the new total, ``max_merges``,
     ``min_frequency`` and ``tie_break``). ``like``: a loaded tokenizer whose pipeline a new
-    vocabulary is trained with (``bpe_spark.training.like``).
+    vocabulary is trained with (``bpe_spark.training.like``). ``pattern``: with ``base``, count
+    and encode with this pattern instead of the base's. ``cfg.superword_transition``: SuperBPE's
+    two stages (:mod:`bpe_spark.spark.training.superword`), each run as here, each checkpointed
+    in its own subdirectory of ``checkpoint_dir``.
 
     ``driver_budget``: distinct pretokens the driver may hold (an int, a fraction such as ``0.3`` /
     ``"30%"`` of the distinct pretokens, or ``"auto"``: from the driver's memory,
@@ -106,7 +110,30 @@ def train(
     """
     text_col = column_name(text_col)
     require_classic(df)
-    start = training_start(cfg, base=base, like=like)
+    options = dict(text_col=text_col, driver_budget=driver_budget, checkpoint_dir=checkpoint_dir, resume=resume,
+                   engine=engine, on_round=on_round, read_options=read_options, progress=progress)
+    if cfg.superword_transition is not None and base is None and like is None and pattern is None:
+        from bpe_spark.spark.training.superword import train_superword
+
+        return train_superword(df, cfg, **options)
+    return train_start(df, cfg, training_start(cfg, base=base, like=like, pattern=pattern), **options)
+
+
+def train_start(
+    df: DataFrame,
+    cfg: TrainerConfig,
+    start: Start,
+    *,
+    text_col: str,
+    driver_budget: float | str,
+    checkpoint_dir: str | None,
+    resume: bool,
+    engine: str,
+    on_round: Callable[[dict], None] | None,
+    read_options: Mapping[str, Any] | None,
+    progress: Progress | None,
+) -> Tokenizer:
+    """:func:`train` of a given :class:`~bpe_spark.training.starts.Start`."""
     progress = progress or OFF
     spark = df.sparkSession
     started = time.perf_counter()
@@ -172,17 +199,45 @@ def train_from_counts(
     progress: Progress | None = None,
     base: Tokenizer | None = None,
     like: Tokenizer | None = None,
+    pattern: str | None = None,
+    superword_counts: DataFrame | None = None,
 ) -> Tokenizer:
     """Train on a pretoken-counts DataFrame (a string and an integer column; 64-bit counts).
 
     The pretokens are taken as they are (no pretokenization); duplicates are summed.
-    ``progress``, ``base``, ``like``: as :func:`train`'s (counts made with the base's
+    ``progress``, ``base``, ``like``, ``pattern``: as :func:`train`'s (counts made with the base's
     pretokenization, as the core's ``train_from_counts(..., base=)`` takes them).
+    ``superword_counts``: with ``cfg.superword_transition``, stage 2's counts (the corpus under
+    ``cfg.superword_pattern``), in the same columns.
     """
+    options = dict(pretoken_col=pretoken_col, count_col=count_col, driver_budget=driver_budget,
+                   checkpoint_dir=checkpoint_dir, resume=resume, on_round=on_round, progress=progress)
+    if cfg.superword_transition is not None and base is None and like is None and pattern is None:
+        from bpe_spark.spark.training.superword import train_superword_from_counts
+
+        return train_superword_from_counts(counts, superword_counts, cfg, **options)
+    if superword_counts is not None:
+        raise ConfigError("superword_counts= goes with TrainerConfig(superword_transition=...)")
+    return counts_start(counts, cfg, training_start(cfg, base=base, like=like, pattern=pattern), **options)
+
+
+def counts_start(
+    counts: DataFrame,
+    cfg: TrainerConfig,
+    start: Start,
+    *,
+    pretoken_col: str,
+    count_col: str,
+    driver_budget: float | str,
+    checkpoint_dir: str | None,
+    resume: bool,
+    on_round: Callable[[dict], None] | None,
+    progress: Progress | None,
+) -> Tokenizer:
+    """:func:`train_from_counts` of a given :class:`~bpe_spark.training.starts.Start`."""
     check_columns(counts, {pretoken_col: STRING, count_col: INTEGER}, source="the counts DataFrame",
                   hint="name the columns with pretoken_col= and count_col=")
     started = time.perf_counter()
-    start = training_start(cfg, base=base, like=like)
     spark = counts.sparkSession
     checkpoint = Checkpoint(spark, checkpoint_dir, protected={"input": input_paths(counts)}) if checkpoint_dir else None
     if checkpoint is not None:
@@ -260,6 +315,7 @@ def _train_counts(
         **{key: corpus.get(key) for key in CORPUS_STATS},
         "pretokens": int(summary["total"]),
         "distinct_pretokens": int(summary["distinct"]),
+        "pretoken_bytes": int(summary["bytes"]),
     }
     distinct = stats["distinct_pretokens"]
     budget, source = _budget(counts.sparkSession, driver_budget, cfg, start, distinct, int(summary["bytes"]))

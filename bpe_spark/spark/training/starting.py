@@ -16,7 +16,7 @@ from __future__ import annotations
 from bpe_spark.bpe.config import TrainerConfig
 from bpe_spark.errors import ConfigError, option
 from bpe_spark.training.driver_budget import reachable_vocab
-from bpe_spark.training.extend import BaseStart, check_extend_config
+from bpe_spark.training.extend import BaseStart, check_extend_config, refuse_pattern_without_base
 from bpe_spark.training.like import LikeStart
 from bpe_spark.training.starts import FreshStart, Start
 
@@ -24,16 +24,18 @@ from bpe_spark.training.starts import FreshStart, Start
 KINDS = {"FreshStart": "fresh", "BaseStart": "extend", "LikeStart": "like"}
 
 
-def training_start(cfg: TrainerConfig, *, base=None, like=None) -> Start:
+def training_start(cfg: TrainerConfig, *, base=None, like=None, pattern: str | None = None) -> Start:
     """The start of a run of ``cfg``: fresh, extending ``base`` (``cfg`` may set only what
-    continued training reads: :func:`~bpe_spark.training.extend.check_extend_config`), or with
-    the pipeline of ``like``."""
+    continued training reads: :func:`~bpe_spark.training.extend.check_extend_config`; ``pattern``
+    in place of the base's), or with the pipeline of ``like``."""
+    if base is None:
+        refuse_pattern_without_base(pattern)
     if base is not None and like is not None:
         raise ConfigError(f"{option('base')} and {option('like')} exclude each other: extend one model, "
                           "or train a new vocabulary with another's pipeline")
     if base is not None:
         check_extend_config(cfg, base)
-        return BaseStart(base, cfg.tie_break)
+        return BaseStart(base, cfg.tie_break, pattern)
     if like is not None:
         return LikeStart(like, cfg)
     return FreshStart(cfg)
