@@ -42,7 +42,9 @@ class Preset:
     implements it by hand over UTF-8. ``covering``: it matches every character of any text, so a
     ``tokenizer.json`` Split "Isolated" gives exactly its pretokens. ``java``: its Java form (the
     same regex under ``(?Ud)``) was checked to give the Python pretokens on the shared corpora, so
-    Spark SQL may count with it (:mod:`bpe_spark.spark.training.java_regex`)."""
+    Spark SQL may count with it (:mod:`bpe_spark.spark.training.java_regex`). ``split``: the regex
+    a ``tokenizer.json`` Split "Isolated" writes, when shorter than ``regex`` (a preset defined as
+    the pieces around a split's matches)."""
 
     name: str
     regex: str
@@ -50,6 +52,7 @@ class Preset:
     compiled: bool = False
     covering: bool = False
     java: bool = False
+    split: str | None = None
 
 
 _O200K = "|".join(  # noqa: FLY002 (one alternative per line reads better)
@@ -102,7 +105,8 @@ PRESET_TABLE: tuple[Preset, ...] = (
     # SuperBPE's stage 2 (docs/design.md 1.7): its reference scripts split with SUPERBPE_SPLIT as
     # tokenizers' Split "Isolated", which keeps the text between matches as pretokens too: words,
     # single spaces and lone punctuation run together into one multi-word pretoken
-    Preset("superbpe", _isolated(SUPERBPE_SPLIT), "SuperBPE's stage 2", covering=True, java=True),
+    Preset("superbpe", _isolated(SUPERBPE_SPLIT), "SuperBPE's stage 2", covering=True, java=True,
+           split=SUPERBPE_SPLIT),
     Preset("whitespace", r"""\S+""", "subword-nmt", java=True),
 )
 PRESETS: dict[str, str] = {preset.name: preset.regex for preset in PRESET_TABLE}
@@ -146,6 +150,18 @@ def compile_pattern(pattern: str) -> regex.Pattern:
     if compiled.search("") is not None and compiled.fullmatch("") is not None:
         raise ConfigError(f"pretokenization regex {pattern!r} matches the empty string; it must not")
     return compiled
+
+
+def split_source(pattern: str) -> str:
+    """The regex of a tokenizer.json Split "Isolated" that gives a covering pattern's pretokens.
+
+    >>> split_source("superbpe") == SUPERBPE_SPLIT, split_source("gpt2") == PRESETS["gpt2"]
+    (True, True)
+    """
+    for preset in PRESET_TABLE:
+        if pattern in (preset.name, preset.regex) and preset.split is not None:
+            return preset.split
+    return pattern_source(pattern)
 
 
 def pattern_source(pattern: str) -> str:

@@ -52,6 +52,10 @@ examples:
   bpe-spark train --extend gpt2_vocab.json --input corpus/ --vocab-size 52000 --checkpoint-dir ckpt/ \\
       --out models/gpt2-extended   # also tokenizer.json, .tiktoken, tekken, SentencePiece .model, s3a://...
   bpe-spark train --like tokenizer.json --input corpus/ --vocab-size 32000 --out models/new-vocab
+  bpe-spark train --input corpus/ --vocab-size 32000 --superword-transition 28800 --pattern o200k \
+      --out models/superbpe-32k     # SuperBPE: 28,800 merges within words, then superwords
+  bpe-spark train --extend cl100k_base.tiktoken --pattern superbpe --input corpus/ --add-merges 20000 \
+      --out models/cl100k-superwords  # superwords on top of a production tokenizer
 
 The model directory (merges.parquet, vocab.parquet, bpe_spark.json; tokenizer.json with
 tokenizer_config.json and special_tokens_map.json, so transformers.AutoTokenizer.from_pretrained
@@ -65,7 +69,14 @@ output of bpe-spark count (give the same --special-token options again).
 own from the input, pretokenized as MODEL pretokenizes; the new model records its base
 (bpe_spark.json: metadata.base, with the base's fingerprint, which --resume checks too).
 --scheme, --pattern, --lowercase, --normalization, --special-token, --end-of-word and
---unk-token are MODEL's to decide, with --extend and --like alike.
+--unk-token are MODEL's to decide, with --extend and --like alike; --extend also takes --pattern:
+the new text is then pretokenized with it, each pretoken starts as MODEL's encoding of it whole,
+and the extended model keeps the new pattern.
+
+--superword-transition T trains SuperBPE's two stages (docs/design.md 1.7): T merges with
+--pattern, then the rest of --vocab-size over --superword-pattern's pretokens, which span words
+(default superbpe, the SuperBPE reference scripts' split); each stage runs on the driver or in
+exact rounds as its counts decide, and --checkpoint-dir keeps each stage in a subdirectory.
 """
 SAMPLE = "To be, or not to be, that is the question."
 DEFAULTS = {
@@ -104,6 +115,11 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                             "special tokens)")
     parser.add_argument("--add-merges", type=int, metavar="N",
                         help="with --extend: learn N new merges (instead of --vocab-size)")
+    parser.add_argument("--superword-transition", type=int, metavar="T",
+                        help="SuperBPE: learn T merges within words (--pattern), then superwords to --vocab-size "
+                             "(the paper: 0.9 of the vocabulary, e.g. 28800 of 32000; 0.4 compresses most)")
+    parser.add_argument("--superword-pattern", metavar="P",
+                        help="stage 2's pretokenizer with --superword-transition: superbpe (default) or a regex")
     parser.add_argument("--scheme", choices=SCHEMES, help="initial symbols: UTF-8 bytes (default) or characters")
     parser.add_argument("--end-of-word", choices=END_OF_WORD,
                         help="char scheme: </w> as its own symbol (default) or fused onto the last character")
@@ -187,7 +203,8 @@ def check_model_options(options: dict, args: argparse.Namespace) -> str | None:
             raise ConfigError("--add-merges N applies to --extend MODEL (N new merges for it); "
                               "train afresh with --vocab-size N")
         return None
-    given = [name for name in MODEL_DECIDES
+    decided = [name for name in MODEL_DECIDES if not (name == "pattern" and chosen == "--extend")]
+    given = [name for name in decided
              if getattr(args, name, None) not in (None, False) or options[name] != DEFAULTS[name]]
     if given:
         names = ", ".join(option_name(name) for name in given)
@@ -277,7 +294,9 @@ def run(args: argparse.Namespace) -> int:
     check_output(out, "model", overwrite=bool(options["overwrite"]), option="--out", protected=protected)
     if checkpoint_dir:
         check_checkpoint(checkpoint_dir, protected={"input": inputs, "model output": [out]}, option="--checkpoint-dir")
-    model = None
+    model = extend_pattern = None
+    if from_model == "--extend" and (args.pattern is not None or options["pattern"] != DEFAULTS["pattern"]):
+        extend_pattern, options["pattern"] = options["pattern"], DEFAULTS["pattern"]  # the new text's, not cfg's
     if from_model is not None:  # loaded before Spark starts: a bad model fails first
         model = load_model(str(options[from_model[2:]]), option=from_model)
         cfg = model_config(options, model)
@@ -291,7 +310,7 @@ def run(args: argparse.Namespace) -> int:
     if from_model is not None:  # the config against the model, before Spark starts
         from bpe_spark.spark.training.starting import training_start
 
-        training_start(cfg, **{"base" if from_model == "--extend" else "like": model})
+        training_start(cfg, pattern=extend_pattern, **{"base" if from_model == "--extend" else "like": model})
     if options["report_sample"] and not os.path.isfile(str(options["report_sample"])):
         raise ConfigError(f"--report-sample {options['report_sample']}: no such file; give a local text file")
 
@@ -326,6 +345,7 @@ def run(args: argparse.Namespace) -> int:
         "progress": progress_reporter(args, NAME),
         "base": model if from_model == "--extend" else None,
         "like": model if from_model == "--like" else None,
+        "pattern": extend_pattern,
     }
     if options["input"]:
         docs = read_documents(spark, options["input"], input_format=options["input_format"],
@@ -361,6 +381,10 @@ def run(args: argparse.Namespace) -> int:
     return 0
 
 
+def _short(pattern: str) -> str:
+    return pattern if len(pattern) <= 40 else pattern[:37] + "..."
+
+
 def summary(tok, out, sample: str | None) -> str:
     """What a training run printed: the model, its vocabulary, the corpus, the rounds, the time."""
     stats, timings, rounds = tok.metadata["stats"], tok.metadata["timings"], tok.metadata["rounds"]
@@ -379,6 +403,13 @@ def summary(tok, out, sample: str | None) -> str:
     if isinstance(base := tok.metadata.get("base"), dict):
         lines.append(f"base: {base.get('file')} ({base.get('format') or 'model'}, {base['vocab_size']:,} tokens, "
                      f"{base['merges']:,} merges), {len(tok.merge_ids) - base['merges']:,} merges added")
+    if isinstance(stages := tok.metadata.get("superword"), dict):
+        first, second = stages["stage1"], stages["stage2"]
+        lines.append(
+            f"superword: stage 1 {stages['stage1_merges']:,} merges (pattern {stages['stage1_pattern']}, "
+            f"{first['distinct_pretokens']:,} distinct pretokens), stage 2 "
+            f"{len(tok.merge_ids) - stages['stage1_merges']:,} merges (pattern {_short(stages['stage2_pattern'])}, "
+            f"{second['distinct_pretokens']:,} distinct pretokens of {second['pretoken_bytes']:,} bytes)")
     lines.append("corpus: " + ", ".join(corpus))
     if report := input_report(stats):
         lines.append(report)

@@ -166,6 +166,10 @@ def write_tiktoken(tok, path, *, sidecar=None) -> None:
     under, else the sidecar's name up to its first dot (``en32k.tiktoken.json``: ``en32k``)."""
     if tok.scheme != "byte":
         raise ConfigError(".tiktoken files hold byte tokens; this tokenizer is char scheme")
+    conflict = rank_rule_conflict(tok)
+    if conflict is not None:
+        raise ConfigError(f"a .tiktoken file would give other ids than this model: {conflict}; "
+                          "export tokenizer.json instead")
     path = Path(path)
     sidecar = Path(sidecar) if sidecar is not None else sidecar_path(path)
     name = tok.metadata.get("source", {}).get("encoding") or sidecar.name.split(".")[0]
@@ -230,12 +234,9 @@ def parse_ranks(path) -> tuple[dict[int, bytes], str]:
     return ranks, hashlib.sha256(raw).hexdigest()
 
 
-def derive_merges(ranks: Mapping[int, bytes]) -> tuple[list[tuple[int, int]], list[int]]:
-    """Merges (in rank order) that make the multi-byte tokens, and the ids no merge makes.
-
-    The merge of token ``t`` is the pair of parts that tiktoken's rule leaves of ``t``'s bytes when
-    only ranks below ``t``'s may merge: exactly how encoding builds ``t``.
-    """
+def _rank_parts(ranks: Mapping[int, bytes]) -> Iterator[tuple[int, list[int] | None]]:
+    """Each multi-byte token's rank and the parts tiktoken's rule leaves of its bytes when only
+    ranks below its own may merge (None: one of its bytes is no token)."""
     token_to_id = {value: rank for rank, value in ranks.items()}
     byte_ids = [token_to_id.get(bytes([b])) for b in range(256)]
     limit = 0
@@ -246,23 +247,53 @@ def derive_merges(ranks: Mapping[int, bytes]) -> tuple[list[tuple[int, int]], li
             return None
         return token_id, token_id
 
-    merges: list[tuple[int, int]] = []
-    orphans: list[int] = []
     for rank in sorted(ranks):
         value = ranks[rank]
         if len(value) < 2:
             continue
         start = [byte_ids[b] for b in value]
         if None in start:
-            orphans.append(rank)
+            yield rank, None
             continue
         limit = rank
-        parts = bpe_merge(start, priority)
-        if len(parts) == 2:
+        yield rank, bpe_merge(start, priority)
+
+
+def derive_merges(ranks: Mapping[int, bytes]) -> tuple[list[tuple[int, int]], list[int]]:
+    """Merges (in rank order) that make the multi-byte tokens, and the ids no merge makes.
+
+    The merge of token ``t`` is the pair of parts that tiktoken's rule leaves of ``t``'s bytes when
+    only ranks below ``t``'s may merge: exactly how encoding builds ``t``.
+    """
+    merges: list[tuple[int, int]] = []
+    orphans: list[int] = []
+    for rank, parts in _rank_parts(ranks):
+        if parts is not None and len(parts) == 2:
             merges.append((parts[0], parts[1]))
         else:
             orphans.append(rank)  # reachable only by whole-pretoken lookup
     return merges, orphans
+
+
+def rank_rule_conflict(tok) -> str | None:
+    """Why tiktoken's rank rule (rank = id) would not build ``tok``'s tokens as its merges do,
+    in one line, or None: then each token is made from its own merge's pair, as the merges make
+    it. A rank model (``merge_rule == "ranks"``) is its own rank rule."""
+    if tok.merge_rule == "ranks":
+        return None
+    made: dict[int, tuple[int, int]] = {}
+    for left, right, new in tok.merge_ids:
+        if new in made:
+            return (f"token {new} ({tok.ordinary_vocab[new]!r}) is made by two merges, {made[new]} and "
+                    f"{(left, right)}; a rank holds one")
+        made[new] = (left, right)
+    vocab = tok.ordinary_vocab
+    for rank, parts in _rank_parts(vocab):
+        pair = tuple(parts) if parts is not None and len(parts) == 2 else None
+        if made.get(rank) != pair:
+            return (f"tiktoken's rank rule builds token {rank} ({vocab[rank]!r}) from {pair} where its merge "
+                    f"is {made.get(rank)}")
+    return None
 
 
 def read_sidecar(path) -> tuple[str, str, dict[str, int]]:

@@ -417,7 +417,8 @@ def _read_pre_tokenizer(fields: Fields, pre: Any) -> str:
             return name
         # subtle: Isolated also keeps each run of text between matches as a piece; this
         # alternation yields the same pieces from findall.
-        return rf"(?:{source})|(?:(?!(?:{source}))[\s\S])+"
+        isolated = rf"(?:{source})|(?:(?!(?:{source}))[\s\S])+"
+        return preset_name(isolated) or isolated  # SuperBPE's split: the superbpe preset
     raise fields.error(
         f"{field}[0].behavior",
         f"{behavior!r} with invert={invert!r} is not supported; "

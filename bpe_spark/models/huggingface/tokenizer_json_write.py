@@ -26,7 +26,7 @@ from bpe_spark.errors import ConfigError, option
 from bpe_spark.models.gpt2 import display_merges, display_vocab
 from bpe_spark.bpe.oniguruma import onig_pattern
 from bpe_spark.bpe.patterns import COVERING_PRESETS
-from bpe_spark.bpe.patterns import pattern_source
+from bpe_spark.bpe.patterns import pattern_source, split_source
 
 
 def _normalizer(tok) -> dict | None:
@@ -53,8 +53,8 @@ def _pre_tokenizer(tok) -> dict:
     byte_level = tok.scheme == "byte"
     if tok.pattern == "gpt2" and byte_level:
         return _byte_level(use_regex=True)  # ByteLevel's own regex is the GPT-2 pattern
-    source = onig_pattern(pattern_source(tok.pattern))
     covering = tok.pattern in COVERING_PRESETS
+    source = onig_pattern(split_source(tok.pattern) if covering else pattern_source(tok.pattern))
     split = {
         "type": "Split",
         "pattern": {"Regex": source},
