@@ -102,12 +102,16 @@ def train_superword_from_counts(
     """Both stages in process from the corpus's counts under ``cfg.pattern`` (stage 1) and
     under ``cfg.superword_pattern`` (stage 2, e.g. :func:`count_superwords`)."""
     cfg1, cfg2 = stage_configs(cfg)
+    started = time.perf_counter()
     stage1_model = run_in_process(FreshStart(cfg1), stage1_counts, cfg1, progress=progress)
+    first = {**count_table(stage1_counts), "seconds": round(time.perf_counter() - started, 6)}
+    started = time.perf_counter()
     start = stage2_start(stage1_model, cfg)
     done = len(stage1_model.merges)
     step = None if progress is None else (lambda n, merge: progress(done + n, merge))
     tok = run_in_process(start, stage2_counts, cfg2, progress=step, inherited=done)
-    return finish(tok, stage1_model, cfg, count_table(stage1_counts), count_table(stage2_counts))
+    second = {**count_table(stage2_counts), "seconds": round(time.perf_counter() - started, 6)}
+    return finish(tok, stage1_model, cfg, first, second)
 
 
 def count_superwords(texts: Iterable[str], cfg: TrainerConfig):

@@ -38,8 +38,11 @@ def _stage_checkpoints(spark, checkpoint_dir: str | None, resume: bool) -> list[
 
 
 def _table(tok) -> dict:
+    """A stage's count table and its time (counting and merging, seconds)."""
     stats = tok.metadata.get("stats") or {}
-    return {key: stats.get(key) for key in ("distinct_pretokens", "pretokens", "pretoken_bytes")}
+    table = {key: stats.get(key) for key in ("distinct_pretokens", "pretokens", "pretoken_bytes")}
+    table["seconds"] = (tok.metadata.get("timings") or {}).get("total_seconds")
+    return table
 
 
 def _stage_log(stage: int, cfg: TrainerConfig) -> None:

@@ -38,7 +38,10 @@ def assert_same(tok, expected):
     assert tok.merges == expected.merges
     assert tok.vocab == expected.vocab and tok.special_tokens == expected.special_tokens
     assert tok.fingerprint == expected.fingerprint
-    assert tok.metadata["superword"]["stage2"] == expected.metadata["superword"]["stage2"]
+    def table(model):
+        return {k: v for k, v in model.metadata["superword"]["stage2"].items() if k != "seconds"}
+
+    assert table(tok) == table(expected)
 
 
 def test_superword_training_on_spark_equals_in_process_on_the_driver_and_in_rounds(spark, docs, expected):
