@@ -4,7 +4,9 @@ no other file) of what a model holds and how its training went, with plots made 
 - the training count of each merge by rank (log scale), and where training stopped;
 - bytes per token on a sample text as the vocabulary grows (the sample encoded with the first
   ``k`` merges, for about 16 values of ``k``: :func:`bpe_spark.inspect.vocab_stats.bytes_per_token_at`);
-  the title says whether the sample is held out or comes from the training data;
+  the title says whether the sample is held out or comes from the training data; a superword
+  model's two stages are two curves, each under its stage's pattern, with the transition marked
+  (:mod:`bpe_spark.inspect.superword`);
 - the token length histogram, and the share of the vocabulary by script or byte class;
 - the time of each phase of the training and of each round (``tok.metadata["timings"]``,
   ``tok.metadata["rounds"]``); a table of the key figures (vocabulary, corpus, configuration).
@@ -33,6 +35,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from bpe_spark.inspect.extension import extension_summary, sample_comparison
+from bpe_spark.inspect.superword import superword_curves, superword_record, superword_rows
 from bpe_spark.inspect import vocab_stats
 from bpe_spark._version import __version__
 from bpe_spark.errors import BpeSparkError, ConfigError
@@ -187,10 +190,24 @@ def bytes_per_token_plot(tok, sample: Sample | None) -> Plot:
     title = f"Bytes per token as the vocabulary grows (sample {where}: {sample.label})"
     if getattr(tok, "pipeline", None) is not None:
         return Plot(title, None, "An imported tokenizers pipeline: its first merges alone are not a tokenizer.")
-    curve = bytes_per_token_curve(tok, sample.text)
+    stages = superword_record(tok)
+    if stages is not None:
+        first, second = superword_curves(tok, sample.text, merge_steps(stages["stage1_merges"]))
+        curve = first + second[1:]
+    else:
+        curve = bytes_per_token_curve(tok, sample.text)
     figure = _figure()
     axes = figure.add_subplot()
-    axes.plot([v for _, v, _ in curve], [b for _, _, b in curve], marker="o", color=_COLOUR)
+    if stages is None:
+        axes.plot([v for _, v, _ in curve], [b for _, _, b in curve], marker="o", color=_COLOUR)
+    else:
+        axes.plot([v for _, v, _ in first], [b for _, _, b in first], marker="o", color=_COLOUR,
+                  label=f"stage 1 (pattern {stages['stage1_pattern']})")
+        axes.plot([v for _, v, _ in second], [b for _, _, b in second], marker="s", color=_ACCENT,
+                  label=f"stage 2 (pattern {stages['stage2_pattern'][:24]})")
+        axes.axvline(first[-1][1], color="#777", linestyle="--", linewidth=1,
+                     label=f"transition: {stages['stage1_merges']:,} merges")
+        axes.legend(loc="upper left")
     axes.set_xscale("log")
     axes.xaxis.set_major_formatter(lambda value, _: f"{value:,.0f}")
     axes.xaxis.set_minor_formatter(lambda value, _: f"{value:,.0f}" if str(round(value))[0] in "25" else "")
@@ -200,9 +217,10 @@ def bytes_per_token_plot(tok, sample: Sample | None) -> Plot:
     final = curve[-1][2]
     axes.annotate(f"{final:.2f}", (curve[-1][1], final), xytext=(-4, -14), textcoords="offset points", ha="right")
     size = len(sample.text.encode("utf-8", errors="replace"))
+    said = "" if stages is None else f" {first[-1][2]:.2f} at the transition (stage 1's model);"
     return Plot(title, _png(figure),
-                f"{size:,} bytes of sample; {final:.2f} bytes per token with all {len(tok.merge_ids):,} merges, "
-                f"{curve[0][2]:.2f} with none.")
+                f"{size:,} bytes of sample; {final:.2f} bytes per token with all {len(tok.merge_ids):,} merges,"
+                f"{said} {curve[0][2]:.2f} with none.")
 
 
 def length_plot(tok) -> Plot:
@@ -301,6 +319,7 @@ def key_figures(tok, sample: Sample | None = None) -> list[tuple[str, str]]:
     inputs = source.get("input") or source.get("counts")
     if inputs:
         rows.append(("input", ", ".join(map(str, inputs)) + f" ({source.get('input_format') or 'counts'})"))
+    rows += superword_rows(tok)
     extension = extension_summary(tok)
     if extension is not None:
         base = extension["base"]

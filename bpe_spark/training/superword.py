@@ -72,6 +72,9 @@ def finish(tok, stage1_model, cfg: TrainerConfig, stage1: dict, stage2: dict):
     data["config"] = cfg.to_dict()
     metadata = data["metadata"]
     metadata.pop("base", None)
+    done = len(stage1_model.merge_ids)  # stage 2 knows its own merges' counts; stage 1 knew these
+    metadata["merge_counts"] = list(stage1_model.metadata.get("merge_counts") or [None] * done)[:done] + \
+        list(metadata.get("merge_counts") or [])[done:]
     metadata["superword"] = {
         "transition": cfg.superword_transition,
         "stage1_merges": len(stage1_model.merges),

@@ -253,3 +253,25 @@ def test_a_remote_model_gets_its_report_uploaded(shakespeare, model_dir, tmp_pat
     assert train_report(None, tok, "s3a://bucket/model", {"input": None}) == "s3a://bucket/model/report.html"
     assert len(ReportPage((remote / REPORT_FILE).read_text(encoding="utf-8")).images) == 3  # no sample, no timings
     assert tok.metadata["timings"]["report_seconds"] > 0
+
+
+def test_a_superword_models_report_plots_both_stages_with_the_transition(held_out):
+    from bpe_spark.inspect.superword import stage1_model, superword_curves
+
+    tok = train(corpus_lines("en_books", 300_000), TrainerConfig(vocab_size=1256, superword_transition=700))
+    text = held_out.read_text(encoding="utf-8")
+    page = ReportPage(render_report(tok, sample=Sample(text, held_out.name, from_training=False)))
+    title = f"Bytes per token as the vocabulary grows (sample held out: {held_out.name})"
+    check_plot(page.images[title], title)
+    record = tok.metadata["superword"]
+    assert page.rows["superword stage 1"].startswith(f"700 merges, pattern gpt2: {record['stage1']['distinct_pretokens']:,}")
+    assert page.rows["superword stage 2"].startswith("300 merges, pattern superbpe")
+    first, second = superword_curves(tok, text, [0, 100, 700])
+    # stage 1's curve is the stage-1 model itself: the plain model of its first merges
+    plain = train(corpus_lines("en_books", 300_000), TrainerConfig(vocab_size=956))
+    assert plain.merges == tok.merges[:700]
+    size = len(text.encode())
+    assert first[-1] == (700, 956, size / len(plain.encode(text)))
+    assert second[-1] == (1000, 1256, size / len(tok.encode(text))) and second[-1][2] > first[-1][2]
+    assert stage1_model(tok, record).pattern == "gpt2"
+    assert len(tok.metadata["merge_counts"]) == 1000 and None not in tok.metadata["merge_counts"]

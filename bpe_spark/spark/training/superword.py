@@ -8,13 +8,14 @@ checkpoint directory each stage keeps its own checkpoint in a subdirectory (``st
 begun, else starts it.
 
 >>> tok = train_superword(documents, TrainerConfig(vocab_size=32000, superword_transition=28800),  # doctest: +SKIP
-...                       text_col="text", checkpoint_dir=None, resume=False, ...)
+...                       train_start, text_col="text", checkpoint_dir=None, resume=False, ...)
 >>> tok.metadata["superword"]["stage2"]["distinct_pretokens"]                                    # doctest: +SKIP
 """
 
 from __future__ import annotations
 
 import logging
+from collections.abc import Callable
 
 from pyspark.sql import DataFrame
 
@@ -54,10 +55,10 @@ def _stage_log(stage: int, cfg: TrainerConfig) -> None:
                  cfg.superword_pattern)
 
 
-def train_superword(df: DataFrame, cfg: TrainerConfig, *, checkpoint_dir: str | None, resume: bool, **options):
-    """Both stages on the documents of ``df`` (``options``: :func:`~bpe_spark.spark.training.run.train`'s)."""
-    from bpe_spark.spark.training.run import train_start
-
+def train_superword(df: DataFrame, cfg: TrainerConfig, train_start: Callable, *, checkpoint_dir: str | None,
+                    resume: bool, **options):
+    """Both stages on the documents of ``df``, each by ``train_start`` (the run of one start,
+    :func:`~bpe_spark.spark.training.run.train_start`, with ``options``)."""
     cfg1, cfg2 = stage_configs(cfg)
     (first_dir, first_resume), (second_dir, second_resume) = _stage_checkpoints(df.sparkSession, checkpoint_dir,
                                                                                 resume)
@@ -69,12 +70,11 @@ def train_superword(df: DataFrame, cfg: TrainerConfig, *, checkpoint_dir: str | 
     return finish(tok, stage1, cfg, _table(stage1), _table(tok))
 
 
-def train_superword_from_counts(counts: DataFrame, superword_counts: DataFrame | None, cfg: TrainerConfig, *,
-                                checkpoint_dir: str | None, resume: bool, **options):
+def train_superword_from_counts(counts: DataFrame, superword_counts: DataFrame | None, cfg: TrainerConfig,
+                                counts_start: Callable, *, checkpoint_dir: str | None, resume: bool, **options):
     """Both stages from count tables: ``counts`` under ``cfg.pattern``, ``superword_counts``
-    under ``cfg.superword_pattern`` (``options``: :func:`~bpe_spark.spark.training.run.train_from_counts`'s)."""
-    from bpe_spark.spark.training.run import counts_start
-
+    under ``cfg.superword_pattern``, each by ``counts_start`` (the run of one start on counts,
+    :func:`~bpe_spark.spark.training.run.counts_start`, with ``options``)."""
     if superword_counts is None:
         raise ConfigError("superword training from counts needs superword_counts= too: the corpus counted "
                           "with cfg.superword_pattern (count_pretokens(df, cfg.replace(pattern=cfg.superword_pattern)))")
