@@ -1117,7 +1117,7 @@ static PySequenceMethods PretokenCounter_as_sequence = {
 
 static PyTypeObject PretokenCounterType = {
     PyVarObject_HEAD_INIT(NULL, 0).tp_name = "bpe_spark.native._fastenc.PretokenCounter",
-    .tp_doc = "PretokenCounter(pattern): counts the pretokens of texts (gpt2 / cl100k / o200k), in C.",
+    .tp_doc = "PretokenCounter(pattern): counts the pretokens of texts (a compiled preset), in C.",
     .tp_basicsize = sizeof(PretokenCounter),
     .tp_itemsize = 0,
     .tp_flags = Py_TPFLAGS_DEFAULT,
@@ -1148,7 +1148,7 @@ PyMODINIT_FUNC PyInit__fastenc(void) {
     PyObject *m = PyModule_Create(&fastenc_module);
     if (m == NULL) return NULL;
     /* bpe_spark/native/compiled.py checks this: a stale build (older source) is not used */
-    if (PyModule_AddIntConstant(m, "API_VERSION", 7) < 0) {
+    if (PyModule_AddIntConstant(m, "API_VERSION", 8) < 0) {
         Py_DECREF(m);
         return NULL;
     }
