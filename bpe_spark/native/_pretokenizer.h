@@ -401,13 +401,18 @@ static size_t superbpe_next(const uint8_t *s, size_t n, size_t i) {
     size_t j = i + (size_t)w;
     while (j < n) {
         uint8_t b = s[j];
-        /* an ASCII letter or whitespace other than ' ' starts no match (the common case) */
-        if (b < 0x80 && b != ' ' && (char_class[b] & (CLASS_L | CLASS_S))) {
-            j++;
+        int c = b < 0x80 ? (w = 1, char_class[b]) : class_at(s, n, j, &w);
+        /* a letter, or whitespace other than ' ', starts no match; nor does a space before an
+         * ASCII letter, which starts none either (the common cases, decided here) */
+        if (b == ' ' && j + 1 < n && s[j + 1] < 0x80 && (char_class[s[j + 1]] & CLASS_L)) {
+            j += 2;
+            continue;
+        }
+        if (b != ' ' && (c & (CLASS_L | CLASS_S))) {
+            j += (size_t)w;
             continue;
         }
         if (superbpe_match(s, n, j) > j) break;
-        class_at(s, n, j, &w);
         j += (size_t)w;
     }
     return j;
