@@ -8,7 +8,7 @@ hands them out as text in pieces of about ``PIECE_BYTES``, each decoded by the r
 so no character and no ill-formed sequence is split: the pieces decode to the whole document's
 text, with the same replacements.
 
-The compiled pretokenizer (``bpe_spark.native._fastenc``, gpt2 / cl100k / o200k) counts and encodes such a
+The compiled pretokenizer (``bpe_spark.native._fastenc``, ``COMPILED_PRESETS``) counts and encodes such a
 document piece by piece (:func:`count_pieces`, :func:`encode_pieces`): each call takes the pretokens
 that no later text can change and returns the rest, to be prepended to the next piece, so the
 pretokens and ids equal those of the whole text. Other pretokenizers get the whole text
@@ -117,12 +117,27 @@ def safe_cut(data: bytes) -> int:
     return n
 
 
+def _stream(step, pieces: Iterator[str]) -> None:
+    """Feed ``pieces`` to a compiled ``step(text, final) -> tail``, each call given the last
+    call's tail followed by the text that came since.
+
+    subtle: a pretoken may be longer than a piece (a superbpe gap runs to the next digit, run of
+    punctuation or of spaces, possibly the whole document), and then comes back whole as the tail.
+    Calling again only once as much new text has come keeps the rescans of such a tail linear in
+    all, instead of quadratic in its length."""
+    tail, pending, size = "", [], 0
+    for piece in pieces:
+        pending.append(piece)
+        size += len(piece)
+        if size >= len(tail):
+            tail = step(tail + "".join(pending), False)
+            pending, size = [], 0
+    step(tail + "".join(pending), True)
+
+
 def count_pieces(counter, pieces: Iterator[str]) -> None:
     """Count the pretokens of one document given in pieces with a compiled ``PretokenCounter``."""
-    tail = ""
-    for piece in pieces:
-        tail = counter.add_piece(tail + piece, False)
-    counter.add_piece(tail, True)
+    _stream(counter.add_piece, pieces)
 
 
 def encode_pieces(encoder, pieces: Iterator[str]) -> np.ndarray:
@@ -131,8 +146,5 @@ def encode_pieces(encoder, pieces: Iterator[str]) -> np.ndarray:
     new entry once it holds ``LONG_CACHE_ENTRIES``: one document's pretokens would fill it to its
     full size (about 0.9x a 100 MB document), and the ids are the same either way."""
     out = bytearray()
-    tail = ""
-    for piece in pieces:
-        tail = encoder.encode_piece(tail + piece, False, out, LONG_CACHE_ENTRIES)
-    encoder.encode_piece(tail, True, out, LONG_CACHE_ENTRIES)
+    _stream(lambda text, final: encoder.encode_piece(text, final, out, LONG_CACHE_ENTRIES), pieces)
     return np.frombuffer(out, dtype=np.int32)

@@ -13,7 +13,9 @@ raises :class:`PatternTimeoutError` naming the text. Custom patterns also count 
 characters other than whitespace (the regex's ``\\s``) that they leave unmatched, which
 pretokenization drops, and warn once. Whitespace between pretokens may go, as in the ``words``
 and ``whitespace`` presets and subword-nmt, where a word boundary stands for it. The presets
-are matched without either: their worst case is linear, gpt2 / cl100k / o200k match every
+are matched without either: their worst case is linear (but for digits-rtl3 under ``regex``,
+whose lookahead reads the rest of a digit run at each group: quadratic in a run's length, 12 s
+for 40,000 digits; the compiled pretokenizer reads a run once), the covering presets match every
 character, and ``words`` / ``whitespace`` drop whitespace only (tests/bpe/test_pattern_safety.py).
 
 >>> compile_pattern("words").findall("a, b")
@@ -99,13 +101,13 @@ PRESET_TABLE: tuple[Preset, ...] = (
     # o200k with its digit rule changed: each digit alone (Llama 1 and 2's split_digits, DeepSeek),
     # or digit runs in groups of three counted from the right (1234567 -> 1 234 567)
     Preset("single-digits", _O200K.replace(r"\p{N}{1,3}", r"\p{N}"),
-           "o200k, one digit a pretoken", covering=True, java=True),
+           "o200k, one digit a pretoken", compiled=True, covering=True, java=True),
     Preset("digits-rtl3", _O200K.replace(r"\p{N}{1,3}", r"\p{N}{1,3}(?=(?:\p{N}{3})*(?!\p{N}))"),
-           "o200k, digits in groups of three from the right", covering=True, java=True),
+           "o200k, digits in groups of three from the right", compiled=True, covering=True, java=True),
     # SuperBPE's stage 2 (docs/design.md 1.7): its reference scripts split with SUPERBPE_SPLIT as
     # tokenizers' Split "Isolated", which keeps the text between matches as pretokens too: words,
     # single spaces and lone punctuation run together into one multi-word pretoken
-    Preset("superbpe", _isolated(SUPERBPE_SPLIT), "SuperBPE's stage 2", covering=True, java=True,
+    Preset("superbpe", _isolated(SUPERBPE_SPLIT), "SuperBPE's stage 2", compiled=True, covering=True, java=True,
            split=SUPERBPE_SPLIT),
     Preset("whitespace", r"""\S+""", "subword-nmt", java=True),
 )

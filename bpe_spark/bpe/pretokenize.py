@@ -150,14 +150,14 @@ class Pretokenizer:
         return counts
 
     def tally(self) -> Tally:
-        """An accumulator of pretoken counts: compiled for the gpt2 / cl100k / o200k presets."""
+        """An accumulator of pretoken counts: compiled for the compiled presets (``COMPILED_PRESETS``)."""
         return Tally(self)
 
 
 class Tally:
     """Pretoken counts of the documents added so far: ``add(texts)``, ``items()``, ``len()``.
 
-    The gpt2 / cl100k / o200k presets split and count in C (``bpe_spark.native._fastenc``); other patterns use
+    The compiled presets (``COMPILED_PRESETS``) split and count in C (``bpe_spark.native._fastenc``); other patterns use
     the regex and a Counter. Both give the same counts.
 
     >>> tally = Pretokenizer("gpt2").tally(); tally.add(["a b", "a"]); sorted(zip(*tally.items()))

@@ -272,7 +272,7 @@ class Tokenizer:
 
     def _fast_encoder(self):
         """The compiled encoder (merge table in C; for a byte-scheme model also a pretoken cache,
-        and for the gpt2 / cl100k / o200k presets the pretokenizer), or None: bpe_spark.native._fastenc not
+        and for the compiled presets, COMPILED_PRESETS, the pretokenizer), or None: bpe_spark.native._fastenc not
         built, or BPE_SPARK_ENCODER=python, or merge_rule "ranks" outside the byte scheme (or
         with a single byte missing from the vocabulary)."""
         if not self._fast_ready:

@@ -140,7 +140,7 @@ static const int32_t *cached_pretoken_ids(Encoder *e, const uint8_t *p, size_t l
         n = bpe_in_place(m, len);
     }
     *count = n;
-    if (n > UINT32_MAX || len > UINT32_MAX) return m->work; /* too long to cache */
+    if (!cache_fits(len, n)) return m->work; /* too long to cache */
     if (e->cache.n_entries >= e->insert_limit) return m->work; /* capped: a memo, not remembered */
     if (e->cache.n_entries >= e->cache_limit || !cache_room(&e->cache, len, n)) cache_clear(&e->cache);
     return cache_add(&e->cache, &key, p, len, m->work, n);
@@ -443,7 +443,8 @@ static int fill_tokens(Encoder *e) {
         const uint8_t *p = e->vocab.arena + token->key.key_offset;
         size_t len = token->key.key_length, count;
         if (len == 0 || len > UINT32_MAX) continue; /* no pretoken is empty */
-        if (!cache_room(&e->tokens, len, 1)) return PyErr_NoMemory(), -1;
+        /* the vocabulary is held whole: only the arena's 32-bit offsets bound it, not the cache's budget */
+        if (e->tokens.keys_used + len > UINT32_MAX) return PyErr_NoMemory(), -1;
         CacheKey key;
         cache_key(&key, p, len);
         if (cache_find(&e->tokens, &key, p, len, &count) == NULL && cache_add(&e->tokens, &key, p, len, &token->id, 1) == NULL)
@@ -1117,7 +1118,7 @@ static PySequenceMethods PretokenCounter_as_sequence = {
 
 static PyTypeObject PretokenCounterType = {
     PyVarObject_HEAD_INIT(NULL, 0).tp_name = "bpe_spark.native._fastenc.PretokenCounter",
-    .tp_doc = "PretokenCounter(pattern): counts the pretokens of texts (gpt2 / cl100k / o200k), in C.",
+    .tp_doc = "PretokenCounter(pattern): counts the pretokens of texts (a compiled preset), in C.",
     .tp_basicsize = sizeof(PretokenCounter),
     .tp_itemsize = 0,
     .tp_flags = Py_TPFLAGS_DEFAULT,
@@ -1148,7 +1149,7 @@ PyMODINIT_FUNC PyInit__fastenc(void) {
     PyObject *m = PyModule_Create(&fastenc_module);
     if (m == NULL) return NULL;
     /* bpe_spark/native/compiled.py checks this: a stale build (older source) is not used */
-    if (PyModule_AddIntConstant(m, "API_VERSION", 7) < 0) {
+    if (PyModule_AddIntConstant(m, "API_VERSION", 8) < 0) {
         Py_DECREF(m);
         return NULL;
     }

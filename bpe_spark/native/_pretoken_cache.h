@@ -7,6 +7,9 @@
  * A longer key lives in an arena (the slot keeps its offset and hash), as do the ids of a
  * pretoken of three ids or more. Slots are at a load of 1/2 at most, aligned to 32 bytes.
  *
+ * The arenas have budgets (CACHE_KEY_BYTES, CACHE_IDS): the cache starts over when an entry
+ * would pass one, as when it reaches its entry limit.
+ *
  * The cache only remembers: a miss is computed by the caller and added; the ids are the same
  * with or without it (tests/encoding/test_encoder_equivalence.py, tests/native/test_compiled_ranks.py).
  */
@@ -188,9 +191,20 @@ static const int32_t *cache_add(PretokenCache *c, const CacheKey *key, const uin
     return slot_ids(c, slot);
 }
 
-/* Whether an entry of key length len and count ids still fits the arenas' 32-bit offsets. */
+/* The arenas' budgets (well within their 32-bit offsets): 64 MB of long keys and 16 Mi ids of
+ * pretokens of three ids or more. Long pretokens (a superbpe gap may span sentences) would
+ * otherwise grow the arenas to gigabytes before the entry limit starts the cache over. */
+#define CACHE_KEY_BYTES ((size_t)1 << 26)
+#define CACHE_IDS ((size_t)1 << 24)
+
+/* Whether a pretoken of len bytes and count ids may be cached at all (it fits an empty cache). */
+static inline int cache_fits(size_t len, size_t count) {
+    return len <= CACHE_KEY_BYTES && count <= CACHE_IDS;
+}
+
+/* Whether an entry of key length len and count ids still fits the arenas' budgets. */
 static inline int cache_room(const PretokenCache *c, size_t len, size_t count) {
-    return c->ids_used + count <= UINT32_MAX && c->keys_used + len <= UINT32_MAX;
+    return c->ids_used + count <= CACHE_IDS && c->keys_used + len <= CACHE_KEY_BYTES;
 }
 
 /* Forget every entry; the memory is kept for the next ones. */

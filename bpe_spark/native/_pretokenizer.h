@@ -4,7 +4,9 @@
  *   `regex` module at start-up (set_char_classes), so the hand-written presets split exactly as
  *   `regex.findall` does.
  * - next_pretoken(pattern, s, n, i): the end of the pretoken that starts at i, for each preset
- *   (gpt2, cl100k, o200k); stream_next / stream_tail split one long text in pieces.
+ *   (gpt2, cl100k, o200k; single-digits and digits-rtl3, o200k with another digit rule; superbpe,
+ *   SuperBPE's stage-2 split with the text between its matches); stream_next / stream_tail split
+ *   one long text in pieces.
  * - The module functions set_char_classes, has_char_classes and the _pretoken_ends test hook.
  *
  * Included once, by _fastenc.c (after _bpe_common.h); everything here is static.
@@ -22,13 +24,21 @@
 
 static uint8_t *char_class = NULL; /* one byte per code point, set once from Python */
 
-enum { PATTERN_NONE = 0, PATTERN_GPT2 = 1, PATTERN_CL100K = 2, PATTERN_O200K = 3 };
+/* single-digits and digits-rtl3 are o200k with another digit rule (o200k_scan's `digits`) */
+enum {
+    PATTERN_NONE = 0, PATTERN_GPT2 = 1, PATTERN_CL100K = 2, PATTERN_O200K = 3, PATTERN_SUPERBPE = 4,
+    PATTERN_SINGLE_DIGITS = 5, PATTERN_DIGITS_RTL3 = 6
+};
+#define IS_O200K_FAMILY(p) ((p) == PATTERN_O200K || (p) == PATTERN_SINGLE_DIGITS || (p) == PATTERN_DIGITS_RTL3)
 
 /* The pattern a preset name selects; -1 (with ValueError set) for a name we do not compile. */
 static int pattern_from_name(const char *name) {
     if (strcmp(name, "gpt2") == 0) return PATTERN_GPT2;
     if (strcmp(name, "cl100k") == 0) return PATTERN_CL100K;
     if (strcmp(name, "o200k") == 0) return PATTERN_O200K;
+    if (strcmp(name, "superbpe") == 0) return PATTERN_SUPERBPE;
+    if (strcmp(name, "single-digits") == 0) return PATTERN_SINGLE_DIGITS;
+    if (strcmp(name, "digits-rtl3") == 0) return PATTERN_DIGITS_RTL3;
     PyErr_Format(PyExc_ValueError, "no compiled pretokenizer for pattern '%s'", name);
     return -1;
 }
@@ -207,6 +217,8 @@ static size_t cl100k_next(const uint8_t *s, size_t n, size_t i) {
  *   A1 [^\r\n\p{L}\p{N}]?[\p{Lu}\p{Lt}\p{Lm}\p{Lo}\p{M}]*[\p{Ll}\p{Lm}\p{Lo}\p{M}]+(?i:'s|'t|'re|'ve|'m|'ll|'d)?
  *   A2 [^\r\n\p{L}\p{N}]?[\p{Lu}\p{Lt}\p{Lm}\p{Lo}\p{M}]+[\p{Ll}\p{Lm}\p{Lo}\p{M}]*(?i:'s|'t|'re|'ve|'m|'ll|'d)?
  *   A3 \p{N}{1,3}   A4  ?[^\s\p{L}\p{N}]+[\r\n/]*   A5 \s*[\r\n]+   A6 \s+(?!\S)   A7 \s+
+ * single-digits and digits-rtl3 are this pattern with A3 replaced (o200k_scan's `pattern`):
+ * \p{N} and \p{N}{1,3}(?=(?:\p{N}{3})*(?!\p{N})) (rtl3_end).
  *
  * subtle: unlike cl100k nothing is possessive, so each alternative's backtracking is spelled out.
  * Call U the first letter class (CLASS_U) and W the second (CLASS_W); Lm, Lo and M are in both
@@ -229,7 +241,8 @@ static size_t cl100k_next(const uint8_t *s, size_t n, size_t i) {
  *   the text; A7: a run of one code point.
  *
  * *far is where the furthest run read stopped (see STREAM_MARGIN): A1 may end well before the end
- * of the U run it read (at its last "both"), and A5 before the end of the whitespace run. */
+ * of the U run it read (at its last "both"), A5 before the end of the whitespace run, and
+ * digits-rtl3's first group before the end of its digit run. */
 
 /* The U run from p: its end, the end of its last code point also in W (p if none), and the class
  * and width of the code point that ends it (class 0 at the end of the buffer). */
@@ -264,7 +277,29 @@ static inline size_t o200k_first(const uint8_t *s, size_t n, size_t p, UpperRun 
     return run.both > p ? run.both : 0;
 }
 
-static size_t o200k_scan(const uint8_t *s, size_t n, size_t i, size_t *far) {
+/* digits-rtl3's A3 \p{N}{1,3}(?=(?:\p{N}{3})*(?!\p{N})) at the digit at i (of width w): the first
+ * ((L - 1) % 3) + 1 digits of the run of L digits from i (the only count of 1 to 3 that leaves a
+ * multiple of three), so the run splits in threes counted from its end. subtle: only A3 ends a
+ * pretoken with a digit, so when the code point before i is a digit the rest of its run already
+ * is a multiple of three: three digits, read without the whole run (a run stays linear). */
+static inline size_t rtl3_end(const uint8_t *s, size_t n, size_t i, int w, size_t *far) {
+    if (i > 0) {
+        int wp, prev = class_at(s, n, last_start(s, i), &wp);
+        if (IS_NUMBER(prev)) return digits_end(s, n, i + (size_t)w);
+    }
+    size_t ends[3] = {i + (size_t)w, 0, 0}, k = ends[0], length = 1; /* ends of its first 3 digits */
+    while (k < n) {
+        int wk, ck = class_at(s, n, k, &wk);
+        if (!IS_NUMBER(ck)) break;
+        k += (size_t)wk;
+        if (length < 3) ends[length] = k;
+        length++;
+    }
+    *far = k;
+    return ends[(length - 1) % 3];
+}
+
+static size_t o200k_scan(const uint8_t *s, size_t n, size_t i, size_t *far, int pattern) {
     uint8_t b = s[i];
     int w, cls = class_at(s, n, i, &w);
     size_t end;
@@ -290,8 +325,12 @@ static size_t o200k_scan(const uint8_t *s, size_t n, size_t i, size_t *far) {
         /* A1 without the prefix fails: s[i] is no letter nor mark */
         if (run.end > p1) return contraction_end(s, n, run_of(s, n, run.end, CLASS_W, CLASS_W));
     }
-    /* A3 \p{N}{1,3} */
-    if (IS_NUMBER(cls)) return digits_end(s, n, i + w);
+    /* A3 \p{N}{1,3} (single-digits: \p{N}; digits-rtl3: rtl3_end) */
+    if (IS_NUMBER(cls)) {
+        if (pattern == PATTERN_SINGLE_DIGITS) return i + (size_t)w;
+        if (pattern == PATTERN_DIGITS_RTL3) return rtl3_end(s, n, i, w, far);
+        return digits_end(s, n, i + w);
+    }
     /* A4  ?[^\s\p{L}\p{N}]+[\r\n/]* ('/' is in the first class too, so only a line break stops
      * the run before a '/' that [\r\n/]* takes) */
     size_t from = 0;
@@ -316,15 +355,75 @@ static size_t o200k_scan(const uint8_t *s, size_t n, size_t i, size_t *far) {
     return last > i ? last : k;
 }
 
-static inline size_t o200k_next(const uint8_t *s, size_t n, size_t i) {
-    size_t far;
-    return o200k_scan(s, n, i, &far);
+/* superbpe: SuperBPE's stage-2 split S = \p{N}{1,3}| ?[^\s\p{L}\p{N}]{2,}[\r\n/]*| +(?!\S) as
+ * tokenizers' Split "Isolated" applies it (patterns.py's _isolated, S|(?:(?!S)[\s\S])+): at i the
+ * match of S, else the gap: the text from i to the next position where S matches, or the end.
+ * Words, single spaces, line breaks and lone punctuation all run together in a gap, which may be
+ * as long as the text (streaming carries it whole: STREAM_MARGIN).
+ * superbpe_match, S at i, alternatives in order (none overlaps the next):
+ * - \p{N}{1,3}: digits_end.
+ * -  ?[^\s\p{L}\p{N}]{2,}[\r\n/]*: the optional space is greedy, and without it a space is no
+ *   [^\s...]; then two "other" code points at least, the whole run of them (nothing after it can
+ *   fail, so no backtracking) and the bytes \r \n / after it.
+ * -  +(?!\S): the run of k spaces from i, whole if whitespace or the end follows, else its first
+ *   k - 1 (the last space is followed by \S): no match for one space before \S. */
+
+/* The end of S's match at i, or i when S does not match there. */
+static inline size_t superbpe_match(const uint8_t *s, size_t n, size_t i) {
+    uint8_t b = s[i];
+    int w, cls = class_at(s, n, i, &w);
+    if (IS_NUMBER(cls)) return digits_end(s, n, i + (size_t)w);
+    size_t from = b == ' ' ? i + 1 : i;
+    if (from < n) {
+        int w1, c1 = class_at(s, n, from, &w1);
+        if (IS_OTHER(c1) && from + (size_t)w1 < n) {
+            int w2, c2 = class_at(s, n, from + (size_t)w1, &w2);
+            if (IS_OTHER(c2)) {
+                size_t j = run_of(s, n, from + (size_t)w1 + (size_t)w2, ALL_CLASSES, 0);
+                while (j < n && (s[j] == '\r' || s[j] == '\n' || s[j] == '/')) j++;
+                return j;
+            }
+        }
+    }
+    if (b != ' ') return i;
+    size_t k = i + 1;
+    while (k < n && s[k] == ' ') k++;
+    if (k == n) return k;
+    int wk, ck = class_at(s, n, k, &wk);
+    return IS_SPACE(ck) ? k : k - 1;
+}
+
+static size_t superbpe_next(const uint8_t *s, size_t n, size_t i) {
+    size_t end = superbpe_match(s, n, i);
+    if (end > i) return end;
+    int w;
+    class_at(s, n, i, &w);
+    size_t j = i + (size_t)w;
+    while (j < n) {
+        uint8_t b = s[j];
+        int c = b < 0x80 ? (w = 1, char_class[b]) : class_at(s, n, j, &w);
+        /* a letter, or whitespace other than ' ', starts no match; nor does a space before an
+         * ASCII letter, which starts none either (the common cases, decided here) */
+        if (b == ' ' && j + 1 < n && s[j + 1] < 0x80 && (char_class[s[j + 1]] & CLASS_L)) {
+            j += 2;
+            continue;
+        }
+        if (b != ' ' && (c & (CLASS_L | CLASS_S))) {
+            j += (size_t)w;
+            continue;
+        }
+        if (superbpe_match(s, n, j) > j) break;
+        j += (size_t)w;
+    }
+    return j;
 }
 
 static inline size_t next_pretoken(int pattern, const uint8_t *s, size_t n, size_t i) {
+    size_t far;
     if (pattern == PATTERN_GPT2) return gpt2_next(s, n, i);
     if (pattern == PATTERN_CL100K) return cl100k_next(s, n, i);
-    return o200k_next(s, n, i);
+    if (pattern == PATTERN_SUPERBPE) return superbpe_next(s, n, i);
+    return o200k_scan(s, n, i, &far, pattern);
 }
 
 /* --- streaming one long text in pieces ------------------------------------------------------ */
@@ -346,13 +445,20 @@ static inline size_t next_pretoken(int pattern, const uint8_t *s, size_t n, size
  * last line break of a whitespace run, whose end decides whether another follows). So o200k_scan
  * also gives *far, where the furthest run it read stopped (n when one was cut by the end), and
  * the margin is counted from there: every other read lies within two code points of the
- * pretoken's end or of *far, as for gpt2 and cl100k.
+ * pretoken's end or of *far, as for gpt2 and cl100k. The same for single-digits and digits-rtl3
+ * (whose first group of a digit run depends on the run's end: *far).
+ * superbpe needs no *far: a match reads at most one code point past its end (a space run it
+ * gives back one space of), and a gap ends at the first match start q, decided by at most three
+ * code points from q (a space and two others) or two spaces, so within 9 bytes of the end. A
+ * gap may be as long as the text: the stream then returns the whole buffer as the tail each
+ * time, and the caller waits for as much text again before the next call (long_documents.py),
+ * so that rescanning it stays linear in all.
  * tests/bpe/test_long_documents.py checks it against the whole text at every cut. */
 #define STREAM_MARGIN 16
 
 /* The end of the pretoken at i if the stream may take it now; 0 if it must wait for more text. */
 static inline size_t stream_next(int pattern, const uint8_t *s, size_t n, size_t i, int final) {
-    size_t far = 0, end = pattern == PATTERN_O200K ? o200k_scan(s, n, i, &far) : next_pretoken(pattern, s, n, i);
+    size_t far = 0, end = IS_O200K_FAMILY(pattern) ? o200k_scan(s, n, i, &far, pattern) : next_pretoken(pattern, s, n, i);
     if (far < end) far = end;
     return (final || far + STREAM_MARGIN <= n) ? end : 0;
 }

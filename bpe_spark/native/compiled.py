@@ -23,7 +23,7 @@ import warnings
 # place and not versioned, so a `git pull` without `pip install -e .` leaves them stale) is
 # ignored, with a warning, rather than half used.
 FASTBPE_API = 8
-FASTENC_API = 7
+FASTENC_API = 8
 
 _WHAT = {"_fastbpe": "the merge engine", "_fastenc": "the pretokenizer, counter, encoder and JSON scanner"}
 # What pure Python costs, measured on en_books on one core (README, Performance).
@@ -126,8 +126,8 @@ def _every_code_point() -> str:
 
 
 def new_counter(preset: str | None):
-    """A compiled pretoken counter for the compiled pretokenizer's ``preset`` (gpt2 / cl100k /
-    o200k: :func:`bpe_spark.bpe.patterns.compiled_preset`), or None."""
+    """A compiled pretoken counter for the compiled pretokenizer's ``preset`` (one of
+    ``COMPILED_PRESETS``: :func:`bpe_spark.bpe.patterns.compiled_preset`), or None."""
     name = preset if encoder_available() else None
     if name is None:
         return None

@@ -28,7 +28,7 @@ from bpe_spark.bpe.text import InputTally, decode_counted
 
 pytest_plugins = ("tests.compiled_fixtures",)  # the fastenc fixture
 
-PATTERNS = ["gpt2", "cl100k", "o200k"]
+PATTERNS = ["gpt2", "cl100k", "o200k", "superbpe", "single-digits", "digits-rtl3"]
 
 
 def _fuzz_text(seed: int, n: int, alphabet=FUZZ_ALPHABET) -> str:
@@ -65,6 +65,54 @@ def test_o200k_counting_in_pieces_equals_counting_the_whole_text(seed):
         counter = _compiled._fastenc.PretokenCounter("o200k")
         count_pieces(counter, iter(_pieces(text, size)))
         assert dict(zip(*counter.items())) == expected, (seed, size)
+
+
+@pytest.mark.usefixtures("fastenc")
+@pytest.mark.parametrize("seed", range(4))
+def test_superbpe_and_digit_presets_counting_in_pieces_equal_the_whole_text(seed):
+    """A superbpe gap (everything between digits, runs of two punctuation characters and runs of
+    spaces before whitespace) and a digits-rtl3 digit run (its first group depends on where the
+    run ends) are longer than the pieces: the cut must wait for them whole (STREAM_MARGIN)."""
+    rng = random.Random(seed)
+    gap = "".join(rng.choice(["word", " ", ", ", ".", "\n", "\u4e2d", "'s", "\t"]) for _ in range(300))
+    digits = "".join(rng.choice("0123456789\u0661") for _ in range(rng.randint(40, 90)))
+    text = gap + digits + " !!\n/\r\n" + "  " + gap + " " * 41 + "x" + digits + "\n  " + _fuzz_text(seed, 200)
+    for pattern in ("superbpe", "single-digits", "digits-rtl3", "o200k"):
+        expected = Counter(regex.findall(PRESETS[pattern], text))
+        for size in (1, 2, 3, 7, 16, 17, 50, 1000):
+            counter = _compiled._fastenc.PretokenCounter(pattern)
+            count_pieces(counter, iter(_pieces(text, size)))
+            assert dict(zip(*counter.items())) == expected, (pattern, seed, size)
+
+
+def test_a_tail_longer_than_the_pieces_is_rescanned_linearly():
+    """A pretoken as long as the document (a superbpe gap) comes back whole as the tail; the
+    stream calls again only once as much text has come, so the text it rescans stays linear."""
+    from bpe_spark.bpe.long_documents import _stream
+
+    for size in (1, 10, 1000):
+        seen, calls = [], []
+
+        def step(text, final, seen=seen, calls=calls):
+            seen.append(text)
+            calls.append(len(text))
+            return "" if final else text  # nothing finished: all of it is the tail
+
+        pieces = _pieces("w" * 200_000, size)
+        _stream(step, iter(pieces))
+        assert seen[-1] == "w" * 200_000
+        assert sum(calls) <= 4 * 200_000, size
+
+
+@pytest.mark.usefixtures("fastenc")
+def test_a_superbpe_gap_as_long_as_the_document_counts_and_encodes_whole(en_tokenizer):
+    text = "The quick brown fox jumps over the lazy dog, again.\n" * 20_000 + "  12"  # one gap of 1 MB
+    tally = Pretokenizer("superbpe").tally()
+    tally.add([LongDocument(bytearray(text.encode()), piece_bytes=4096)])
+    assert dict(zip(*tally.items())) == Counter(regex.findall(PRESETS["superbpe"], text))
+    encoder = _compiled._fastenc.Encoder(en_tokenizer.merge_ids, list(range(256)), "superbpe")
+    expected = encoder.encode(text)
+    assert encode_pieces(encoder, iter(_pieces(text, 4096))).tolist() == expected
 
 
 @pytest.mark.usefixtures("fastenc")
