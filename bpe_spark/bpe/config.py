@@ -26,6 +26,9 @@ class TrainerConfig:
 
     ``vocab_size`` counts special tokens + initial alphabet + merges. ``max_merges`` optionally
     caps the number of merges too (subword-nmt style); training stops at whichever comes first.
+    ``max_token_length`` optionally caps the length of a token training creates: bytes (byte
+    scheme) or characters (char scheme; the end-of-word marker does not count). A pair whose
+    merge would be longer is never chosen (:mod:`bpe_spark.training.length_limit`).
 
     >>> TrainerConfig(vocab_size=300, special_tokens=("<|endoftext|>",)).special_tokens
     ('<|endoftext|>',)
@@ -43,6 +46,7 @@ class TrainerConfig:
     unk_token: str | None = None
     max_merges: int | None = None
     end_of_word_marker: str = field(default=END_OF_WORD_MARKER)
+    max_token_length: int | None = None
 
     def __post_init__(self) -> None:
         if isinstance(self.special_tokens, (list, str)):
@@ -64,6 +68,11 @@ class TrainerConfig:
             raise ConfigError(f"min_frequency must be an integer >= 0, got {self.min_frequency!r}")
         if self.max_merges is not None and (not isinstance(self.max_merges, int) or self.max_merges < 0):
             raise ConfigError(f"max_merges must be None or an integer >= 0, got {self.max_merges!r}")
+        if self.max_token_length is not None and (
+            isinstance(self.max_token_length, bool) or not isinstance(self.max_token_length, int)
+            or self.max_token_length < 1
+        ):
+            raise ConfigError(f"max_token_length must be None or an integer >= 1, got {self.max_token_length!r}")
         for token in self.special_tokens:
             if not isinstance(token, str) or not token:
                 raise ConfigError(f"special tokens must be non-empty strings, got {token!r}")
@@ -98,6 +107,8 @@ class TrainerConfig:
     def to_dict(self) -> dict[str, Any]:
         data = dataclasses.asdict(self)
         data["special_tokens"] = list(self.special_tokens)
+        if data["max_token_length"] is None:  # so that a config without it saves as before
+            del data["max_token_length"]
         return data
 
     @classmethod
