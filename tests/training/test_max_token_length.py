@@ -28,8 +28,7 @@ def text_lines() -> list[str]:
 
 def tokens_of(tok) -> list:
     """Every learned token's value (the merges' results)."""
-    join = (lambda a, b: a + b)
-    return [join(left, right) for left, right in tok.merges]
+    return [left + right for left, right in tok.merges]
 
 
 # --- the config field -------------------------------------------------------------------------
