@@ -171,3 +171,29 @@ def test_merge_counts_stay_true_with_an_end_of_word_suffix():
     expected = naive_train(counts, scheme="char", end_of_word="fused", vocab_size=244, max_token_length=4)
     assert tok.merges == expected.merges and tok.metadata["merge_counts"] == expected.counts
     assert tok.merges and all(count > 0 for count in tok.metadata["merge_counts"])
+
+
+# --- the exact rounds, their executors played in process ---------------------------------------
+@pytest.mark.parametrize("backend", ["python", "compiled"])
+@pytest.mark.parametrize(("cfg", "frequent", "room"), [
+    (TrainerConfig(vocab_size=500, max_token_length=3), 0.02, 5),
+    (TrainerConfig(vocab_size=500, tie_break="lexicographic", max_token_length=2), 0.2, None),
+    (TrainerConfig(vocab_size=10_000, max_merges=200, scheme="char", max_token_length=2), 0.0, 8),
+    (TrainerConfig(vocab_size=10_000, max_merges=200, scheme="char", end_of_word="fused", max_token_length=4), 0.2, 8),
+])
+def test_rounds_take_the_limited_core_merges(monkeypatch, backend, cfg, frequent, room):
+    from bpe_spark.training.engine import compiled_core_available
+    from tests.training.test_round_replay import _core, simulate
+
+    if backend == "compiled" and not compiled_core_available():
+        pytest.skip("the compiled core is not built")
+    monkeypatch.setenv("BPE_SPARK_ENGINE", backend)
+    counts = dict(count_pretokens(text_lines(), cfg))
+    expected = _core(counts, cfg)
+    merges, records = simulate(counts, cfg, frequent, room=room, backend=backend, monkeypatch=monkeypatch)
+    assert [(m.left, m.right) for m in merges] == expected
+    assert len(records) > 1
+    # shipping the over-long pairs too is only slower (outside then bounds them as well): the same merges
+    merges, _ = simulate(counts, cfg, frequent, room=room, backend=backend, monkeypatch=monkeypatch,
+                         ship_invisible=True)
+    assert [(m.left, m.right) for m in merges] == expected
