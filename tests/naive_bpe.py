@@ -30,6 +30,13 @@ def gpt2_byte_order() -> list[int]:
     return sorted(printable) + [b for b in range(256) if b not in printable]
 
 
+def token_length(value) -> int:
+    """A token's length under ``max_token_length``: its bytes, or its characters without ``</w>``."""
+    if isinstance(value, str) and value.endswith(MARKER):
+        return len(value) - len(MARKER)
+    return len(value)
+
+
 @dataclass
 class NaiveResult:
     merges: list = field(default_factory=list)  # (left value, right value) in rank order
@@ -47,8 +54,12 @@ def naive_train(
     special_tokens: tuple[str, ...] = (),
     min_frequency: int = 0,
     max_merges: int | None = None,
+    max_token_length: int | None = None,
 ) -> NaiveResult:
-    """Train on ``{pretoken: count}``; the semantics of docs/design.md 1.3 / 1.4 spelled out plainly."""
+    """Train on ``{pretoken: count}``; the semantics of docs/design.md 1.3 / 1.4 spelled out plainly.
+
+    ``max_token_length``: at each step, the pairs whose merged value would be longer (bytes, or
+    characters less a trailing ``</w>``) are dropped from the recount before the best is taken."""
     words = {word: count for word, count in counts.items() if word and count > 0}
     # Initial symbols and their ids.
     if scheme == "byte":
@@ -83,6 +94,11 @@ def naive_train(
         for word, symbols in sequences.items():
             for pair in itertools.pairwise(symbols):
                 pair_counts[pair] = pair_counts.get(pair, 0) + words[word]
+        if max_token_length is not None:
+            pair_counts = {
+                pair: count for pair, count in pair_counts.items()
+                if token_length(pair[0] + pair[1]) <= max_token_length
+            }
         if not pair_counts:
             break
         best_count = max(pair_counts.values())

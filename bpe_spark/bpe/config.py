@@ -20,7 +20,7 @@ NORMALIZATIONS = (None, "NFC", "NFKC")
 END_OF_WORD_MARKER = "</w>"
 SUPERWORD_PATTERN = "superbpe"
 # fields written by to_dict only when set, so that a config that leaves them alone reads as before
-_OMITTED_AT_DEFAULT = ("superword_transition", "superword_pattern")
+_OMITTED_AT_DEFAULT = ("superword_transition", "superword_pattern", "max_token_length")
 
 
 @dataclass(frozen=True)
@@ -29,6 +29,9 @@ class TrainerConfig:
 
     ``vocab_size`` counts special tokens + initial alphabet + merges. ``max_merges`` optionally
     caps the number of merges too (subword-nmt style); training stops at whichever comes first.
+    ``max_token_length`` optionally caps the length of a token training creates: bytes (byte
+    scheme) or characters (char scheme; the end-of-word marker does not count). A pair whose
+    merge would be longer is never chosen (:mod:`bpe_spark.training.length_limit`).
 
     >>> TrainerConfig(vocab_size=300, special_tokens=("<|endoftext|>",)).special_tokens
     ('<|endoftext|>',)
@@ -50,6 +53,8 @@ class TrainerConfig:
     # the rest of the vocabulary over ``superword_pattern``'s multi-word pretokens
     superword_transition: int | None = None
     superword_pattern: str = SUPERWORD_PATTERN
+    # training never makes a token longer than this (bytes; characters for the char scheme)
+    max_token_length: int | None = None
 
     def __post_init__(self) -> None:
         if isinstance(self.special_tokens, (list, str)):
@@ -71,6 +76,11 @@ class TrainerConfig:
             raise ConfigError(f"min_frequency must be an integer >= 0, got {self.min_frequency!r}")
         if self.max_merges is not None and (not isinstance(self.max_merges, int) or self.max_merges < 0):
             raise ConfigError(f"max_merges must be None or an integer >= 0, got {self.max_merges!r}")
+        if self.max_token_length is not None and (
+            isinstance(self.max_token_length, bool) or not isinstance(self.max_token_length, int)
+            or self.max_token_length < 1
+        ):
+            raise ConfigError(f"max_token_length must be None or an integer >= 1, got {self.max_token_length!r}")
         for token in self.special_tokens:
             if not isinstance(token, str) or not token:
                 raise ConfigError(f"special tokens must be non-empty strings, got {token!r}")

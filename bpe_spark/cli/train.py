@@ -127,6 +127,10 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help="hf: tokenizers' BpeTrainer order (default); lexicographic: CS336 / subword-nmt")
     parser.add_argument("--min-frequency", type=int, metavar="N", help="stop when the best pair occurs fewer times")
     parser.add_argument("--max-merges", type=int, metavar="N", help="stop after N merges too")
+    parser.add_argument("--max-token-length", type=int, metavar="N",
+                        help="never make a token longer than N bytes (byte scheme) or characters (char scheme; "
+                             "</w> not counted; special tokens are not limited): a pair whose merge would be longer "
+                             "is never chosen, e.g. --max-token-length 16; in a --config file: max_token_length")
     parser.add_argument("--unk-token", metavar="T",
                         help="the unknown token, a --special-token: char scheme: the token of characters unseen in "
                              "training; any scheme: transformers' unk_token in tokenizer_config.json")

@@ -17,6 +17,11 @@
  * words. Tie-breaks: "hf" compares integer keys (smaller wins); "lexicographic" compares the
  * tokens' byte strings (greater wins; a prefix is smaller, as Python compares bytes).
  *
+ * A length limit (limit(), TrainerConfig.max_token_length): each id's length, from Python, and a
+ * pair whose two lengths sum past max_len is invisible: never queued in the heap, never named by
+ * best(). Its count is kept as any other's (the rounds' journals need it), and it stays invisible
+ * (an id's length never changes), so dropping its heap entries loses nothing.
+ *
  * Errors: a failure while the state changes (an allocation in the middle of a merge, say) leaves
  * it inconsistent, so the engine is then marked broken and every later call raises RuntimeError
  * (break_engine()): never a half-merged engine that goes on giving merges.
@@ -92,6 +97,9 @@ typedef struct {
     /* symbols, indexed by id - first_id */
     size_t n_ids, cap_ids;
     int64_t *int_key;    /* hf */
+    int32_t *tok_len;    /* limit(): each id's length (n_len of them), max_len 0 = no limit */
+    size_t n_len, cap_len;
+    int64_t max_len;
     char **value;        /* lexicographic: the token's bytes */
     Py_ssize_t *value_len;
     /* words: word w is symbols[word_start[w]:word_start[w] + word_len[w]], merged in place; the
@@ -483,7 +491,17 @@ static inline int heap_before(const Engine *e, const HeapEntry *a, const HeapEnt
     return c < 0;
 }
 
+/* 1 when pair p may be merged under the length limit (an id whose length is unknown counts as 0:
+ * the caller gives every id's length before a pair holds it). */
+static inline int visible(const Engine *e, int32_t p) {
+    if (e->max_len == 0) return 1;
+    size_t l = (size_t)(e->pairs[p].left - e->first_id), r = (size_t)(e->pairs[p].right - e->first_id);
+    int64_t sum = (l < e->n_len ? e->tok_len[l] : 0) + (r < e->n_len ? e->tok_len[r] : 0);
+    return sum <= e->max_len;
+}
+
 static int heap_push(Engine *e, int64_t count, int32_t pair) {
+    if (!visible(e, pair)) return 0; /* never merged: no entry */
     HeapEntry *heap = grow_array(e->heap, &e->cap_heap, e->n_heap, 1, sizeof(HeapEntry), 4);
     if (heap == NULL) return -1;
     e->heap = heap;
@@ -536,7 +554,7 @@ static int refill(Engine *e) {
         Pair *pair = &e->pairs[p];
         if (pair->count > 0) {
             live++;
-            if (pair->count > best) best = pair->count;
+            if (pair->count > best && visible(e, (int32_t)p)) best = pair->count;
             continue;
         }
         drop_holders(e, (int32_t)p);
@@ -559,14 +577,14 @@ static int refill(Engine *e) {
         if (index_holders(e, list_floor < 2 ? 0 : list_floor) < 0) return -1;
     }
     size_t queued = 0;
-    for (size_t p = 0; p < e->n_pairs; p++) queued += e->pairs[p].count >= e->heap_floor;
+    for (size_t p = 0; p < e->n_pairs; p++) queued += e->pairs[p].count >= e->heap_floor && visible(e, (int32_t)p);
     HeapEntry *heap = bpe_realloc_array(e->heap, queued + 16, sizeof(HeapEntry));
     if (heap == NULL) return -1;
     e->heap = heap;
     e->cap_heap = queued + 16;
     e->n_heap = 0;
     for (size_t p = 0; p < e->n_pairs; p++) {
-        if (e->pairs[p].count >= e->heap_floor) {
+        if (e->pairs[p].count >= e->heap_floor && visible(e, (int32_t)p)) {
             e->heap[e->n_heap].count = e->pairs[p].count;
             e->heap[e->n_heap].pair = (int32_t)p;
             e->n_heap++;
@@ -653,6 +671,7 @@ static void Engine_dealloc(Engine *e) {
     PyMem_Free(e->value);
     PyMem_Free(e->value_len);
     PyMem_Free(e->int_key);
+    PyMem_Free(e->tok_len);
     Py_TYPE(e)->tp_free((PyObject *)e);
 }
 
@@ -928,6 +947,10 @@ static PyObject *Engine_best(Engine *e, PyObject *Py_UNUSED(ignored)) {
         while (e->n_heap > 0) {
             HeapEntry top = e->heap[0];
             int64_t current = e->pairs[top.pair].count;
+            if (!visible(e, top.pair)) { /* a limit set after it was queued */
+                heap_pop(e);
+                continue;
+            }
             if (current == top.count) {
                 return Py_BuildValue("(iiL)", e->pairs[top.pair].left, e->pairs[top.pair].right,
                                      (long long)current);
@@ -1022,6 +1045,39 @@ static inline int change(Engine *e, int32_t left, int32_t right, int64_t delta, 
         }
     }
     return 0;
+}
+
+/* limit(max_len, lengths): the length limit (0: none) and the lengths of the ids that follow the
+ * last one given (the first call gives them from first_id on). */
+static PyObject *Engine_limit(Engine *e, PyObject *args) {
+    long long max_len;
+    PyObject *lengths_obj;
+    if (check_usable(e) < 0 || !PyArg_ParseTuple(args, "LO", &max_len, &lengths_obj)) return NULL;
+    if (max_len < 0) {
+        PyErr_SetString(PyExc_ValueError, "limit: max_len must be >= 0");
+        return NULL;
+    }
+    PyObject *lengths = PySequence_Fast(lengths_obj, "limit() takes a sequence of lengths");
+    if (lengths == NULL) return NULL;
+    Py_ssize_t n = PySequence_Fast_GET_SIZE(lengths);
+    int32_t *room = grow_array(e->tok_len, &e->cap_len, e->n_len, (size_t)n, sizeof(int32_t), 256);
+    if (room == NULL) {
+        Py_DECREF(lengths);
+        return NULL;
+    }
+    e->tok_len = room;
+    for (Py_ssize_t i = 0; i < n; i++) {
+        long v = PyLong_AsLong(PySequence_Fast_GET_ITEM(lengths, i));
+        if (v == -1 && PyErr_Occurred()) {
+            Py_DECREF(lengths);
+            return NULL;
+        }
+        e->tok_len[e->n_len + (size_t)i] = (int32_t)v;
+    }
+    Py_DECREF(lengths);
+    e->n_len += (size_t)n;
+    e->max_len = (int64_t)max_len;
+    return PyLong_FromSize_t(e->n_len);
 }
 
 /* extend(keys): the tie-break keys of the ids that follow the engine's last one. */
@@ -1377,6 +1433,8 @@ static PyMethodDef Engine_methods[] = {
      "apply_all(merges): apply() each (left, right, new_id) row of an int32 buffer, in order."},
     {"extend", (PyCFunction)Engine_extend, METH_O,
      "extend(keys): add the tie-break keys of the next ids; returns the number of ids known."},
+    {"limit", (PyCFunction)Engine_limit, METH_VARARGS,
+     "limit(max_len, lengths): a length limit (0: none) and the lengths of the next ids; returns how many are known."},
     {"words", (PyCFunction)Engine_words, METH_NOARGS, "Every word's current symbol ids."},
     {"pair_count", (PyCFunction)Engine_pair_count, METH_VARARGS, "The current count of a pair."},
     {"adjust", (PyCFunction)Engine_adjust, METH_VARARGS,
@@ -1419,7 +1477,7 @@ PyMODINIT_FUNC PyInit__fastbpe(void) {
     PyObject *m = PyModule_Create(&fastbpe_module);
     if (m == NULL) return NULL;
     /* bpe_spark/native/compiled.py checks this: a stale build (older source) is not used */
-    if (PyModule_AddIntConstant(m, "API_VERSION", 8) < 0) {
+    if (PyModule_AddIntConstant(m, "API_VERSION", 9) < 0) {
         Py_DECREF(m);
         return NULL;
     }

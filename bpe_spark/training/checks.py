@@ -41,12 +41,16 @@ def early_stop(cfg: TrainerConfig, vocab_size: int, merges: int) -> str | None:
     'ran out of pairs at 3,744 merges: the vocabulary is 4,000, below vocab_size=32000'
     >>> early_stop(TrainerConfig(vocab_size=32000, min_frequency=5), 4000, 3744)
     'ran out of pairs occurring min_frequency=5 times at 3,744 merges: the vocabulary is 4,000, below vocab_size=32000'
+    >>> early_stop(TrainerConfig(vocab_size=32000, max_token_length=2), 400, 144)
+    'ran out of pairs within max_token_length=2 at 144 merges: the vocabulary is 400, below vocab_size=32000'
     >>> early_stop(TrainerConfig(vocab_size=32000, max_merges=3744), 4000, 3744) is None
     True
     """
     if vocab_size >= cfg.vocab_size or (cfg.max_merges is not None and merges >= cfg.max_merges):
         return None
     pairs = f"pairs occurring {option('min_frequency', cfg.min_frequency)} times" if cfg.min_frequency > 1 else "pairs"
+    if cfg.max_token_length is not None:
+        pairs += f" within {option('max_token_length', cfg.max_token_length)}"
     return (f"ran out of {pairs} at {merges:,} merges: the vocabulary is {vocab_size:,}, "
             f"below {option('vocab_size', cfg.vocab_size)}")
 

@@ -1,7 +1,8 @@
 """The merge engine's core, the contract written once as :class:`Core`, and its two
 implementations: :class:`PythonCore` (the reference: pair counts, pair -> holder words, a lazily
 updated heap) and :class:`CompiledCore` (the same in C, ``bpe_spark.native._fastbpe``), which
-give the same merges (tests/training/test_engine_equivalence.py).
+give the same merges (tests/training/test_engine_equivalence.py). Either takes an optional
+:class:`~bpe_spark.training.length_limit.LengthLimit`: the pairs over it are never the best.
 """
 
 from __future__ import annotations
@@ -14,6 +15,7 @@ import numpy as np
 
 from bpe_spark.bpe.symbols import SymbolTable, utf8_bytes
 from bpe_spark.native.compiled import _fastbpe  # the optional compiled core (None when not built)
+from bpe_spark.training.length_limit import LengthLimit
 
 
 class Core(Protocol):
@@ -24,7 +26,8 @@ class Core(Protocol):
 
     def best(self) -> tuple[int, int, int] | None:
         """``(left, right, count)`` of the pair the next merge takes (the highest count, ties by
-        the table's keys), or None when no pair is left."""
+        the table's keys), or None when no pair is left; a pair over the core's length limit is
+        never the best (its count is kept all the same)."""
 
     def apply(self, left: int, right: int, new_id: int) -> None:
         """Merge every non-overlapping ``(left, right)``, left to right, into ``new_id`` (already in
@@ -77,8 +80,11 @@ class PythonCore:
     The holder lists may hold words that lost the pair since (checked on use).
     """
 
-    def __init__(self, table: SymbolTable, words: list[list[int]], counts: list[int]):
+    def __init__(self, table: SymbolTable, words: list[list[int]], counts: list[int],
+                 limit: LengthLimit | None = None):
         self.table = table
+        self.limit = limit
+        self.lengths: list[int] = []  # limit: each id's length, grown with the table (_visible)
         if not isinstance(words, list):
             words = list(words)
         if not isinstance(counts, list):
@@ -111,14 +117,29 @@ class PythonCore:
         self.heap = [
             (-count, keys[pair[0] - first], keys[pair[1] - first], pair)
             for pair, count in pair_counts.items()
-            if count > 0
+            if count > 0 and self._visible(pair)
         ]
         heapq.heapify(self.heap)
 
+    def _visible(self, pair: tuple[int, int]) -> bool:
+        """Whether ``pair``'s merge stays within the length limit."""
+        limit = self.limit
+        if limit is None:
+            return True
+        lengths, table = self.lengths, self.table
+        if len(lengths) < len(table):
+            lengths += limit.lengths(table, len(lengths))
+        first = table.first_id
+        return lengths[pair[0] - first] + lengths[pair[1] - first] <= limit.max_length
+
     def best(self) -> tuple[int, int, int] | None:
         heap, pair_counts = self.heap, self.pair_counts
+        limited = self.limit is not None
         while heap:
             neg_count, key_left, key_right, pair = heap[0]
+            if limited and not self._visible(pair):
+                heapq.heappop(heap)  # over the limit for good: an id's value never changes
+                continue
             current = pair_counts.get(pair, 0)
             if current == -neg_count:
                 return pair[0], pair[1], current
@@ -254,12 +275,15 @@ class CompiledCore:
     """The :class:`Core` in C (``bpe_spark.native._fastbpe``): flat arrays, in-place merges, int pair keys.
     ``words`` may also be packed, a ``(data, offsets)`` pair (:class:`~bpe_spark.training.engine.PackedWords`)."""
 
-    def __init__(self, table: SymbolTable, words, counts: list[int]):
+    def __init__(self, table: SymbolTable, words, counts: list[int], limit: LengthLimit | None = None):
         self.table = table
+        self.limit = limit
         self.lexicographic = table.tie_break != "hf"
         keys = [self._key(value, key) for value, key in zip(table.values, table.keys)]
         self.engine = _fastbpe.Engine(words, counts, keys, table.first_id, self.lexicographic)
         self.known = len(keys)  # ids whose keys the C side holds
+        if limit is not None:
+            self.engine.limit(limit.max_length, limit.lengths(table))
 
     def _key(self, value, key):
         # hf: the integer position; lexicographic: the token's UTF-8 bytes (their order is
@@ -269,6 +293,8 @@ class CompiledCore:
         return utf8_bytes(value)
 
     def best(self) -> tuple[int, int, int] | None:
+        if self.limit is not None:
+            self._extend_keys()  # the lengths of tokens another engine added to the table
         return self.engine.best()
 
     def _extend_keys(self) -> None:
@@ -277,6 +303,8 @@ class CompiledCore:
         if len(table) > self.known:
             start = self.known
             self.engine.extend([self._key(v, k) for v, k in zip(table.values[start:], table.keys[start:])])
+            if self.limit is not None:
+                self.engine.limit(self.limit.max_length, self.limit.lengths(table, start))
             self.known = len(table)
 
     def apply(self, left: int, right: int, new_id: int) -> None:

@@ -2,7 +2,9 @@
 :class:`~bpe_spark.training.core.Core` (pure Python or compiled, chosen by ``backend``), and
 records each :class:`Merge`. The engine follows ``tokenizers``' BpeTrainer: pair counts, an index
 from each pair to the words holding it, and a lazily updated heap, so each merge touches only the
-words that contain its pair. Ties are broken by the :class:`~bpe_spark.bpe.symbols.SymbolTable` keys.
+words that contain its pair. Ties are broken by the :class:`~bpe_spark.bpe.symbols.SymbolTable` keys;
+an optional :class:`~bpe_spark.training.length_limit.LengthLimit` hides the pairs whose token
+would be too long (``TrainerConfig.max_token_length``).
 :class:`PackedWords` hands the engine words as Arrow lays them out.
 """
 
@@ -17,6 +19,7 @@ from bpe_spark.bpe.symbols import SymbolTable
 from bpe_spark.errors import ConfigError
 from bpe_spark.native.compiled import _fastbpe  # the optional compiled core (None when not built)
 from bpe_spark.training.core import CompiledCore, Core, PythonCore
+from bpe_spark.training.length_limit import LengthLimit
 
 
 class Merge(NamedTuple):
@@ -95,6 +98,9 @@ class MergeEngine:
     ``bytes``, which the compiled core reads directly (no list of ints per pretoken on the
     driver), as it reads :class:`PackedWords`. The compiled core copies the words; the Python
     core merges them in place. ``core.current_words()`` gives them after the merges so far.
+
+    ``limit``: a :class:`~bpe_spark.training.length_limit.LengthLimit` (``LengthLimit.of(cfg)``),
+    or None; :meth:`best` and :meth:`run` never take a pair whose token would pass it.
     """
 
     def __init__(
@@ -104,23 +110,25 @@ class MergeEngine:
         counts: list[int],
         *,
         backend: str | None = None,
+        limit: LengthLimit | None = None,
     ):
         if len(words) != len(counts):
             raise ValueError("words and counts differ in length")
         self.table = table
         self.counts = counts
+        self.limit = limit
         self.backend = _resolve_backend(backend)
         core = None
         if self.backend == "compiled":
             try:
                 packed = (words.data, words.offsets) if isinstance(words, PackedWords) else words
-                core = CompiledCore(table, packed, counts)
+                core = CompiledCore(table, packed, counts, limit)
             except OverflowError:
                 # subtle: counts beyond 64 bits (or ids beyond 32) only fit the Python core
                 if backend == "compiled":
                     raise
                 self.backend = "python"
-        self.core: Core = core if core is not None else PythonCore(table, words, counts)
+        self.core: Core = core if core is not None else PythonCore(table, words, counts, limit)
 
     def best(self) -> tuple[tuple[int, int], int] | None:
         """The pair the next merge would take and its count, or None when no pair is left."""

@@ -45,7 +45,7 @@ from bpe_spark.training.engine import Merge, PackedWords
 from bpe_spark.training.starts import run_in_process
 
 # the TrainerConfig fields that continued training reads; the base decides every other one
-EXTEND_FIELDS = ("vocab_size", "max_merges", "min_frequency", "tie_break")
+EXTEND_FIELDS = ("vocab_size", "max_merges", "min_frequency", "tie_break", "max_token_length")
 
 
 class PipelinePretokenizer(Pretokenizer):

@@ -34,6 +34,14 @@ Why ``X``'s best pair is the exact global best while it counts more than ``outsi
 So while ``X``'s best count is above ``outside``, the best is exact, ties broken by ``X``'s
 table as the driver would. When it is not, the next shipping lowers ``outside``; a shipping
 also checks ``X``'s count of every pair it sends against Spark's (:class:`RoundMismatch`).
+
+A length limit (``max_token_length``, :class:`~bpe_spark.training.length_limit.LengthLimit`)
+hides the over-long pairs from ``X`` and its speculations alike (their engines never take one),
+and the shippings leave them out, so ``outside`` bounds the untracked *visible* pairs. The proof
+above holds over the visible pairs: a pair's visibility never changes (its ids' values do not),
+so no pair becomes a candidate that was not bounded, and the best visible pair is the exact
+best of "BPE where over-long pairs are invisible". An invisible pair of older tokens that gains
+(a reused id) is no reason to ship: it can never be taken.
 """
 
 from __future__ import annotations
@@ -45,6 +53,7 @@ import numpy as np
 
 from bpe_spark.bpe.symbols import SymbolTable
 from bpe_spark.training.engine import Merge, MergeEngine, PackedWords
+from bpe_spark.training.length_limit import LengthLimit
 
 # a pair as one int64 key, left << PAIR_SHIFT | right (ids are < 2**31: exact and positive); the
 # rounds' Spark side keys its pairs the same way
@@ -197,10 +206,11 @@ class RoundDriver:
     """``X``: the frequent pretokens' engine and the tracked pairs' counts in ``R``, across rounds."""
 
     def __init__(self, table: SymbolTable, words, counts, *, max_new_tokens: int,
-                 max_merges: int | None, min_frequency: int):
+                 max_merges: int | None, min_frequency: int, limit: LengthLimit | None = None):
         self.table = table
+        self.limit = limit  # max_token_length: the pairs over it are never taken (module docstring)
         self.counts = np.asarray(counts, dtype=np.int64)
-        self.engine = MergeEngine(table, words, self.counts)
+        self.engine = MergeEngine(table, words, self.counts, limit=limit)
         self.tracked: dict[int, int] = {}  # pair key -> its count in R
         self.outside: int | None = None  # None: nothing shipped yet
         self.born = table.first_id + len(table)  # ids from here were made since the last shipping
@@ -263,7 +273,7 @@ class RoundDriver:
         table = self.table.copy()
         self.spec_start = table.first_id + len(table)  # the speculation's own ids start here
         data, offsets = self.engine.core.packed()
-        spec_engine = MergeEngine(table, PackedWords(data, offsets), self.counts)
+        spec_engine = MergeEngine(table, PackedWords(data, offsets), self.counts, limit=self.limit)
         del data, offsets
         spec_engine.core.set_lenient(True)
         spec_engine.core.adjust_many(self.tracked_keys(), np.fromiter(self.tracked.values(), np.int64, len(self.tracked)))
@@ -334,7 +344,7 @@ class RoundDriver:
     def _take_deltas(self, pairs: np.ndarray, changes: np.ndarray) -> bool:
         """Add one step's exact changes to the tracked pairs; False when a pair of older tokens
         gained (a reused id): its count is no longer known."""
-        engine, tracked, born = self.engine, self.tracked, self.born
+        engine, tracked, born, limit = self.engine, self.tracked, self.born, self.limit
         sure = True
         for key, change in zip(pairs.tolist(), changes.tolist()):
             left, right = key >> PAIR_SHIFT, key & _LOW
@@ -353,6 +363,6 @@ class RoundDriver:
                     raise RoundMismatch(f"pair ({left}, {right}) of a new token lost counts it never had")
                 tracked[key] = change
                 engine.core.adjust(left, right, change)
-            elif change > 0:
+            elif change > 0 and (limit is None or limit.visible(self.table, left, right)):
                 sure = False  # an older pair untracked in R gained (a reused id)
         return sure

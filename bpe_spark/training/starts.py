@@ -26,6 +26,7 @@ from bpe_spark.bpe.symbols import SymbolTable
 from bpe_spark.bpe.words import word_symbols
 from bpe_spark.training.checks import checked_counts, note_early_stop
 from bpe_spark.training.engine import Merge, MergeEngine
+from bpe_spark.training.length_limit import LengthLimit
 
 
 def initial_table(cfg: TrainerConfig, pretokens: Iterable[str], *, final_chars: Iterable[str] | None = None) -> SymbolTable:
@@ -151,7 +152,7 @@ def run_in_process(start: Start, counts: Mapping[str, int], cfg: TrainerConfig, 
             for word in start.words(pretoken, table):
                 words.append(word)
                 word_counts.append(count)
-    engine = MergeEngine(table, words, word_counts)
+    engine = MergeEngine(table, words, word_counts, limit=LengthLimit.of(cfg))
     merges = engine.run(
         max_new_tokens=start.budget(cfg, table),
         max_merges=cfg.max_merges,

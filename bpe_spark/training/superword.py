@@ -30,7 +30,7 @@ from bpe_spark.training.starts import FreshStart, run_in_process
 def stage_configs(cfg: TrainerConfig) -> tuple[TrainerConfig, TrainerConfig]:
     """The configs of stage 1 (``cfg``'s pretokenization, at most ``superword_transition``
     merges) and of stage 2 (what continued training reads: the total ``vocab_size``, the merges
-    ``max_merges`` leaves, ``min_frequency``, ``tie_break``)."""
+    ``max_merges`` leaves, ``min_frequency``, ``tie_break``, ``max_token_length``)."""
     transition = cfg.superword_transition
     if transition is None:
         raise ConfigError("superword training needs superword_transition (the merges of stage 1)")
@@ -41,6 +41,7 @@ def stage_configs(cfg: TrainerConfig) -> tuple[TrainerConfig, TrainerConfig]:
         min_frequency=cfg.min_frequency,
         tie_break=cfg.tie_break,
         max_merges=None if cfg.max_merges is None else cfg.max_merges - first,
+        max_token_length=cfg.max_token_length,
     )
     return stage1, stage2
 

@@ -22,6 +22,7 @@ from bpe_spark.bpe.words import word_symbols
 from bpe_spark.training.engine import Merge, MergeEngine
 from bpe_spark.training.checks import checked_counts, note_early_stop
 from bpe_spark.training.extend import BaseStart, extend_from_counts, refuse_pattern_without_base
+from bpe_spark.training.length_limit import LengthLimit
 from bpe_spark.training.starts import check_vocab_floor, initial_table
 from bpe_spark.training.superword import train_superword, train_superword_from_counts
 from bpe_spark.errors import ConfigError
@@ -35,7 +36,7 @@ def build_engine(counts: Mapping[str, int], cfg: TrainerConfig) -> MergeEngine:
     table = initial_table(cfg, (pretoken for pretoken, _ in items))
     check_vocab_floor(cfg, table)
     words = [word_symbols(pretoken, table, cfg) for pretoken, _ in items]
-    return MergeEngine(table, words, [count for _, count in items])
+    return MergeEngine(table, words, [count for _, count in items], limit=LengthLimit.of(cfg))
 
 
 def new_token_budget(cfg: TrainerConfig, table: SymbolTable) -> int:

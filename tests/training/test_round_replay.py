@@ -24,6 +24,7 @@ from bpe_spark.training.round_replay import (
     spec_deltas,
 )
 from bpe_spark.training.engine import MergeEngine, PackedWords, compiled_core_available
+from bpe_spark.training.length_limit import LengthLimit
 from bpe_spark.training.trainer import build_engine, count_pretokens
 from bpe_spark.bpe.words import apply_merges, pair_rank_index
 
@@ -45,11 +46,13 @@ def _pair_counts(words, counts) -> Counter:
 
 
 def simulate(counts: dict, cfg: TrainerConfig, frequent: float, *, room: int | None = None, limit: int = 10_000,
-             backend: str = "compiled", monkeypatch=None, max_rows: int | None = None) -> tuple[list, list[dict]]:
+             backend: str = "compiled", monkeypatch=None, max_rows: int | None = None,
+             ship_invisible: bool = False) -> tuple[list, list[dict]]:
     """Rounds as :mod:`bpe_spark.spark.training.rounds` runs them, the executors' work done here: the
     ``frequent`` share of pretokens (by count) in the driver's engine, at most ``room`` pairs a
     shipping, the rare ones in two partitions sending at most ``max_rows`` rows each. Returns
-    the merges and a record per round."""
+    the merges and a record per round. With ``cfg.max_token_length`` a shipping leaves out the
+    pairs over it, as Spark's does, unless ``ship_invisible``."""
     if monkeypatch is not None:
         monkeypatch.setenv("BPE_SPARK_ENGINE", backend)
     engine = build_engine(counts, cfg)
@@ -64,8 +67,9 @@ def simulate(counts: dict, cfg: TrainerConfig, frequent: float, *, room: int | N
     r_counts = [weights[i] for i in range(len(words)) if i not in kept]
     values, offsets = _packed(f_words) if f_words else (np.zeros(0, np.int32), np.zeros(1, np.int64))
     budget = cfg.vocab_size - len(table)
+    length_limit = LengthLimit.of(cfg)
     driver = RoundDriver(table, PackedWords(values, offsets), f_counts, max_new_tokens=budget, max_merges=cfg.max_merges,
-                         min_frequency=cfg.min_frequency)
+                         min_frequency=cfg.min_frequency, limit=length_limit)
     merges: list = []
     records: list[dict] = []
     while driver._room(driver.created, driver.taken):
@@ -80,6 +84,9 @@ def simulate(counts: dict, cfg: TrainerConfig, frequent: float, *, room: int | N
                 rare = _pair_counts(rare_now, r_counts)
                 untracked = sorted((k for k in rare if rare[k] > 0 and k not in driver.tracked),
                                    key=lambda k: (-totals[k], k))
+                if length_limit is not None and not ship_invisible:
+                    untracked = [k for k in untracked
+                                 if length_limit.visible(table, k >> PAIR_SHIFT, k & ((1 << PAIR_SHIFT) - 1))]
                 most = len(untracked) if room is None else room
                 shipped = untracked[:most]
                 outside = totals[untracked[most]] if len(untracked) > most else 0

@@ -64,10 +64,13 @@ def rewrite(symbols: list[bytes], pair: tuple[bytes, bytes]) -> list[bytes]:
     return out
 
 
-def reference_superbpe(texts: list[str], vocab_size: int, transition: int, pattern: str = "gpt2"):
-    """The merges of SuperBPE from its definition: (stage 1 merges, stage 2 merges)."""
+def reference_superbpe(texts: list[str], vocab_size: int, transition: int, pattern: str = "gpt2",
+                       max_length: int | None = None):
+    """The merges of SuperBPE from its definition: (stage 1 merges, stage 2 merges); with
+    ``max_length``, no token longer than that many bytes in either stage."""
     stage1_counts = Counter(p for text in texts for p in regex.findall(PRESETS[pattern], text))
-    stage1 = naive_train(dict(stage1_counts), vocab_size=vocab_size, max_merges=transition)
+    stage1 = naive_train(dict(stage1_counts), vocab_size=vocab_size, max_merges=transition,
+                         max_token_length=max_length)
     pieces = Counter(piece for text in texts for piece in isolated_pieces(text))
     sequences = {piece: [bytes([b]) for b in piece.encode()] for piece in pieces}
     for pair in stage1.merges:  # stage 2 inherits the first t merges, replayed in order
@@ -81,7 +84,8 @@ def reference_superbpe(texts: list[str], vocab_size: int, transition: int, patte
         counts: Counter = Counter()
         for piece, symbols in sequences.items():
             for pair in itertools.pairwise(symbols):
-                counts[pair] += pieces[piece]
+                if max_length is None or len(pair[0] + pair[1]) <= max_length:
+                    counts[pair] += pieces[piece]
         if not counts:
             break
         best = max(counts.values())
@@ -115,6 +119,15 @@ def test_both_stages_equal_the_reference_on_real_text(name):
     first, second = reference_superbpe(texts, 256 + 150, 100)
     assert tok.merges == first + second
     assert [tok.decode(tok.encode(text)) for text in texts] == texts
+
+
+@pytest.mark.parametrize("max_length", [4, 7])
+def test_max_token_length_holds_in_both_stages(max_length):
+    texts = lines("en_books", 120)
+    tok = train(texts, superword(256 + 150, 100, max_token_length=max_length))
+    first, second = reference_superbpe(texts, 256 + 150, 100, max_length=max_length)
+    assert tok.merges == first + second
+    assert max(len(value) for value in tok.ordinary_vocab.values()) <= max_length
 
 
 def test_encoding_applies_the_merges_to_whole_superword_pretokens():

@@ -25,6 +25,10 @@ engine would take on all the pretokens at once (:mod:`bpe_spark.training.round_r
 
 A round costs one Spark job, two when it ships, never one per merge; ``limit`` grows with the
 merges the last round kept (:func:`next_limit`).
+
+``max_token_length``: the driver's engines never take a pair over the limit, and a shipping
+leaves such pairs out (:meth:`RoundTrainer._visible_pairs`), so ``outside`` bounds the visible
+pairs only; :mod:`bpe_spark.training.round_replay` says why the rounds stay exact.
 """
 
 from __future__ import annotations
@@ -49,6 +53,7 @@ from bpe_spark.spark.training.round_tasks import (apply_round, gathered_alphabet
 from bpe_spark.spark.training.round_words import LineageWords, ReliableWords, sized_counts
 from bpe_spark.bpe.symbols import SymbolTable
 from bpe_spark.training.engine import Merge, MergeEngine, PackedWords
+from bpe_spark.training.length_limit import LengthLimit
 from bpe_spark.training.starts import FreshStart, Start
 from bpe_spark.spark.training.starting import gathers_alphabet
 
@@ -70,6 +75,7 @@ _MAX_DELTA_ROWS = 4_000_000
 # the merges a round speculates: the first round's, and the most of any
 FIRST_LIMIT = 16_384
 MAX_LIMIT = 16_384
+_LOW = (1 << 32) - 1  # a pair key's right id
 # subtle: a pair is one long, left << 32 | right; ids are < 2**31, so it is exact and positive.
 _PAIRS_SQL = (
     "transform(sequence(0, size(symbols) - 2), "
@@ -103,11 +109,12 @@ class Handoff:
         value, self._value = self._value, None
         return value
 
-    def engine(self, table: SymbolTable) -> MergeEngine:
-        """The engine over the words and counts. The compiled engine copies them, so the driver's
-        copy is dropped before the engine runs and grows; the collected Arrow buffers live in
-        Arrow's allocator, which keeps freed memory, so it is handed back to the system first."""
-        engine = MergeEngine(table, *self.take())
+    def engine(self, table: SymbolTable, limit: LengthLimit | None = None) -> MergeEngine:
+        """The engine over the words and counts (``limit``: the run's length limit). The compiled
+        engine copies them, so the driver's copy is dropped before the engine runs and grows; the
+        collected Arrow buffers live in Arrow's allocator, which keeps freed memory, so it is
+        handed back to the system first."""
+        engine = MergeEngine(table, *self.take(), limit=limit)
         if engine.backend == "compiled":
             engine.counts = None
         pa.default_memory_pool().release_unused()
@@ -227,7 +234,7 @@ class RoundTrainer:
         """Run the engine on all the pretokens (taken from ``words``), on the driver; returns
         the merges and whether training is over."""
         phase = time.perf_counter()
-        engine = words.engine(self.table)
+        engine = words.engine(self.table, LengthLimit.of(self.cfg))
         new_tokens, max_merges = self._remaining()
         before = len(self.merges)
         lowest = max(self.cfg.min_frequency, 1)
@@ -308,7 +315,8 @@ class RoundTrainer:
         del frequent
         new_tokens, max_merges = self._remaining()
         driver = RoundDriver(self.table, PackedWords(values, offsets), counts, max_new_tokens=new_tokens,
-                             max_merges=max_merges, min_frequency=self.cfg.min_frequency)
+                             max_merges=max_merges, min_frequency=self.cfg.min_frequency,
+                             limit=LengthLimit.of(self.cfg))
         self.frequent = len(counts)
         return driver, cut
 
@@ -321,6 +329,7 @@ class RoundTrainer:
         rare = F.when(F.col("count") < cut, F.col("count")).otherwise(F.lit(0))
         pairs = capped(occurrences.groupBy("pair").agg(F.sum("count").alias("total"), F.sum(rare).alias("rare")),
                        self.partitions).where(F.col("rare") > 0)
+        pairs = self._visible_pairs(pairs)
         tracked = driver.tracked_keys()
         if len(tracked):
             known = spark.createDataFrame(pa.table({"pair": tracked}))
@@ -333,6 +342,23 @@ class RoundTrainer:
         driver.ship(int64_counts(shipped.column("pair")), int64_counts(shipped.column("total")),
                     int64_counts(shipped.column("rare")), outside)
         return shipped.num_rows
+
+    def _visible_pairs(self, pairs: DataFrame) -> DataFrame:
+        """``pairs`` without those over the length limit (none is left out without one): a
+        broadcast table of every token's length, joined to each side of the pair key."""
+        limit = LengthLimit.of(self.cfg)
+        if limit is None:
+            return pairs
+        table = self.table
+        ids = np.arange(table.first_id, table.first_id + len(table), dtype=np.int64)
+        lengths = np.asarray(limit.lengths(table), dtype=np.int64)
+        spark = pairs.sparkSession
+        left = F.broadcast(spark.createDataFrame(pa.table({"_left": ids, "_left_n": lengths})))
+        right = F.broadcast(spark.createDataFrame(pa.table({"_right": ids, "_right_n": lengths})))
+        keyed = pairs.withColumn("_left", F.shiftright("pair", 32)).withColumn("_right", F.col("pair").bitwiseAND(_LOW))
+        return (keyed.join(left, "_left").join(right, "_right")
+                .where(F.col("_left_n") + F.col("_right_n") <= F.lit(limit.max_length))
+                .select(*pairs.columns))
 
     def _round(self, words: DataFrame, driver: RoundDriver, cut: int, limit: int,
                store_filled: Callable[[], None] = lambda: None) -> tuple[list[Merge], dict, str] | None:
