@@ -195,8 +195,21 @@ def case_s1(ctx: Context) -> None:
             note=(f"Tokenizer.encode_ordinary per line in one process (as T5's in-process row), warm once then "
                   f"median of 3: SuperBPE {sup['seconds']:.2f} s ({sup['tokens']:,} tokens), plain "
                   f"{plain['seconds']:.2f} s ({plain['tokens']:,} tokens); runs: SuperBPE "
-                  f"{', '.join(f'{s:.2f}' for s in sup['runs'])} s, plain {', '.join(f'{s:.2f}' for s in plain['runs'])} s"),
+                  f"{', '.join(f'{s:.2f}' for s in sup['runs'])} s, plain {', '.join(f'{s:.2f}' for s in plain['runs'])} s"
+                  + _where(sup, plain)),
             samples={"super": sup, "plain": plain}))
+
+
+def _where(sup: dict, plain: dict) -> str:
+    """Where the encode time goes: the one-call compiled path, and the Python split alone."""
+    if "split_seconds" not in sup or "split_seconds" not in plain:
+        return ""
+
+    def one(name: str, r: dict) -> str:
+        path = "one compiled call (split + encode)" if r["compiled_line"] else "Python regex split + compiled encode"
+        return f"{name} (pattern {r['pattern']}): {path}, its Python split alone {r['split_seconds']:.2f} s"
+
+    return "; where the time goes: " + "; ".join((one("SuperBPE", sup), one("plain", plain)))
 
 
 # --- S2 -------------------------------------------------------------------------------------------

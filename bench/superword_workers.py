@@ -13,7 +13,8 @@ line, as :mod:`bench.workers` does.
   (stage 1 is plain BPE), and whether plain BPE at the smaller vocabulary is the larger one's prefix.
 - ``encode_speed``: in one process, each (corpus, model) pair's held-out text encoded with
   ``Tokenizer.encode_ordinary`` per line (as :func:`bench.workers.ours_encode_inprocess`): once
-  to warm up, then the median of 3 timed passes, in MB/s, with the ids' digest.
+  to warm up, then the median of 3 timed passes, in MB/s, with the ids' digest; then, untimed
+  above, the Python pretokenizer's split of the same lines alone (where SuperBPE's time goes).
 - ``count_distinct`` (S2's driver budget): both stages' distinct pretokens of a file, once.
 """
 
@@ -91,7 +92,24 @@ def encode_speed(args: dict) -> dict:
             digest.add(row)
         middle = statistics.median(seconds)
         out[spec["label"]] = {"seconds": middle, "runs": seconds, "bytes": size, "mb_per_s": size / 1e6 / middle,
-                              "tokens": digest.tokens, "digest": digest.hexdigest()}
+                              "tokens": digest.tokens, "digest": digest.hexdigest(), "pattern": tok.pattern,
+                              **_split_alone(tok, lines)}
+    return out
+
+
+def _split_alone(tok, lines: list[str]) -> dict:
+    """Where the time goes, untimed above: whether the tokenizer took its one-call compiled path
+    (split and encode in native code) and the pretokenizer's split alone, once (seconds; the
+    Python ``regex`` split that path skips). Private attributes: absent ones leave this empty."""
+    pretokenizer = getattr(tok, "_pretokenizer", None)
+    if pretokenizer is None:
+        return {}
+    out = {"compiled_line": getattr(tok, "_line", None) is not None}
+    split = pretokenizer.split_ordinary
+    started = time.perf_counter()
+    for line in lines:
+        split(line)
+    out["split_seconds"] = time.perf_counter() - started
     return out
 
 
