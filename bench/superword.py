@@ -278,7 +278,7 @@ def case_s2(ctx: Context) -> None:
                       f"{driver_budget} --set spark.driver.memory=2g --master local[2]` on {what}; driver budget = "
                       f"{S2_BUDGET_FRACTION:g} of stage 2's {distinct['stage2']:,} distinct pretokens (stage 1: "
                       f"{distinct['stage1']:,}; counted in process on the corpora once); {in_rounds} of 2 stages "
-                      f"said they trained in rounds; bpe-spark says {phases or '?'}"),
+                      f"said they trained in rounds; bpe-spark's summary (its timings are stage 2's run): {phases or '?'}"),
                 samples={"argv": argv, "peak_mb": run.peak_mb, "stats": stats, "superword": stages}))
     s1, s2 = first.get("seconds"), second.get("seconds")
     ctx.add(Row("S2", "stage 1 vs stage 2 seconds (count and merge each)", s1, s2, "stage 2", "s",
