@@ -96,7 +96,7 @@ def test_extend_gpt2_files_with_a_checkpoint_resumed_only_with_the_same_base(spa
 
 @pytest.mark.parametrize(("extra", "said"), [
     (["--add-merges", "5", "--scheme", "char", "--pattern", "words"],
-     "--scheme, --pattern do not apply with --extend: the model decides"),
+     "--scheme does not apply with --extend: the model decides"),  # --pattern P: the new text's
     (["--add-merges", "5", "--special-token", EOT], "--special-token does not apply with --extend"),
     (["--add-merges", "5", "--lowercase", "--normalization", "NFC"], "--lowercase, --normalization do not apply"),
     ([], "--extend needs exactly one of --vocab-size N (the new total vocabulary) and --add-merges N"),

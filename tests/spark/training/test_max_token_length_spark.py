@@ -51,10 +51,9 @@ def test_driver_mode_and_rounds_equal_in_process(spark, cfg):
     assert max(lengths) == cfg.max_token_length
     df = frame(spark, docs, 3).cache()
     assert_same_model(train(df, cfg), expected)
-    for budget in (0.3, 0.05):
-        tok = train(df, cfg, driver_budget=budget)
-        assert tok.metadata["stats"]["mode"] == "rounds" and tok.metadata["stats"]["rounds"] > 1
-        assert_same_model(tok, expected)
+    tok = train(df, cfg, driver_budget=0.1)
+    assert tok.metadata["stats"]["mode"] == "rounds" and tok.metadata["stats"]["rounds"] > 1
+    assert_same_model(tok, expected)
     df.unpersist()
 
 
