@@ -125,7 +125,7 @@ _TRAINER_FIELDS = {
     "vocabSize": "vocab_size", "scheme": "scheme", "endOfWord": "end_of_word", "pattern": "pattern",
     "lowercase": "lowercase", "normalization": "normalization", "specialTokens": "special_tokens",
     "minFrequency": "min_frequency", "tieBreak": "tie_break", "unkToken": "unk_token", "maxMerges": "max_merges",
-    "endOfWordMarker": "end_of_word_marker",
+    "endOfWordMarker": "end_of_word_marker", "maxTokenLength": "max_token_length",
 }
 _DEFAULTS = TrainerConfig()
 
@@ -157,6 +157,8 @@ class BPETokenizer(Estimator, _EncodeParams, DefaultParamsReadable, DefaultParam
     unkToken = _param("unkToken", "char scheme: the unknown token (one of specialTokens)", TypeConverters.toString)
     maxMerges = _param("maxMerges", "at most this many merges (unset: no cap)", TypeConverters.toInt)
     endOfWordMarker = _param("endOfWordMarker", "char scheme: the end-of-word marker", TypeConverters.toString)
+    maxTokenLength = _param("maxTokenLength", "no token longer than this many bytes (byte scheme) or characters "
+                            "(char scheme, the marker not counted); unset: no limit", TypeConverters.toInt)
     driverBudget = _param("driverBudget", "distinct pretokens the driver may hold: a count, a fraction "
                           "(0.3, '30%') or 'auto' (from the driver's memory); above it training runs in rounds", _budget)
     engine = _param("engine", f"who pretokenizes while counting: one of {ENGINES}", TypeConverters.toString)

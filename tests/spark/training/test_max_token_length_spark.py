@@ -86,3 +86,11 @@ def test_cli_max_token_length_reaches_the_model(spark, tmp_path):
     assert main(["train", "--config", str(config), "--input", str(corpus), "--vocab-size", "200",
                  "--out", str(again), "--no-report"]) == 0
     assert Tokenizer.load(again).config.max_token_length == 2
+
+
+def test_the_ml_estimator_takes_max_token_length():
+    from bpe_spark.spark.ml import BPETokenizer
+
+    assert BPETokenizer(vocabSize=400, maxTokenLength=3).trainer_config() == TrainerConfig(vocab_size=400,
+                                                                                          max_token_length=3)
+    assert BPETokenizer().trainer_config().max_token_length is None
