@@ -126,6 +126,7 @@ _TRAINER_FIELDS = {
     "lowercase": "lowercase", "normalization": "normalization", "specialTokens": "special_tokens",
     "minFrequency": "min_frequency", "tieBreak": "tie_break", "unkToken": "unk_token", "maxMerges": "max_merges",
     "endOfWordMarker": "end_of_word_marker", "maxTokenLength": "max_token_length",
+    "superwordTransition": "superword_transition", "superwordPattern": "superword_pattern",
 }
 _DEFAULTS = TrainerConfig()
 
@@ -159,6 +160,10 @@ class BPETokenizer(Estimator, _EncodeParams, DefaultParamsReadable, DefaultParam
     endOfWordMarker = _param("endOfWordMarker", "char scheme: the end-of-word marker", TypeConverters.toString)
     maxTokenLength = _param("maxTokenLength", "no token longer than this many bytes (byte scheme) or characters "
                             "(char scheme, the marker not counted); unset: no limit", TypeConverters.toInt)
+    superwordTransition = _param("superwordTransition", "SuperBPE: merges of stage 1 (within words) before "
+                                 "stage 2's superwords (unset: plain BPE)", TypeConverters.toInt)
+    superwordPattern = _param("superwordPattern", "SuperBPE: stage 2's pretokenizer (superbpe, or a regex)",
+                              TypeConverters.toString)
     driverBudget = _param("driverBudget", "distinct pretokens the driver may hold: a count, a fraction "
                           "(0.3, '30%') or 'auto' (from the driver's memory); above it training runs in rounds", _budget)
     engine = _param("engine", f"who pretokenizes while counting: one of {ENGINES}", TypeConverters.toString)

@@ -187,3 +187,8 @@ def test_the_user_s_session_is_left_as_it_was(spark, fitted, docs, tmp_path):
     assert not spark.sparkContext._jsc.sc().isStopped()
     assert spark.getActiveSession() is spark
     assert spark.range(3).count() == 3
+
+
+def test_superword_and_length_params_reach_the_config():
+    estimator = BPETokenizer(vocabSize=1000, superwordTransition=500, superwordPattern="superbpe", maxTokenLength=12)
+    assert estimator.trainer_config() == TrainerConfig(vocab_size=1000, superword_transition=500, max_token_length=12)
