@@ -36,7 +36,6 @@ def assert_same_model(tok, expected):
 
 CONFIGS = [
     TrainerConfig(vocab_size=400, max_token_length=3),
-    TrainerConfig(vocab_size=400, tie_break="lexicographic", max_token_length=2),
     TrainerConfig(vocab_size=10_000, max_merges=150, scheme="char", max_token_length=2),
     TrainerConfig(vocab_size=10_000, max_merges=150, scheme="char", end_of_word="fused", max_token_length=4),
 ]

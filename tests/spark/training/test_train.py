@@ -127,7 +127,7 @@ def test_rounds_under_a_row_budget_cut_their_speculations_and_stay_exact(spark, 
     from bpe_spark.spark.training import round_tasks
     from bpe_spark.spark.training import rounds as spark_rounds
 
-    cfg = TrainerConfig(vocab_size=400)
+    cfg = TrainerConfig(vocab_size=340)
     expected = core_train(small_corpus, cfg)
     df = frame(spark, small_corpus, 2)
     monkeypatch.setattr(spark_rounds, "_MAX_DELTA_ROWS", 60)
