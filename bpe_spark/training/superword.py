@@ -27,6 +27,12 @@ from bpe_spark.training.extend import BaseStart
 from bpe_spark.training.starts import FreshStart, run_in_process
 
 
+def is_superword_run(cfg: TrainerConfig, *, base=None, like=None, pattern: str | None = None) -> bool:
+    """Whether a run of ``cfg`` is superword training: the config asks for it and no model
+    starts the run (continued training refuses the superword fields itself)."""
+    return cfg.superword_transition is not None and base is None and like is None and pattern is None
+
+
 def stage_configs(cfg: TrainerConfig) -> tuple[TrainerConfig, TrainerConfig]:
     """The configs of stage 1 (``cfg``'s pretokenization, at most ``superword_transition``
     merges) and of stage 2 (what continued training reads: the total ``vocab_size``, the merges

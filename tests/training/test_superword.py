@@ -7,10 +7,8 @@ config's checks and the options that go with it."""
 
 from __future__ import annotations
 
-import gzip
 import itertools
 from collections import Counter
-from pathlib import Path
 
 import pytest
 import regex
@@ -18,9 +16,9 @@ import regex
 from bpe_spark import ConfigError, TrainerConfig, train, train_from_counts
 from bpe_spark.bpe.patterns import PRESETS
 from bpe_spark.training.superword import count_superwords
+from tests.conftest import corpus_lines
 from tests.naive_bpe import gpt2_byte_order, naive_train
 
-CORPORA = Path(__file__).resolve().parents[3] / "shared" / "corpora"
 SPLIT = r"\p{N}{1,3}| ?[^\s\p{L}\p{N}]{2,}[\r\n/]*| +(?!\S)"  # the reference scripts' stage-2 regex_string
 SAMPLE = [
     "By the way, I am a fan of the Milky Way.",
@@ -32,11 +30,8 @@ SAMPLE = [
 
 
 def lines(name: str, count: int) -> list[str]:
-    path = CORPORA / f"{name}.txt.gz"
-    if not path.exists():
-        pytest.skip(f"{path} is missing (the shared corpora)")
-    with gzip.open(path, "rt", encoding="utf-8") as handle:
-        return [line for line in itertools.islice(handle, count) if line.strip()]
+    """The non-blank lines among a shared corpus's first ``count`` lines."""
+    return [line for line in corpus_lines(name, 200_000)[:count] if line.strip()]
 
 
 def isolated_pieces(text: str) -> list[str]:

@@ -61,6 +61,7 @@ from bpe_spark.training.checks import note_early_stop
 from bpe_spark.training.starts import FreshStart, Start
 from bpe_spark.spark.training.starting import memory_vocab, start_record, training_start
 from bpe_spark.spark.training.superword import train_superword, train_superword_from_counts
+from bpe_spark.training.superword import is_superword_run
 from bpe_spark.bpe.words import apply_merges, pair_rank_index, word_symbols
 from bpe_spark.spark.options import column_name
 
@@ -113,7 +114,7 @@ def train(
     require_classic(df)
     options = dict(text_col=text_col, driver_budget=driver_budget, checkpoint_dir=checkpoint_dir, resume=resume,
                    engine=engine, on_round=on_round, read_options=read_options, progress=progress)
-    if cfg.superword_transition is not None and base is None and like is None and pattern is None:
+    if is_superword_run(cfg, base=base, like=like, pattern=pattern):
         return train_superword(df, cfg, train_start, **options)
     return train_start(df, cfg, training_start(cfg, base=base, like=like, pattern=pattern), **options)
 
@@ -211,7 +212,7 @@ def train_from_counts(
     """
     options = dict(pretoken_col=pretoken_col, count_col=count_col, driver_budget=driver_budget,
                    checkpoint_dir=checkpoint_dir, resume=resume, on_round=on_round, progress=progress)
-    if cfg.superword_transition is not None and base is None and like is None and pattern is None:
+    if is_superword_run(cfg, base=base, like=like, pattern=pattern):
         return train_superword_from_counts(counts, superword_counts, cfg, counts_start, **options)
     if superword_counts is not None:
         raise ConfigError("superword_counts= goes with TrainerConfig(superword_transition=...)")
