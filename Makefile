@@ -9,7 +9,7 @@ PYTEST_ARGS ?=
 export PYSPARK_PYTHON := $(abspath $(PY))
 export PYSPARK_DRIVER_PYTHON := $(abspath $(PY))
 
-.PHONY: install java jvm-cache test train bench lint clean dist cluster-up cluster-down cluster-test
+.PHONY: install java jvm-cache test train bench docs docs-serve lint clean dist cluster-up cluster-down cluster-test
 
 install: java $(STAMP) jvm-cache
 
@@ -42,6 +42,14 @@ train: install
 	$(VENV)/bin/bpe-spark train --input data/sample/tiny_shakespeare.txt.gz --vocab-size 2000 \
 	  --out out/sample-model --overwrite
 
+# The documentation site (mkdocs.yml): built with --strict into site/ (git-ignored); make test
+# builds it too (tests/docs/test_docs_site.py).
+docs: $(STAMP)
+	NO_MKDOCS_2_WARNING=1 $(PY) -m mkdocs build --strict --site-dir site
+
+docs-serve: $(STAMP)
+	NO_MKDOCS_2_WARNING=1 $(PY) -m mkdocs serve
+
 bench: install $(BENCH_STAMP)
 	$(PY) -m bench.run $(BENCH_ARGS)
 
@@ -53,7 +61,7 @@ $(BENCH_STAMP): pyproject.toml | $(STAMP)
 	done
 	@touch $(BENCH_STAMP)
 
-# Executor packaging (README: Cluster): the wheel (compiled extensions inside: a failed build is an
+# Executor packaging (docs/guides/cluster.md): the wheel (compiled extensions inside: a failed build is an
 # error here), a packed environment of a fresh venv holding the wheel and its runtime dependencies
 # except pyspark (executors use their Spark's own) and matplotlib (the driver's report), for
 # `--archives dist/env.tar.gz#env` with `spark.pyspark.python=./env/bin/python`, and the package
@@ -106,4 +114,4 @@ lint: install
 	$(VENV)/bin/ruff check bpe_spark jobs tests bench
 
 clean: cluster-down
-	rm -rf $(VENV) out spark-warehouse .pytest_cache $(DIST) .cluster
+	rm -rf $(VENV) out site spark-warehouse .pytest_cache $(DIST) .cluster

@@ -26,7 +26,7 @@ FASTBPE_API = 9
 FASTENC_API = 8
 
 _WHAT = {"_fastbpe": "the merge engine", "_fastenc": "the pretokenizer, counter, encoder and JSON scanner"}
-# What pure Python costs, measured on en_books on one core (README, Performance).
+# What pure Python costs, measured on en_books on one core (docs/performance.md).
 _COST = {"_fastbpe": "merging about 10x", "_fastenc": "encoding about 15x, 2 MB/s per core instead of 30+"}
 _not_built: list[str] = []
 

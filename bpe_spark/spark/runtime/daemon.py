@@ -7,7 +7,7 @@ keeps no bytecode cache), and each new worker re-reads the zip's directory once 
 jar, also on the path, is re-read the same way), all before a fresh worker runs its first task,
 on every executor. When the same pyspark version is installed beside the interpreter (pip
 install, as bpe-spark's own install does), this daemon drops the zips from the path, so workers
-import compiled modules (the README's performance section has the figures).
+import compiled modules (docs/performance.md has the figures).
 
 It is Spark's own daemon otherwise (``pyspark.daemon.manager`` from the zip): where no pyspark is
 installed (a packed executor environment holds none), another version is, or it fails to import.
