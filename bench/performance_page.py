@@ -214,6 +214,14 @@ def _block_lines(block: list[dict]) -> list[str]:
     return lines
 
 
+def _note_text(path: Path) -> str:
+    """A note without its opening ``<!-- what this file owns -->`` comment."""
+    text = path.read_text(encoding="utf-8").strip("\n")
+    if text.startswith("<!--"):
+        text = text[text.index("-->") + 3:].strip("\n")
+    return text
+
+
 def render(stored: Path | None = None, notes: Path | None = None) -> str:
     """The whole page from the stored results and the notes: the same inputs, the same text."""
     results = load_stored(stored)
@@ -227,7 +235,7 @@ def render(stored: Path | None = None, notes: Path | None = None) -> str:
             lines += _block_lines(block)
         note = (notes or NOTES) / f"{group}.md"
         if note.is_file():
-            lines += [note.read_text(encoding="utf-8").strip("\n"), ""]
+            lines += [_note_text(note), ""]
     return "\n".join(lines).rstrip("\n") + "\n"
 
 
