@@ -261,7 +261,7 @@ def write_report(ctx: Context, command: str, started: float, machine: dict, *, p
     if publish and not ctx.quick:
         ran = sorted({row.case for row in ctx.rows} - set(failed), key=ALL_CASES.index)
         stored = performance_page.publish(data, ran)
-        print(f"published {', '.join(stored) or 'nothing'} to {performance_page.PAGE.relative_to(ROOT)}")
+        print(f"published {', '.join(stored) or 'nothing'} to {performance_page.PAGE.relative_to(performance_page.ROOT)}")
     return json_path, md_path
 
 
