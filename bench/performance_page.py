@@ -20,6 +20,8 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
+import platform
 import sys
 from pathlib import Path
 
@@ -136,6 +138,36 @@ def machine_line(machine: dict) -> str:
     return "Machine: " + text.lstrip("; ")
 
 
+def describe_machine() -> dict:
+    """The machine a run measures on: its record's ``machine`` (:func:`machine_line` prints it)."""
+    versions = {}
+    for module in ("tokenizers", "tiktoken", "pyspark", "sentencepiece"):
+        try:
+            versions[module] = __import__(module).__version__
+        except Exception:  # noqa: BLE001 - a missing peer is reported, not fatal here
+            versions[module] = None
+    from bpe_spark.training.engine import compiled_core_available
+
+    cpu = ""
+    try:
+        cpu = next(
+            line.split(":", 1)[1].strip()
+            for line in Path("/proc/cpuinfo").read_text().splitlines()
+            if line.startswith("model name")
+        )
+    except (OSError, StopIteration):
+        pass
+    return {
+        "cpu": cpu,
+        "cpus": os.cpu_count(),
+        "python": platform.python_version(),
+        "platform": platform.platform(),
+        "load_average": os.getloadavg() if hasattr(os, "getloadavg") else None,
+        "compiled_engine": compiled_core_available(),
+        **versions,
+    }
+
+
 def run_markdown(command: str, quick: bool, repeat: int, machine: dict, rows) -> str:
     """The Markdown report of one run (``bench-results/bench-<time>.md``)."""
     how = "quick: each case once, smaller inputs" if quick else f"{repeat} runs per side, medians"
@@ -195,15 +227,18 @@ def _blocks(results: list[dict]) -> list[list[dict]]:
     in the section's order of cases."""
     blocks: dict[tuple, list[dict]] = {}
     for result in results:
-        blocks.setdefault((result.get("command"), result.get("started")), []).append(result)
+        blocks.setdefault((result.get("command") or result.get("how"), result.get("started")), []).append(result)
     return list(blocks.values())
 
 
 def _block_lines(block: list[dict]) -> list[str]:
     first = block[0]
-    command = first.get("command") or "?"
-    lines = [f"Command: `{command}`" + (f" ({first['repeat']} runs per side, medians)"
-                                         if first.get("rows") and first.get("repeat") else ""), "",
+    if first.get("command"):
+        how = f"Command: `{first['command']}`" + (f" ({first['repeat']} runs per side, medians)"
+                                                  if first.get("rows") and first.get("repeat") else "")
+    else:  # a record no command reproduces yet says how it was measured
+        how = f"Measured {first.get('how') or '(unknown)'}"
+    lines = [how, "",
              f"Run {first.get('started') or '?'}. {machine_line(first.get('machine') or {})}", ""]
     rows = [row for result in block for row in result.get("rows", [])]
     if rows:

@@ -27,7 +27,6 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import platform
 import shutil
 import statistics
 import sys
@@ -36,8 +35,9 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 from bench import inputs, performance_page
-from bench.performance_page import console_line, run_markdown
+from bench.performance_page import console_line, describe_machine, run_markdown
 from bench.procmon import MonitoredRun, monitored
+from bench.spark_events import spark_timeline
 from bench.workers import RESULT_PREFIX
 
 ROOT = inputs.ROOT
@@ -96,46 +96,6 @@ def bpe_spark_command() -> list[str]:
     if script.exists():
         return [str(script)]
     return [sys.executable, "-c", "import sys; from bpe_spark.cli import main; sys.exit(main())"]
-
-
-def spark_timeline(event_dir: Path) -> str:
-    """Where a Spark run's time went, from its event log: the application's start to its first
-    job (JVM and session start, driver work), then each job's duration and task count."""
-    events = []
-    for path in sorted(event_dir.rglob("*")):
-        if path.is_file():
-            with open(path, encoding="utf-8", errors="replace") as fh:
-                for line in fh:
-                    try:
-                        events.append(json.loads(line))
-                    except ValueError:
-                        continue
-    start = next((e["Timestamp"] for e in events if e.get("Event") == "SparkListenerApplicationStart"), None)
-    if start is None:
-        return ""
-    jobs: dict[int, dict] = {}
-    tasks: dict[int, int] = {}
-    for e in events:
-        kind = e.get("Event")
-        if kind == "SparkListenerJobStart":
-            jobs[e["Job ID"]] = {"start": e["Submission Time"], "stages": e["Stage IDs"]}
-        elif kind == "SparkListenerJobEnd" and e["Job ID"] in jobs:
-            jobs[e["Job ID"]]["end"] = e["Completion Time"]
-        elif kind == "SparkListenerStageCompleted":
-            tasks[e["Stage Info"]["Stage ID"]] = e["Stage Info"]["Number of Tasks"]
-    end = next((e["Timestamp"] for e in events if e.get("Event") == "SparkListenerApplicationEnd"), None)
-    parts = []
-    if jobs:
-        first = min(job["start"] for job in jobs.values())
-        parts.append(f"app start to first job {(first - start) / 1000:.1f} s")
-    for job_id in sorted(jobs):
-        job = jobs[job_id]
-        n_tasks = sum(tasks.get(stage, 0) for stage in job["stages"])
-        if "end" in job:
-            parts.append(f"job {job_id} {(job['end'] - job['start']) / 1000:.1f} s ({n_tasks} tasks)")
-    if end is not None:
-        parts.append(f"app total {(end - start) / 1000:.1f} s")
-    return "; ".join(parts)
 
 
 def run_cli(argv: list[str], event_dir: Path | None = None) -> Sample:
@@ -202,35 +162,6 @@ class Context:
         self.rows.append(row)
         print(console_line(row), flush=True)
         return row
-
-
-def _machine() -> dict:
-    versions = {}
-    for module in ("tokenizers", "tiktoken", "pyspark", "sentencepiece"):
-        try:
-            versions[module] = __import__(module).__version__
-        except Exception:  # noqa: BLE001 - a missing peer is reported, not fatal here
-            versions[module] = None
-    from bpe_spark.training.engine import compiled_core_available
-
-    cpu = ""
-    try:
-        cpu = next(
-            line.split(":", 1)[1].strip()
-            for line in Path("/proc/cpuinfo").read_text().splitlines()
-            if line.startswith("model name")
-        )
-    except (OSError, StopIteration):
-        pass
-    return {
-        "cpu": cpu,
-        "cpus": os.cpu_count(),
-        "python": platform.python_version(),
-        "platform": platform.platform(),
-        "load_average": os.getloadavg() if hasattr(os, "getloadavg") else None,
-        "compiled_engine": compiled_core_available(),
-        **versions,
-    }
 
 
 def write_report(ctx: Context, command: str, started: float, machine: dict, *, publish: bool = True,
@@ -563,7 +494,7 @@ def main(argv: list[str] | None = None) -> int:
     settings = [f"{name}={value}" for name, value in sorted(os.environ.items()) if name.startswith("BPE_SPARK_")]
     command = " ".join([*settings, "python -m bench.run", *(argv if argv is not None else sys.argv[1:])])
     started = time.time()
-    machine = _machine()
+    machine = describe_machine()
     scratch = RESULTS / "scratch"
     scratch.mkdir(parents=True, exist_ok=True)
     ctx = Context(quick=args.quick, repeat=repeat, scratch=scratch)

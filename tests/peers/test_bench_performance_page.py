@@ -46,10 +46,10 @@ def test_rendering_is_deterministic_and_follows_the_groups(stored):
     headings = [line for line in first.splitlines() if line.startswith("## ")]
     assert headings == [f"## {heading}" for _, heading, _ in page.GROUPS]
     assert "must not be edited by hand" in first.splitlines()[2]
-    # every stored case is on the page, and every stored result names its command
+    # every stored case is on the page, and every stored result names its command (or how it was measured)
     for case, result in page.load_stored(stored).items():
         assert any(case in cases for _, _, cases in page.GROUPS), case
-        assert result["command"] and f"Command: `{result['command']}`" in first
+        assert f"Command: `{result['command']}`" in first if "command" in result else f"Measured {result['how']}" in first
 
 
 def test_publish_replaces_only_the_cases_of_the_run(stored, tmp_path):
@@ -99,7 +99,7 @@ def _fake_run(monkeypatch, tmp_path, stored, argv):
 
     monkeypatch.setattr(run, "ROOT", tmp_path)
     monkeypatch.setattr(run, "RESULTS", tmp_path / "bench-results")
-    monkeypatch.setattr(run, "_machine", lambda: {"cpus": 2, "cpu": "", "python": "3.11.7"})
+    monkeypatch.setattr(run, "describe_machine", lambda: {"cpus": 2, "cpu": "", "python": "3.11.7"})
     monkeypatch.setitem(run.CASE_FUNCTIONS, "T4", fake_case)
     monkeypatch.setitem(run.CASE_FUNCTIONS, "T3", failing_case)
     monkeypatch.setattr(run.performance_page, "publish", publish)
