@@ -187,8 +187,15 @@ def load_stored(stored: Path | None = None) -> dict[str, dict]:
     return {path.stem: json.loads(path.read_text(encoding="utf-8")) for path in sorted(folder.glob("*.json"))}
 
 
+def about(case: str) -> str:
+    """The opening field of a stored result: what the file holds and who writes it."""
+    return (f"the latest published run of {case}, written by bench/performance_page.py (make bench) and rendered "
+            "into docs/performance.md; never edited by hand")
+
+
 def _write_json(path: Path, record: dict) -> None:
     path.parent.mkdir(parents=True, exist_ok=True)
+    record = {"about": about(record["case"]), **record}
     path.write_text(json.dumps(record, indent=1, ensure_ascii=False) + "\n", encoding="utf-8")
 
 
