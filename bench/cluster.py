@@ -15,7 +15,9 @@ mounted alike on every worker: the tasks read the text themselves, as in local m
 Spark's reader reads it). The jobs do not wait for the executors before their first job (the
 tests do), so the executors start while the driver does. Needs
 ``make dist``; brings the cluster up (and down again if it started it). Results:
-bench-results/cluster-<time>.json and .md, and bench-results/cluster-latest.{json,md}.
+bench-results/cluster-<time>.json and .md, and bench-results/cluster-latest.{json,md}; the table
+also becomes the stored result ``bench/results/cluster.json`` of docs/performance.md
+(:mod:`bench.performance_page`; not with ``--no-publish``).
 """
 
 from __future__ import annotations
@@ -30,7 +32,7 @@ import sys
 import time
 from pathlib import Path
 
-from bench import inputs
+from bench import inputs, performance_page
 
 sys.path.insert(0, str(inputs.ROOT / "tests" / "cluster"))  # the cluster and how to submit to it
 import standalone
@@ -70,16 +72,20 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m bench.cluster", description=__doc__.split("\n\n")[0])
     parser.add_argument("--repeat", type=int, default=3)
     parser.add_argument("--vocab-size", type=int, default=32000)
+    parser.add_argument("--no-publish", action="store_true",
+                        help="leave bench/results/ and docs/performance.md alone")
     parser.add_argument("--setups", default="archive,archive-shared,node-shared",
                         help="comma-separated cluster setups besides local[2]: ENVIRONMENT (archive or node: "
                              "the executors' Python) or ENVIRONMENT-shared (with --shared-input)")
     args = parser.parse_args(argv)
+    command = " ".join(["python -m bench.cluster", *(argv if argv is not None else sys.argv[1:])])
     setups = [name.strip() for name in args.setups.split(",") if name.strip()]
     for setup in setups:
         environment, _, reader = setup.partition("-")
         if environment not in submission.ENVIRONMENTS[:2] or reader not in ("", "shared"):
             parser.error(f"--setups: {setup!r} is none of archive, node, archive-shared, node-shared")
     submission.require_dist()
+    started = time.strftime("%Y-%m-%d %H:%M:%S")
     started_cluster = not standalone.running("master")
     standalone.up()
     try:
@@ -122,6 +128,8 @@ def main(argv: list[str] | None = None) -> int:
     for name in (f"cluster-{stamp}", "cluster-latest"):
         (RESULTS / f"{name}.json").write_text(json.dumps(report, indent=2), encoding="utf-8")
         (RESULTS / f"{name}.md").write_text(markdown, encoding="utf-8")
+    if not args.no_publish:
+        performance_page.publish_markdown("cluster", command, started, machine, markdown)
     print(markdown)
     return 0 if same else 1
 

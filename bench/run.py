@@ -17,7 +17,9 @@ training, ids for encoding) fails, whatever its speed.
     python -m bench.run --cases T8      # 4 GB, 10 M+ distinct pretokens (bench/t8.py; an hour)
     python -m bench.run --cases S2      # SuperBPE on Spark, 400 MB, stage 2 in rounds (bench/superword.py; 10-20 min)
 
-Results: bench-results/bench-<time>.json and .md, and bench-results/latest.{json,md}.
+Results: bench-results/bench-<time>.json and .md, and bench-results/latest.{json,md}; a run that is
+not ``--quick`` (nor ``--no-publish``) also replaces its cases' stored results in bench/results/ and
+renders docs/performance.md again (bench/performance_page.py).
 """
 
 from __future__ import annotations
@@ -25,7 +27,6 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import platform
 import shutil
 import statistics
 import sys
@@ -33,8 +34,10 @@ import time
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
-from bench import inputs
+from bench import inputs, performance_page
+from bench.performance_page import console_line, describe_machine, run_markdown
 from bench.procmon import MonitoredRun, monitored
+from bench.spark_events import spark_timeline
 from bench.workers import RESULT_PREFIX
 
 ROOT = inputs.ROOT
@@ -93,46 +96,6 @@ def bpe_spark_command() -> list[str]:
     if script.exists():
         return [str(script)]
     return [sys.executable, "-c", "import sys; from bpe_spark.cli import main; sys.exit(main())"]
-
-
-def spark_timeline(event_dir: Path) -> str:
-    """Where a Spark run's time went, from its event log: the application's start to its first
-    job (JVM and session start, driver work), then each job's duration and task count."""
-    events = []
-    for path in sorted(event_dir.rglob("*")):
-        if path.is_file():
-            with open(path, encoding="utf-8", errors="replace") as fh:
-                for line in fh:
-                    try:
-                        events.append(json.loads(line))
-                    except ValueError:
-                        continue
-    start = next((e["Timestamp"] for e in events if e.get("Event") == "SparkListenerApplicationStart"), None)
-    if start is None:
-        return ""
-    jobs: dict[int, dict] = {}
-    tasks: dict[int, int] = {}
-    for e in events:
-        kind = e.get("Event")
-        if kind == "SparkListenerJobStart":
-            jobs[e["Job ID"]] = {"start": e["Submission Time"], "stages": e["Stage IDs"]}
-        elif kind == "SparkListenerJobEnd" and e["Job ID"] in jobs:
-            jobs[e["Job ID"]]["end"] = e["Completion Time"]
-        elif kind == "SparkListenerStageCompleted":
-            tasks[e["Stage Info"]["Stage ID"]] = e["Stage Info"]["Number of Tasks"]
-    end = next((e["Timestamp"] for e in events if e.get("Event") == "SparkListenerApplicationEnd"), None)
-    parts = []
-    if jobs:
-        first = min(job["start"] for job in jobs.values())
-        parts.append(f"app start to first job {(first - start) / 1000:.1f} s")
-    for job_id in sorted(jobs):
-        job = jobs[job_id]
-        n_tasks = sum(tasks.get(stage, 0) for stage in job["stages"])
-        if "end" in job:
-            parts.append(f"job {job_id} {(job['end'] - job['start']) / 1000:.1f} s ({n_tasks} tasks)")
-    if end is not None:
-        parts.append(f"app total {(end - start) / 1000:.1f} s")
-    return "; ".join(parts)
 
 
 def run_cli(argv: list[str], event_dir: Path | None = None) -> Sample:
@@ -197,64 +160,16 @@ class Context:
 
     def add(self, row: Row) -> Row:
         self.rows.append(row)
-        print(_format_row(row), flush=True)
+        print(console_line(row), flush=True)
         return row
 
 
-def _fmt(value: float | None, unit: str = "") -> str:
-    if value is None:
-        return "-"
-    if unit == "MB/s" or unit == "MB":
-        return f"{value:,.1f}"
-    return f"{value:.3f}" if value < 10 else f"{value:.1f}"
-
-
-def _status(row: Row) -> str:
-    if row.same_output is False:
-        return "FAIL (different output)"
-    if row.passed is None:
-        return "reference"
-    return "ok" if row.passed else "MISS"
-
-
-def _format_row(row: Row) -> str:
-    ratio = "-" if row.ratio is None else f"{row.ratio:.2f}"
-    return (
-        f"{row.case:3} {row.metric:44} ours {_fmt(row.ours, row.unit):>9} {row.unit:5} "
-        f"{row.peer_name:>22} {_fmt(row.peer, row.unit):>9}  ratio {ratio:>5}  {row.target:9} {_status(row)}"
-    )
-
-
-def _machine() -> dict:
-    versions = {}
-    for module in ("tokenizers", "tiktoken", "pyspark", "sentencepiece"):
-        try:
-            versions[module] = __import__(module).__version__
-        except Exception:  # noqa: BLE001 - a missing peer is reported, not fatal here
-            versions[module] = None
-    from bpe_spark.training.engine import compiled_core_available
-
-    cpu = ""
-    try:
-        cpu = next(
-            line.split(":", 1)[1].strip()
-            for line in Path("/proc/cpuinfo").read_text().splitlines()
-            if line.startswith("model name")
-        )
-    except (OSError, StopIteration):
-        pass
-    return {
-        "cpu": cpu,
-        "cpus": os.cpu_count(),
-        "python": platform.python_version(),
-        "platform": platform.platform(),
-        "load_average": os.getloadavg() if hasattr(os, "getloadavg") else None,
-        "compiled_engine": compiled_core_available(),
-        **versions,
-    }
-
-
-def write_report(ctx: Context, command: str, started: float, machine: dict) -> tuple[Path, Path]:
+def write_report(ctx: Context, command: str, started: float, machine: dict, *, publish: bool = True,
+                 failed=()) -> tuple[Path, Path]:
+    """The run's JSON and Markdown under bench-results/; unless the run is ``--quick`` or
+    ``publish`` is false, its cases (but those in ``failed``, which keep their stored result) become
+    the stored results of bench/results/ and docs/performance.md is rendered again
+    (:mod:`bench.performance_page`)."""
     RESULTS.mkdir(parents=True, exist_ok=True)
     stamp = time.strftime("%Y%m%d-%H%M%S", time.localtime(started))
     machine = dict(machine, load_average_end=os.getloadavg() if hasattr(os, "getloadavg") else None)
@@ -267,34 +182,17 @@ def write_report(ctx: Context, command: str, started: float, machine: dict) -> t
         "machine": machine,
         "rows": [asdict(row) for row in ctx.rows],
     }
-    lines = [
-        f"Command: `{command}` ({'quick: each case once, smaller inputs' if ctx.quick else f'{ctx.repeat} runs per side, medians'})",
-        "",
-        f"Machine: {machine['cpus']} CPUs ({machine['cpu']}), Python {machine['python']}, "
-        f"tokenizers {machine['tokenizers']}, tiktoken {machine['tiktoken']}, pyspark {machine['pyspark']}, "
-        f"sentencepiece {machine['sentencepiece']}; compiled engine: {'yes' if machine['compiled_engine'] else 'no'}; "
-        f"load average at start {machine['load_average'][0]:.1f}" if machine.get("load_average") else "",
-        "",
-        "| case | metric | ours | peer | peer value | ratio ours/peer | target | status |",
-        "|---|---|---:|---|---:|---:|---|---|",
-    ]
-    for row in ctx.rows:
-        ratio = "-" if row.ratio is None else f"{row.ratio:.2f}"
-        unit = f" {row.unit}" if row.unit else ""
-        lines.append(
-            f"| {row.case} | {row.metric} | {_fmt(row.ours, row.unit)}{unit} | {row.peer_name} | "
-            f"{_fmt(row.peer, row.unit)}{unit} | {ratio} | {row.target or '-'} | {_status(row)} |"
-        )
-    notes = [f"- {row.case}: {row.note}" for row in ctx.rows if row.note]
-    if notes:
-        lines += ["", *notes]
-    markdown = "\n".join(lines) + "\n"
+    markdown = run_markdown(command, ctx.quick, ctx.repeat, machine, ctx.rows)
     json_path = RESULTS / f"bench-{stamp}.json"
     md_path = RESULTS / f"bench-{stamp}.md"
     json_path.write_text(json.dumps(data, indent=1), encoding="utf-8")
     md_path.write_text(markdown, encoding="utf-8")
     shutil.copyfile(json_path, RESULTS / "latest.json")
     shutil.copyfile(md_path, RESULTS / "latest.md")
+    if publish and not ctx.quick:
+        ran = sorted({row.case for row in ctx.rows} - set(failed), key=ALL_CASES.index)
+        stored = performance_page.publish(data, ran)
+        print(f"published {', '.join(stored) or 'nothing'} to {performance_page.PAGE.relative_to(performance_page.ROOT)}")
     return json_path, md_path
 
 
@@ -582,6 +480,8 @@ def main(argv: list[str] | None = None) -> int:
                         help="comma-separated cases to run (default: all but T8 and S2, which run only when named)")
     parser.add_argument("--quick", action="store_true", help="each case once, on smaller inputs (4-40 MB)")
     parser.add_argument("--repeat", type=int, default=None, help="runs per side (default 3; 1 with --quick)")
+    parser.add_argument("--no-publish", action="store_true",
+                        help="leave bench/results/ and docs/performance.md alone (--quick never publishes)")
     args = parser.parse_args(argv)
     cases = [c.strip().upper() for c in args.cases.split(",") if c.strip()]
     unknown = [c for c in cases if c not in CASE_FUNCTIONS]
@@ -590,9 +490,11 @@ def main(argv: list[str] | None = None) -> int:
     repeat = args.repeat or (1 if args.quick else 3)
     if repeat < 1:
         parser.error("--repeat must be >= 1")
-    command = "python -m bench.run " + " ".join(argv if argv is not None else sys.argv[1:])
+    # the settings of the bench's own environment variables (BPE_SPARK_X1_MODE...) are part of the command
+    settings = [f"{name}={value}" for name, value in sorted(os.environ.items()) if name.startswith("BPE_SPARK_")]
+    command = " ".join([*settings, "python -m bench.run", *(argv if argv is not None else sys.argv[1:])])
     started = time.time()
-    machine = _machine()
+    machine = describe_machine()
     scratch = RESULTS / "scratch"
     scratch.mkdir(parents=True, exist_ok=True)
     ctx = Context(quick=args.quick, repeat=repeat, scratch=scratch)
@@ -605,7 +507,8 @@ def main(argv: list[str] | None = None) -> int:
             failures.append(case)
             ctx.add(Row(case, "could not run", None, None, "", "", note=str(exc).splitlines()[0][:300]))
             print(exc, file=sys.stderr)
-    json_path, md_path = write_report(ctx, command.strip(), started, machine)
+    json_path, md_path = write_report(ctx, command.strip(), started, machine, publish=not args.no_publish,
+                                      failed=failures)
     print(f"\nwrote {md_path.relative_to(ROOT)} and {json_path.relative_to(ROOT)}")
     bad_output = [row.case for row in ctx.rows if row.same_output is False]
     if bad_output:
