@@ -26,7 +26,7 @@ MANIFEST_NAME = "_manifest.json"  # an encoded dataset's manifest ("_": Spark an
 MANIFEST_FORMAT = "bpe-spark-encoded"  # its "format" field, which marked encoded datasets before the marker
 MARKER_VERSION = 1
 REPORT_MARKER = b"<!-- bpe-spark report -->"  # the second line of a training report (bpe_spark.inspect.report)
-KINDS = ("model", "encoded", "checkpoint", "counts", "export")
+KINDS = ("model", "encoded", "checkpoint", "counts", "export", "evaluation")
 
 
 WRITING = "writing"  # the marker's state while an output is written in place (object stores)
