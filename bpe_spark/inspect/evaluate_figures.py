@@ -19,6 +19,9 @@ for bit. The definitions (docs/guides/evaluate.md says them too):
   produced, counted on the canonical merge tree of each produced token (its first merge, then
   its parts' first merges, down to the alphabet): a produced token ``u`` made by ``l + r``
   adds ``produced(u) + through(u)`` to ``through(l)`` and ``through(r)``;
+- *vocabulary-use curve*: the ordinary tokens sorted by how often they are produced, most
+  first; at rank ``k``: ``[k, k / vocabulary size, share of all tokens produced that the first
+  k tokens make]``, at about 64 ranks spaced evenly on a log scale;
 - *residue* (LiteToken): a merge-made token whose through count is at least ``residue_min``
   (default 100) and at least ``residue_ratio`` (default 100) times the times it is produced:
   a token the encoder builds often but almost never emits.
@@ -44,7 +47,7 @@ VERSION = 1
 RESIDUE_RATIO = 100
 RESIDUE_MIN = 100
 TOP = 20  # most frequent, longest and residue tokens listed
-CURVE_POINTS = 101  # the vocabulary-use curve at 0%, 1%, ..., 100% of the vocabulary
+CURVE_POINTS = 64  # about as many points of the vocabulary-use curve, log-spaced by rank
 
 
 def percentile(histogram: Mapping[int, int], p: float) -> int | None:
@@ -129,9 +132,8 @@ def vocabulary_use(tok, counts: Mapping[int, int], *, residue_ratio: int = RESID
         running += count
         cumulative.append(running)
     curve = []
-    for i in range(CURVE_POINTS):
-        k = math.ceil(i / (CURVE_POINTS - 1) * len(ranked))
-        curve.append([i / (CURVE_POINTS - 1), (cumulative[k - 1] / total) if k and total else 0.0])
+    for k in curve_ranks(len(ranked)):
+        curve.append([k, k / len(ranked), cumulative[k - 1] / total if total else 0.0])
     size = len(ordinary)
     return {
         "size": size, "used": used, "unused": size - used, "unused_share": (size - used) / size if size else None,
@@ -142,6 +144,18 @@ def vocabulary_use(tok, counts: Mapping[int, int], *, residue_ratio: int = RESID
                             "through": through[t]} for t in residue[:top]],
         "curve": curve,
     }
+
+
+def curve_ranks(size: int, points: int = CURVE_POINTS) -> list[int]:
+    """The ranks (1 to ``size``) the vocabulary-use curve is given at: about ``points``, spaced
+    evenly on a log scale.
+
+    >>> curve_ranks(1000, 5)
+    [1, 6, 32, 178, 1000]
+    """
+    if size <= 0:
+        return []
+    return sorted({max(1, round(size ** (i / (points - 1)))) for i in range(points)})
 
 
 def top_tokens(tok, counts: Mapping[int, int], total: int, top: int = TOP) -> tuple[list, list]:

@@ -109,13 +109,15 @@ def vocabulary_plot(figures: Mapping) -> Plot:
     axes = figure.add_subplot()
     for i, model in enumerate(figures["models"]):
         curve = model["vocabulary"]["curve"]
-        axes.plot([100 * x for x, _ in curve], [100 * y for _, y in curve], color=_PALETTE[i % len(_PALETTE)],
+        axes.plot([100 * x for _, x, _ in curve], [100 * y for _, _, y in curve], color=_PALETTE[i % len(_PALETTE)],
                   linewidth=1.5, label=f"{model['name']} ({model['vocabulary']['unused_share'] or 0:.1%} never produced)")
-    axes.set_xlabel("share of the vocabulary, most used first (%)")
+    axes.set_xscale("log")
+    axes.xaxis.set_major_formatter(lambda value, _: f"{value:g}")
+    axes.set_xlabel("share of the vocabulary, most used first (%, log)")
     axes.set_ylabel("share of the tokens produced (%)")
     axes.set_ylim(0, 101)
     axes.grid(True, alpha=0.3)
-    axes.legend(loc="lower right", fontsize=8)
+    axes.legend(loc="upper left", fontsize=8)
     return Plot(title, png_bytes(figure), "A curve that reaches 100% early: much of the vocabulary is never used here.")
 
 
@@ -187,8 +189,8 @@ def write_evaluation(figures: Mapping, out, *, overwrite: bool = False) -> Path:
     from bpe_spark.models.files import atomic_directory
 
     out = Path(out)
-    page = render_evaluation(figures)
-    with atomic_directory(out, kind="evaluation", overwrite=overwrite) as staged:
+    with atomic_directory(out, kind="evaluation", overwrite=overwrite) as staged:  # checks out first
+        page = render_evaluation(figures)
         (staged / JSON_FILE).write_text(json.dumps(figures, indent=1, ensure_ascii=False) + "\n", encoding="utf-8")
         (staged / REPORT_FILE).write_text(page, encoding="utf-8")
     return out
