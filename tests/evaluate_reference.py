@@ -28,6 +28,18 @@ def small_corpus() -> list[tuple[str | None, str | None]]:
     return rows
 
 
+def small_models(corpus) -> dict:
+    """Two models of the small corpus: byte-level with a special token, and one that lowercases
+    (so it decodes upper case wrong: round-trip failures)."""
+    from bpe_spark import TrainerConfig, train
+
+    texts = [text for text, _ in corpus if text]
+    return {
+        "bytelevel": train(texts, TrainerConfig(vocab_size=600, special_tokens=("<|endoftext|>",))),
+        "lower": train(texts, TrainerConfig(vocab_size=400, lowercase=True)),
+    }
+
+
 def plain_script(text: str) -> str:
     scripts = Counter()
     for ch in text:

@@ -10,14 +10,13 @@ the command prints (:func:`summary_lines`).
 
 from __future__ import annotations
 
-import base64
 import html
 import json
 from collections.abc import Mapping
 from pathlib import Path
 
 from bpe_spark._version import __version__
-from bpe_spark.inspect.report import ACCENT, COLOUR, STYLE, Plot, new_figure, png_bytes
+from bpe_spark.inspect.report import ACCENT, COLOUR, STYLE, Plot, new_figure, plot_html, png_bytes
 from bpe_spark.inspect.token_display import readable
 
 JSON_FILE = "evaluation.json"
@@ -161,12 +160,7 @@ def render_evaluation(figures: Mapping, *, title: str | None = None) -> str:
     parts.append("<h2>Corpus</h2>")
     parts += _table(["figure", "value"], [(what, [value]) for what, value in corpus_rows(figures)])
     for plot in (group_plot(figures), vocabulary_plot(figures), dead_plot(figures)):
-        parts.append(f"<h2>{html.escape(plot.title)}</h2>")
-        if plot.png is not None:
-            data = base64.b64encode(plot.png).decode("ascii")
-            parts.append(f'<img alt="{html.escape(plot.title)}" src="data:image/png;base64,{data}">')
-        if plot.note:
-            parts.append(f'<p class="note">{html.escape(plot.note)}</p>')
+        parts += plot_html(plot)
     for model in figures["models"]:
         parts.append(f"<h2>Tokens of {html.escape(model['name'])}</h2>")
         frequent, longest = model["most_frequent"][:10], model["longest"][:10]

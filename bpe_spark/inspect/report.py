@@ -347,6 +347,17 @@ img { max-width: 100%; } .note { color: #555; font-size: .9rem; } footer { margi
 """
 
 
+def plot_html(plot: Plot) -> list[str]:
+    """A plot's part of a page: its heading, its PNG inline (base64), its note."""
+    parts = [f"<h2>{html.escape(plot.title)}</h2>"]
+    if plot.png is not None:
+        data = base64.b64encode(plot.png).decode("ascii")
+        parts.append(f'<img alt="{html.escape(plot.title)}" src="data:image/png;base64,{data}">')
+    if plot.note:
+        parts.append(f'<p class="note">{html.escape(plot.note)}</p>')
+    return parts
+
+
 def render_report(tok, *, sample: Sample | None = None, name: str | None = None) -> str:
     """The report's HTML (``name``: the model's path or title, shown at the top)."""
     started = time.perf_counter()
@@ -361,12 +372,7 @@ def render_report(tok, *, sample: Sample | None = None, name: str | None = None)
         parts.append(f"<tr><td>{html.escape(what)}</td><td><code>{html.escape(value)}</code></td></tr>")
     parts.append("</table>")
     for plot in figures:
-        parts.append(f"<h2>{html.escape(plot.title)}</h2>")
-        if plot.png is not None:
-            data = base64.b64encode(plot.png).decode("ascii")
-            parts.append(f'<img alt="{html.escape(plot.title)}" src="data:image/png;base64,{data}">')
-        if plot.note:
-            parts.append(f'<p class="note">{html.escape(plot.note)}</p>')
+        parts += plot_html(plot)
     parts.append(f"<footer>bpe-spark {__version__}; made in {time.perf_counter() - started:.1f} s</footer>")
     parts.append("</body></html>")
     return "\n".join(parts) + "\n"

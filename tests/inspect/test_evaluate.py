@@ -9,10 +9,9 @@ from __future__ import annotations
 import json
 
 import pytest
-from tests.evaluate_reference import check_figures, plain_script, reference, small_corpus
+from tests.evaluate_reference import check_figures, plain_script, reference, small_corpus, small_models
 from tests.report_checks import ReportPage, check_plot
 
-from bpe_spark import TrainerConfig, train
 from bpe_spark.encoding.batch_encoder import BatchEncoder
 from bpe_spark.errors import OutputExistsError, OutputRefusedError
 from bpe_spark.inspect.evaluate_figures import evaluation_figures
@@ -22,18 +21,8 @@ from bpe_spark.inspect.evaluate_stats import NULL_GROUP, Tally, document_script,
 RATIO, MINIMUM = 3, 5  # residue thresholds low enough for a small corpus to have some
 
 
-@pytest.fixture(scope="module")
-def corpus():
-    return small_corpus()
-
-
-@pytest.fixture(scope="module")
-def models(corpus):
-    texts = [text for text, _ in corpus if text]
-    return {
-        "bytes": train(texts, TrainerConfig(vocab_size=600, special_tokens=("<|endoftext|>",))),
-        "lower": train(texts, TrainerConfig(vocab_size=400, lowercase=True)),  # decodes upper case wrong
-    }
+corpus = pytest.fixture(scope="module", name="corpus")(small_corpus)
+models = pytest.fixture(scope="module", name="models")(small_models)
 
 
 def in_process(models, rows, group) -> dict:

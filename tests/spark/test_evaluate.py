@@ -8,27 +8,16 @@ from __future__ import annotations
 import json
 
 import pytest
-from tests.evaluate_reference import check_figures, plain_script, reference, small_corpus
+from tests.evaluate_reference import check_figures, plain_script, reference, small_corpus, small_models
 
-from bpe_spark import TrainerConfig, train
 from bpe_spark.cli import main
 from bpe_spark.spark import evaluate
 
 RATIO, MINIMUM = 3, 5
 
 
-@pytest.fixture(scope="module")
-def corpus():
-    return small_corpus()
-
-
-@pytest.fixture(scope="module")
-def models(corpus):
-    texts = [text for text, _ in corpus if text]
-    return {
-        "bytelevel": train(texts, TrainerConfig(vocab_size=600, special_tokens=("<|endoftext|>",))),
-        "lower": train(texts, TrainerConfig(vocab_size=400, lowercase=True)),
-    }
+corpus = pytest.fixture(scope="module", name="corpus")(small_corpus)
+models = pytest.fixture(scope="module", name="models")(small_models)
 
 
 @pytest.fixture(scope="module")
