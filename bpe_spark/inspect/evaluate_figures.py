@@ -191,7 +191,7 @@ def evaluation_figures(tally: Tally, tokenizers: Sequence, names: Sequence[str],
         "models": [],
     }
     for m, (tok, name) in enumerate(zip(tokenizers, names)):
-        counts = dict(tally.token_counts[m])
+        counts = tally.counts_of(m)
         tokens = sum(row[3 + m] for row in groups.values())
         by_group = {}
         for group, row in groups.items():

@@ -64,7 +64,7 @@ class Tally:
     model's token counts (id -> times produced), round-trip failures and the smallest failing
     text (cut to ``EXAMPLE_CHARS``)."""
 
-    models: int
+    models: int  # token_counts[m]: int64 array, index = token id
     documents: int = 0
     null_documents: int = 0
     doc_bytes: Counter = field(default_factory=Counter)
@@ -77,9 +77,23 @@ class Tally:
 
     def __post_init__(self) -> None:
         self.doc_tokens = self.doc_tokens or [Counter() for _ in range(self.models)]
-        self.token_counts = self.token_counts or [Counter() for _ in range(self.models)]
+        self.token_counts = self.token_counts or [np.zeros(0, dtype=np.int64) for _ in range(self.models)]
         self.failures = self.failures or [0] * self.models
         self.failure_examples = self.failure_examples or [None] * self.models
+
+    def add_counts(self, m: int, counts: np.ndarray) -> None:
+        """Add an array of token counts (index = id) to model ``m``'s."""
+        mine = self.token_counts[m]
+        if len(mine) < len(counts):
+            mine = np.concatenate([mine, np.zeros(len(counts) - len(mine), dtype=np.int64)])
+        mine[:len(counts)] += counts
+        self.token_counts[m] = mine
+
+    def counts_of(self, m: int) -> dict[int, int]:
+        """Model ``m``'s token counts as ``{id: times}``, the tokens produced only."""
+        counts = self.token_counts[m]
+        produced = np.flatnonzero(counts)
+        return dict(zip(produced.tolist(), counts[produced].tolist()))
 
     def group_row(self, group: str) -> list[int]:
         return self.groups.setdefault(group, [0] * (3 + self.models))
@@ -92,7 +106,7 @@ class Tally:
         self.doc_chars.update(other.doc_chars)
         for m in range(self.models):
             self.doc_tokens[m].update(other.doc_tokens[m])
-            self.token_counts[m].update(other.token_counts[m])
+            self.add_counts(m, other.token_counts[m])
             self.failures[m] += other.failures[m]
             self.failure_examples[m] = _smallest(self.failure_examples[m], other.failure_examples[m])
         for group, row in other.groups.items():
@@ -113,8 +127,8 @@ class Tally:
         for m in range(self.models):
             for length, docs in self.doc_tokens[m].items():
                 yield "doc_tokens", m, "", int(length), int(docs), None
-            for token_id, count in self.token_counts[m].items():
-                yield "token", m, "", int(token_id), int(count), None
+            for token_id, count in self.counts_of(m).items():
+                yield "token", m, "", token_id, count, None
             yield "failures", m, "", 0, self.failures[m], self.failure_examples[m]
         for group, row in self.groups.items():
             for key, value in enumerate(row):
@@ -123,6 +137,7 @@ class Tally:
     @classmethod
     def from_rows(cls, models: int, rows: Iterable[Sequence]) -> Tally:
         tally = cls(models)
+        counts: list[dict] = [{} for _ in range(models)]
         for kind, m, group, key, value, example in rows:
             if kind == "documents":
                 if key == 0:
@@ -134,7 +149,7 @@ class Tally:
             elif kind == "doc_tokens":
                 tally.doc_tokens[m][key] += value
             elif kind == "token":
-                tally.token_counts[m][key] += value
+                counts[m][key] = counts[m].get(key, 0) + value
             elif kind == "failures":
                 tally.failures[m] += value
                 tally.failure_examples[m] = _smallest(tally.failure_examples[m], example)
@@ -142,6 +157,10 @@ class Tally:
                 tally.group_row(group)[key] += value
             else:
                 raise ValueError(f"internal: unknown tally row kind {kind!r}")
+        for m, found in enumerate(counts):
+            array = np.zeros(max(found, default=-1) + 1, dtype=np.int64)
+            array[list(found)] = list(found.values())
+            tally.token_counts[m] = array
         return tally
 
 
@@ -150,49 +169,60 @@ def _smallest(a: str | None, b: str | None) -> str | None:
 
 
 # --- measuring a batch ------------------------------------------------------------------------
-def tally_texts(encoders: Sequence, texts: Sequence[str | None], groups: Sequence[str] | None = None,
-                *, byte_lengths: np.ndarray | None = None, char_lengths: np.ndarray | None = None) -> Tally:
+def tally_texts(encoders: Sequence, texts: Sequence[str | None], groups: Sequence[str] | None = None) -> Tally:
     """The :class:`Tally` of a batch of ``texts`` under each of ``encoders``
     (:class:`~bpe_spark.encoding.batch_encoder.BatchEncoder`), ``groups``: each text's group
-    (None: all in ``all``). ``byte_lengths`` / ``char_lengths``: the texts' UTF-8 and code point
-    lengths when the caller has them (an Arrow column does), else measured here."""
-    tally = Tally(len(encoders))
+    (None: all in ``all``)."""
     nulls = np.fromiter((text is None for text in texts), dtype=bool, count=len(texts))
+    encoded = [("" if t is None else t).encode("utf-8", "surrogatepass") for t in texts]
+    offsets = np.concatenate([[0], np.cumsum([len(e) for e in encoded], dtype=np.int64)]).astype(np.int64)
+    chars = np.fromiter((0 if t is None else len(t) for t in texts), dtype=np.int64, count=len(texts))
+    return tally_utf8(encoders, b"".join(encoded), offsets, nulls, chars, groups, texts=list(texts))
+
+
+def tally_utf8(encoders: Sequence, data, offsets: np.ndarray, nulls: np.ndarray, char_lengths: np.ndarray,
+               groups: Sequence[str] | None = None, *, texts: list | None = None) -> Tally:
+    """:func:`tally_texts` of texts laid out in one buffer: text ``i`` is
+    ``data[offsets[i]:offsets[i + 1]]`` (an Arrow string column's buffers: valid UTF-8), null
+    where ``nulls``, of ``char_lengths`` code points. Encoders that take UTF-8 buffers encode
+    them as they are; ``str`` texts (``texts``, else decoded here) are made only for the others."""
+    models = len(encoders)
+    tally = Tally(models)
+    n = len(nulls)
     keep = ~nulls
+    byte_lengths = np.diff(offsets)
     tally.null_documents = int(nulls.sum())
-    tally.documents = len(texts) - tally.null_documents
-    if byte_lengths is None:
-        byte_lengths = np.fromiter((0 if t is None else len(t.encode("utf-8", "surrogatepass")) for t in texts),
-                                   dtype=np.int64, count=len(texts))
-    if char_lengths is None:
-        char_lengths = np.fromiter((0 if t is None else len(t) for t in texts), dtype=np.int64, count=len(texts))
-    byte_lengths, char_lengths = np.asarray(byte_lengths, dtype=np.int64), np.asarray(char_lengths, dtype=np.int64)
+    tally.documents = n - tally.null_documents
     tally.doc_bytes.update(_histogram(byte_lengths[keep]))
     tally.doc_chars.update(_histogram(char_lengths[keep]))
-    names, codes = np.unique(np.array([ALL if groups is None else g for g in (groups or [None] * len(texts))],
-                                      dtype=object), return_inverse=True) if len(texts) else ([], np.zeros(0, int))
-    codes = np.asarray(codes)[keep]
-    sums = np.zeros((len(names), 3 + len(encoders)), dtype=np.int64)
-    np.add.at(sums[:, 0], codes, 1)
-    np.add.at(sums[:, 1], codes, byte_lengths[keep])
-    np.add.at(sums[:, 2], codes, char_lengths[keep])
-    data = None
+    if groups is None:
+        names, codes = [ALL], np.zeros(n, dtype=np.int64)
+    else:
+        names, codes = np.unique(np.array(groups, dtype=object), return_inverse=True)
+    codes = np.asarray(codes).reshape(-1)[keep]
+    columns = [np.ones(len(codes)), byte_lengths[keep], char_lengths[keep]]
     for m, encoder in enumerate(encoders):
-        values, offsets, _ = encoder.encode_texts(texts, nulls=nulls)
-        per_doc = np.diff(offsets)
+        if encoder.takes_utf8 and texts is None and not tally.null_documents:
+            values, doc_offsets, _ = encoder.encode_utf8(data, offsets)
+        else:
+            if texts is None:
+                texts = [None if null else bytes(data[a:b]).decode("utf-8")
+                         for null, a, b in zip(nulls.tolist(), offsets[:-1].tolist(), offsets[1:].tolist())]
+            values, doc_offsets, _ = encoder.encode_texts(texts, nulls=nulls)
+        per_doc = np.diff(doc_offsets)
         tally.doc_tokens[m].update(_histogram(per_doc[keep]))
-        np.add.at(sums[:, 3 + m], codes, per_doc[keep])
-        ids, counts = np.unique(values, return_counts=True)
-        tally.token_counts[m].update(dict(zip(ids.tolist(), counts.tolist())))
-        if data is None:
-            data = "".join(t for t in texts if t is not None).encode("utf-8", "surrogatepass")
-        failed = round_trip_failures(encoder.tok, texts, values, offsets, byte_lengths, data)
+        columns.append(per_doc[keep])
+        tally.add_counts(m, np.bincount(values, minlength=0).astype(np.int64))
+        failed = round_trip_failures(encoder.tok, values, doc_offsets, data, offsets, nulls)
         tally.failures[m] = len(failed)
         for i in failed:
-            tally.failure_examples[m] = _smallest(tally.failure_examples[m], texts[i][:EXAMPLE_CHARS])
-    for name, row in zip(names, sums.tolist()):
-        if row[0]:
-            tally.groups[str(name)] = row
+            text = texts[i] if texts is not None else bytes(data[offsets[i]:offsets[i + 1]]).decode("utf-8")
+            tally.failure_examples[m] = _smallest(tally.failure_examples[m], text[:EXAMPLE_CHARS])
+    # exact: float64 sums of integers below 2**53
+    sums = [np.bincount(codes, weights=column, minlength=len(names)).astype(np.int64).tolist() for column in columns]
+    for g, name in enumerate(names):
+        if sums[0][g]:
+            tally.groups[str(name)] = [column[g] for column in sums]
     return tally
 
 
@@ -201,68 +231,67 @@ def _histogram(lengths: np.ndarray) -> dict[int, int]:
     return dict(zip(values.tolist(), counts.tolist()))
 
 
-_TABLES: dict[str, tuple] = {}  # the byte table of a model (by fingerprint), once per process
+_TABLES: dict[int, tuple] = {}  # the byte table of a model, once per process (by id, the model kept)
 
 
 def _byte_table(tok) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """``(data uint8, starts int64, lengths int64)``: token ``i``'s bytes are
     ``data[starts[i]:starts[i] + lengths[i]]`` (special tokens as their UTF-8 text)."""
-    key = tok.fingerprint
-    if key not in _TABLES:
+    found = _TABLES.get(id(tok))
+    if found is None or found[0] is not tok:
         vocab = tok.vocab
-        size = max(vocab) + 1
-        lengths = np.zeros(size, dtype=np.int64)
-        for token_id, value in vocab.items():
-            lengths[token_id] = len(value)
+        lengths = np.zeros(max(vocab) + 1, dtype=np.int64)
+        lengths[list(vocab)] = [len(value) for value in vocab.values()]
         starts = np.cumsum(lengths) - lengths
         data = np.zeros(int(lengths.sum()), dtype=np.uint8)
-        for token_id, value in vocab.items():
-            data[starts[token_id]:starts[token_id] + len(value)] = np.frombuffer(value, dtype=np.uint8)
+        joined = np.frombuffer(b"".join(vocab[i] if i in vocab else b"" for i in range(len(lengths))), dtype=np.uint8)
+        data[:len(joined)] = joined
         if len(_TABLES) >= 8:
             _TABLES.clear()
-        _TABLES[key] = (data, starts, lengths)
-    return _TABLES[key]
+        found = _TABLES[id(tok)] = (tok, data, starts, lengths)
+    return found[1:]
 
 
-def round_trip_failures(tok, texts: Sequence[str | None], values: np.ndarray, offsets: np.ndarray,
-                        byte_lengths: np.ndarray, data: bytes) -> list[int]:
-    """The indices of the texts with ``tok.decode(ids) != text`` (``values``/``offsets``: every
-    text's ids; ``data``: the non-null texts' UTF-8 joined). A byte-level model without an
-    imported pipeline is checked on the bytes, gathered with numpy (a document whose decoded
-    bytes equal its UTF-8 decodes to it); any other model, and any document whose bytes differ,
-    by ``tok.decode``."""
-    n = len(texts)
+def round_trip_failures(tok, values: np.ndarray, doc_offsets: np.ndarray, data, offsets: np.ndarray,
+                        nulls: np.ndarray) -> list[int]:
+    """The indices of the texts with ``tok.decode(ids) != text`` (``values``/``doc_offsets``:
+    every text's ids; text ``i``: ``data[offsets[i]:offsets[i + 1]]``, UTF-8). A byte-level model
+    without an imported pipeline is checked on the bytes, gathered with numpy (a document whose
+    decoded bytes equal its UTF-8 decodes to it); any other model, and any document whose bytes
+    differ, by ``tok.decode``."""
+    n = len(nulls)
     suspects: Iterable[int] = range(n)
     if tok.scheme == "byte" and getattr(tok, "pipeline", None) is None:
         table, starts, lengths = _byte_table(tok)
         token_lengths = lengths[values]
-        bounds = np.concatenate([[0], np.cumsum(token_lengths)])[offsets]  # decoded bytes before each document
+        bounds = np.concatenate([[0], np.cumsum(token_lengths)])[doc_offsets]  # decoded bytes before each document
         doc_out = np.diff(bounds)
-        ok = doc_out == byte_lengths
-        text_starts = np.concatenate([[0], np.cumsum(byte_lengths)])
+        ok = doc_out == np.diff(offsets)
         expected = np.frombuffer(data, dtype=np.uint8)
         lo = 0
         while lo < n:  # documents in chunks of at most _DECODE_CHUNK decoded bytes (or one document)
-            hi = max(lo + 1, int(np.searchsorted(bounds, bounds[lo] + _DECODE_CHUNK, "right")) - 1)
-            hi = min(hi, n)
-            first, last = offsets[lo], offsets[hi]
+            hi = min(n, max(lo + 1, int(np.searchsorted(bounds, bounds[lo] + _DECODE_CHUNK, "right")) - 1))
+            first, last = doc_offsets[lo], doc_offsets[hi]
             piece = token_lengths[first:last]
             out_first = np.cumsum(piece) - piece
             gather = np.arange(int(piece.sum()), dtype=np.int64) + np.repeat(starts[values[first:last]] - out_first, piece)
             decoded = table[gather]
-            if ok[lo:hi].all() and np.array_equal(decoded, expected[text_starts[lo]:text_starts[hi]]):
+            if ok[lo:hi].all() and np.array_equal(decoded, expected[offsets[lo]:offsets[hi]]):
                 lo = hi
                 continue
             # which documents differ: compare the ones of the right length byte by byte
             doc_of = np.repeat(np.arange(lo, hi), doc_out[lo:hi])
             same_length = ok[doc_of]
-            at = np.arange(len(decoded), dtype=np.int64) - (bounds[doc_of] - bounds[lo]) + text_starts[doc_of]
+            at = np.arange(len(decoded), dtype=np.int64) - (bounds[doc_of] - bounds[lo]) + offsets[doc_of]
             differ = decoded[same_length] != expected[at[same_length]]
             ok[np.unique(doc_of[same_length][differ])] = False
             lo = hi
         suspects = np.flatnonzero(~ok).tolist()
     failed = []
     for i in suspects:
-        if texts[i] is not None and tok.decode(values[offsets[i]:offsets[i + 1]].tolist()) != texts[i]:
+        if nulls[i]:
+            continue
+        text = bytes(data[offsets[i]:offsets[i + 1]]).decode("utf-8", "surrogatepass")
+        if tok.decode(values[doc_offsets[i]:doc_offsets[i + 1]].tolist()) != text:
             failed.append(i)
     return failed

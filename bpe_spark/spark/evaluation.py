@@ -18,6 +18,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 
+import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 from pyspark.sql import DataFrame
@@ -28,8 +29,8 @@ from bpe_spark.encoding.options import EncodeOptions
 from bpe_spark.encoding.tokenizer import Tokenizer
 from bpe_spark.errors import ConfigError, current_interface, interface, option
 from bpe_spark.inspect.evaluate_figures import RESIDUE_MIN, RESIDUE_RATIO, TOP, evaluation_figures
-from bpe_spark.inspect.evaluate_stats import NULL_GROUP, Tally, document_script, tally_texts
-from bpe_spark.bpe.text import utf8_view
+from bpe_spark.inspect.evaluate_stats import NULL_GROUP, Tally, document_script, tally_texts, tally_utf8
+from bpe_spark.bpe.text import utf8_buffers, utf8_view
 from bpe_spark.spark.encoding.tasks import TEXT, ModelBroadcast, arrow_text
 from bpe_spark.spark.options import column_name
 from bpe_spark.spark.read.documents import local_input_bytes
@@ -142,20 +143,21 @@ def _tally_batches(batches, models: Sequence[ModelBroadcast], *, grouped: bool, 
         if batch.num_rows == 0:
             continue
         column = batch.column(0)
-        valid = utf8_view(column)
-        if valid is not None:
-            texts = valid.to_pylist()
-            byte_lengths = pc.fill_null(pc.binary_length(valid), 0).to_numpy(zero_copy_only=False)
-            char_lengths = pc.fill_null(pc.utf8_length(valid), 0).to_numpy(zero_copy_only=False)
-        else:
-            texts, byte_lengths, char_lengths = arrow_text(column), None, None
+        buffers = utf8_buffers(column)
+        texts = None if buffers is not None else arrow_text(column)
         if grouped:
             groups = [NULL_GROUP if g is None else g for g in batch.column(1).to_pylist()]
         elif by_script:
+            texts = texts if texts is not None else utf8_view(column).to_pylist()
             groups = [NULL_GROUP if t is None else document_script(t) for t in texts]
         else:
             groups = None
-        tally.add(tally_texts(encoders, texts, groups, byte_lengths=byte_lengths, char_lengths=char_lengths))
+        if texts is None:
+            nulls = column.is_null().to_numpy(zero_copy_only=False)
+            chars = pc.fill_null(pc.utf8_length(utf8_view(column)), 0).to_numpy(zero_copy_only=False).astype(np.int64)
+            tally.add(tally_utf8(encoders, buffers[0], buffers[1], nulls, chars, groups))
+        else:
+            tally.add(tally_texts(encoders, texts, groups))
     rows = list(tally.rows())
     if not tally.documents and not tally.null_documents:
         return

@@ -75,7 +75,8 @@ def test_tallies_of_parts_add_up_to_the_whole(models, corpus):
     for lo in range(0, len(texts), 37):
         part = tally_texts(encoders, texts[lo:lo + 37], langs[lo:lo + 37])
         parts.add(Tally.from_rows(len(encoders), sorted(part.rows(), key=lambda r: r[:4])))
-    assert parts == whole
+    assert sorted(parts.rows()) == sorted(whole.rows())
+    assert parts.documents == whole.documents and parts.failures == whole.failures
 
 
 @pytest.fixture(scope="module")

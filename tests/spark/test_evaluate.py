@@ -42,6 +42,15 @@ def test_figures_by_script_equal_the_plain_ones(frame, models, corpus):
     assert {"Latin", "Han", "Cyrillic"} <= set(figures["groups"])
 
 
+def test_figures_of_texts_from_utf8_buffers_equal_the_plain_ones(frame, models, corpus):
+    # no null text, no grouping: the compiled model encodes the Arrow column's buffers as they are
+    rows = [(text, lang) for text, lang in corpus if text is not None]
+    figures = evaluate(frame.where("text is not null").repartition(4), models, residue_ratio=RATIO,
+                       residue_min=MINIMUM)
+    check_figures(figures, reference(models, rows, lambda text, lang: "all", RATIO, MINIMUM), list(models))
+    assert figures["models"][0]["parity"] is None  # one group: no parity to speak of
+
+
 def test_a_missing_group_column_is_named(frame, models):
     from bpe_spark.errors import ColumnError
 
@@ -93,3 +102,13 @@ def test_errors_are_one_line_before_spark(files, tmp_path, capsys, no_spark):
         assert main(["evaluate", *argv]) == 2, argv
         err = capsys.readouterr().err
         assert said in err and err.count("\n") == 1, (argv, err)
+
+
+def test_the_spark_submit_job_runs_the_command(spark, files, monkeypatch, capsys):
+    from tests.spark.test_jobs import run_job
+
+    out = files / "job-eval"
+    assert run_job("evaluate_tokenizers", "--model", str(files / "bytelevel"), "--input", str(files / "docs.jsonl"),
+                   "--out", str(out), "--progress", "off", monkeypatch=monkeypatch) == 0
+    assert capsys.readouterr().out.startswith("evaluated ")
+    assert json.loads((out / "evaluation.json").read_text(encoding="utf-8"))["group_by"] is None
