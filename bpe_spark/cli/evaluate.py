@@ -110,8 +110,10 @@ def run(args: argparse.Namespace) -> int:
                      protected={"input": args.input, "model": [path for _, path in models]})
     # every model loads (and fails, in one line) before Spark starts
     tokenizers = {name: load_model(path) for name, path in models}
+    # whole files are big documents: fewer per Arrow batch keeps the Python workers' memory small
+    properties = {"spark.sql.execution.arrow.maxRecordsPerBatch": "64"} if args.document == "file" else {}
     spark = start_spark(args, NAME, light_input=None if column else (args.input, args.input_format, args.document, True),
-                        shared_input=bool(args.shared_input))
+                        properties=properties, shared_input=bool(args.shared_input))
     from bpe_spark.spark import evaluate, read_documents
 
     docs = read_documents(spark, args.input, input_format=args.input_format, text_col=args.text_column,

@@ -5,7 +5,7 @@ export) from anything else. Pure path rules: no pyspark, any file system through
 place is :mod:`bpe_spark.storage.output_guard`.
 
 Every output directory bpe-spark writes (model, encoded dataset, checkpoint,
-counts, a directory export) holds ``_BPE_SPARK``: JSON ``{"kind", "version", "bpe_spark"}``,
+counts, a directory export, an evaluation) holds ``_BPE_SPARK``: JSON ``{"kind", "version", "bpe_spark"}``,
 written into the staging directory last, so it appears at the final path only with the rest.
 (``_``: Spark and pyarrow skip it when they read the data files.) Directories written before
 the marker existed are recognised by their own files (:func:`kind_of`). A single-file export
