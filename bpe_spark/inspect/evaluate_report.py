@@ -128,12 +128,13 @@ def dead_plot(figures: Mapping) -> Plot:
     unused = [100 * (m["vocabulary"]["unused_share"] or 0) for m in models][::-1]
     residue = [100 * (m["vocabulary"]["residue_share"] or 0) for m in models][::-1]
     ys = range(len(names))
-    axes.barh([y + 0.2 for y in ys], unused, height=0.4, color=COLOUR, label="never produced")
-    axes.barh([y - 0.2 for y in ys], residue, height=0.4, color=ACCENT, label="residue")
+    for offset, values, colour, label in ((0.2, unused, COLOUR, "never produced"), (-0.2, residue, ACCENT, "residue")):
+        bars = axes.barh([y + offset for y in ys], values, height=0.4, color=colour, label=label)
+        axes.bar_label(bars, fmt="%.1f%%", padding=3, fontsize=8)
     axes.set_yticks(list(ys), names)
     axes.set_xlabel("share of the vocabulary (%)")
-    axes.set_xlim(0, max([*unused, *residue, 1]) * 1.15)
-    axes.legend(loc="lower right", fontsize=8)
+    axes.set_xlim(0, max([*unused, *residue, 1]) * 1.45)  # room for the labels and the legend
+    axes.legend(loc="upper right", fontsize=8)
     first = models[0]["vocabulary"] if models else {}
     return Plot("Vocabulary never produced and residue", png_bytes(figure),
                 f"Residue: a merged token merged through at least {first.get('residue_min')} times and at least "
