@@ -112,3 +112,16 @@ def test_the_spark_submit_job_runs_the_command(spark, files, monkeypatch, capsys
                    "--out", str(out), "--progress", "off", monkeypatch=monkeypatch) == 0
     assert capsys.readouterr().out.startswith("evaluated ")
     assert json.loads((out / "evaluation.json").read_text(encoding="utf-8"))["group_by"] is None
+
+
+def test_the_command_groups_text_by_script_and_reports_progress(spark, files, corpus, capsys):
+    text = files / "docs.txt"
+    text.write_text("".join(t if t.endswith("\n") else t + "\n" for t, _ in corpus if t), encoding="utf-8")
+    out = files / "eval-script"
+    assert main(["evaluate", "--model", str(files / "bytelevel"), "--input", str(text), "--group-by", "script",
+                 "--out", str(out)]) == 0
+    captured = capsys.readouterr()
+    assert "bpe-spark evaluate: evaluating: done" in captured.err  # not a terminal: progress logs lines
+    figures = json.loads((out / "evaluation.json").read_text(encoding="utf-8"))
+    assert figures["group_by"] == "script" and {"Latin", "Han", "Cyrillic"} <= set(figures["groups"])
+    assert figures["models"][0]["parity"]["worst_group"] in figures["groups"]
