@@ -29,14 +29,16 @@ def small_corpus() -> list[tuple[str | None, str | None]]:
 
 
 def small_models(corpus) -> dict:
-    """Two models of the small corpus: byte-level with a special token, and one that lowercases
-    (so it decodes upper case wrong: round-trip failures)."""
+    """Three models of the small corpus: byte-level with a special token, one that lowercases
+    (so it decodes upper case wrong: round-trip failures), and a char-scheme one of whole words
+    (its spaces are lost: checked by ``tok.decode``, document by document)."""
     from bpe_spark import TrainerConfig, train
 
     texts = [text for text, _ in corpus if text]
     return {
         "bytelevel": train(texts, TrainerConfig(vocab_size=600, special_tokens=("<|endoftext|>",))),
         "lower": train(texts, TrainerConfig(vocab_size=400, lowercase=True)),
+        "chars": train(texts, TrainerConfig(vocab_size=3000, scheme="char", pattern="words")),
     }
 
 
@@ -109,7 +111,8 @@ def reference(tokenizers: dict, rows, group=lambda text, lang: lang, ratio: int 
             "failures": sum(1 for (text, _), one in zip(docs, ids) if tok.decode(one) != text),
             "group_bpt": {g: by_group_bytes[g] / by_group_tokens[g] for g in by_group_bytes if by_group_tokens[g]},
             "gini": pairwise_gini(list(rates.values())) if len(rates) > 1 else None,
-            "worst_to_best": max(rates.values()) / min(rates.values()) if len(rates) > 1 else None,
+            "worst_to_best": max(rates.values()) / min(rates.values()) if len(rates) > 1 and min(rates.values())
+            else None,  # no tokens at all for the best group's bytes: no ratio
             "unused": sum(1 for t in ordinary if not produced[t]),
             "residue": residue_walk(tok, produced, ratio, minimum),
             "most_frequent": [t for t, _ in sorted(produced.items(), key=lambda kv: (-kv[1], kv[0]))[:5]],

@@ -200,7 +200,7 @@ def summary_lines(figures: Mapping) -> list[str]:
         said = f", parity Gini {parity['gini']:.3f}, worst/best {parity['worst_to_best']:.2f} ({parity['worst_group']})" \
             if parity and parity["worst_to_best"] is not None else ""
         bpt = m["bytes_per_token"]
-        lines.append(f"  {m['name']}: {bpt if bpt is None else f'{bpt:.3f}'} bytes/token, "
+        lines.append(f"  {m['name']}: {'-' if bpt is None else f'{bpt:.3f}'} bytes/token, "
                      f"{m['tokens']:,} tokens (p50 {cell(m['tokens_per_document']['p50'])} per document), "
                      f"{m['vocabulary']['unused_share'] or 0:.1%} of the vocabulary never produced, "
                      f"{m['vocabulary']['residue']:,} residue, {m['round_trip_failures']:,} round-trip failures{said}")
