@@ -16,6 +16,7 @@ training, ids for encoding) fails, whatever its speed.
     python -m bench.run --cases S1      # SuperBPE vs plain BPE: bytes/token, encode speed (bench/superword.py)
     python -m bench.run --cases T8      # 4 GB, 10 M+ distinct pretokens (bench/t8.py; an hour)
     python -m bench.run --cases S2      # SuperBPE on Spark, 400 MB, stage 2 in rounds (bench/superword.py; 10-20 min)
+    python -m bench.run --cases V1      # evaluate 3 models in one pass over 400 MB vs encode with one (bench/evaluate.py)
 
 Results: bench-results/bench-<time>.json and .md, and bench-results/latest.{json,md}; a run that is
 not ``--quick`` (nor ``--no-publish``) also replaces its cases' stored results in bench/results/ and
@@ -44,8 +45,8 @@ ROOT = inputs.ROOT
 RESULTS = ROOT / "bench-results"
 CS336_REFERENCE_SECONDS = 0.38
 SPARK_CORES = 2
-ALL_CASES = ("T1", "T2", "T3", "T4", "T5", "T6", "T7", "R1", "P1", "P2", "W1", "E4", "E5", "X1", "S1", "T8", "S2")
-LONG_CASES = ("T8", "S2")  # long (S2 10-20 minutes, T8 an hour or more): run only when named (--cases T8)
+ALL_CASES = ("T1", "T2", "T3", "T4", "T5", "T6", "T7", "R1", "P1", "P2", "W1", "E4", "E5", "X1", "S1", "T8", "S2", "V1")
+LONG_CASES = ("T8", "S2", "V1")  # long (S2 10-20 minutes, T8 an hour or more, V1 minutes): run only when named (--cases T8)
 T1_TARGET = 1.0  # ours / tokenizers, end to end with Spark's start
 
 
@@ -470,14 +471,15 @@ CASE_FUNCTIONS = {"T1": case_t1, "T2": case_t2, "T3": case_t3, "T4": case_t4, "T
                   "W1": _module_case("peers", "W1"), "E4": _module_case("spark_encode", "E4"),
                   "E5": _module_case("rounds", "E5"),
                   "X1": _module_case("extend", "X1"), "S1": _module_case("superword", "S1"),
-                  "T8": _module_case("t8", "T8"), "S2": _module_case("superword", "S2")}
+                  "T8": _module_case("t8", "T8"), "S2": _module_case("superword", "S2"),
+                  "V1": _module_case("evaluate", "V1")}
 
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m bench.run", description=__doc__,
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--cases", default=",".join(c for c in ALL_CASES if c not in LONG_CASES),
-                        help="comma-separated cases to run (default: all but T8 and S2, which run only when named)")
+                        help="comma-separated cases to run (default: all but T8, S2 and V1, which run only when named)")
     parser.add_argument("--quick", action="store_true", help="each case once, on smaller inputs (4-40 MB)")
     parser.add_argument("--repeat", type=int, default=None, help="runs per side (default 3; 1 with --quick)")
     parser.add_argument("--no-publish", action="store_true",

@@ -114,11 +114,11 @@ def _training_report_only_where_tested(request, monkeypatch):
 
 @pytest.fixture()
 def no_spark(monkeypatch):
-    """Every Spark command (train, count, encode) fails the test if it gets as far as starting Spark."""
-    from bpe_spark.cli import count, encode, train
+    """Every Spark command (train, count, encode, evaluate) fails the test if it gets as far as starting Spark."""
+    from bpe_spark.cli import count, encode, evaluate, train
 
     def refuse(*args, **kwargs):
         raise AssertionError("Spark started before the error")
 
-    for module in (train, count, encode):
+    for module in (train, count, encode, evaluate):
         monkeypatch.setattr(module, "start_spark", refuse)

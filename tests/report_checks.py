@@ -18,6 +18,7 @@ class ReportPage(HTMLParser):
         super().__init__()
         self.images: dict[str, bytes] = {}
         self.rows: dict[str, str] = {}
+        self.grid: list[list[str]] = []  # every table row, header cells (th) included, in order
         self.headings: list[str] = []
         self.external: list[str] = []
         self._cells: list[str] | None = None
@@ -35,8 +36,11 @@ class ReportPage(HTMLParser):
             self.external.append(tag)
         if tag == "tr":
             self._cells = []
-        if tag in ("td", "h2"):
+            self.grid.append([])
+        if tag in ("td", "th", "h2"):
             self._in = tag
+            if tag in ("td", "th"):
+                self.grid[-1].append("")
             if tag == "td":
                 self._cells.append("")
             else:
@@ -46,10 +50,12 @@ class ReportPage(HTMLParser):
         if tag == "tr" and self._cells:
             self.rows[self._cells[0]] = self._cells[1]
             self._cells = None
-        if tag in ("td", "h2"):
+        if tag in ("td", "th", "h2"):
             self._in = None
 
     def handle_data(self, data):
+        if self._in in ("td", "th"):
+            self.grid[-1][-1] += data
         if self._in == "td":
             self._cells[-1] += data
         elif self._in == "h2":

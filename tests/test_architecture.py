@@ -213,7 +213,7 @@ def test_core_and_cli_help_run_without_pyspark():
         "from bpe_spark import TrainerConfig, train\n"
         "tok = train(['hello world'], TrainerConfig(vocab_size=260))\n"
         "assert tok.decode(tok.encode('hello')) == 'hello'\n"
-        "for name in [None, 'train', 'count', 'encode', 'decode', 'inspect', 'export']:\n"
+        "for name in [None, 'train', 'count', 'encode', 'decode', 'inspect', 'export', 'evaluate']:\n"
         "    with contextlib.redirect_stdout(io.StringIO()), contextlib.suppress(SystemExit):\n"
         "        bpe_spark.cli.main([name, '--help'] if name else ['--help'])\n"
         "bad = sorted(m for m in sys.modules if m == 'pyspark' or m.startswith('pyspark.'))\n"

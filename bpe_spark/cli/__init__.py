@@ -1,4 +1,4 @@
-"""The ``bpe-spark`` command: train, count, encode, decode, inspect, export.
+"""The ``bpe-spark`` command: train, count, encode, decode, inspect, export, report, evaluate.
 
 Examples::
 
@@ -8,6 +8,7 @@ Examples::
     bpe-spark decode --model models/en32k --ids "15496 995"
     bpe-spark inspect models/en32k
     bpe-spark export --model models/en32k --format gpt2 --out gpt2-files/
+    bpe-spark evaluate --model models/en32k --model gpt2=gpt2/vocab.json --input corpus/ --out eval/
     bpe-spark --version
 
 Spark runs in local mode (``local[*]``) unless ``--master`` or the environment says otherwise.
@@ -25,12 +26,12 @@ import argparse
 import sys
 from collections.abc import Sequence
 
-from bpe_spark.cli import count, decode, encode, export, inspect, report, train
+from bpe_spark.cli import count, decode, encode, evaluate, export, inspect, report, train
 from bpe_spark.cli.failures import run_command
 from bpe_spark.cli.parser import Parser, VersionAction
 from bpe_spark.errors import speaks_cli
 
-COMMANDS = (train, count, encode, decode, inspect, export, report)
+COMMANDS = (train, count, encode, decode, inspect, export, report, evaluate)
 _HELP = __doc__.split("\n\nThis package owns", 1)[0].replace("``", "")  # what bpe-spark --help shows
 
 

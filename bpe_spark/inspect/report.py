@@ -50,8 +50,8 @@ CURVE_POINTS = 16
 PHASES = (("count", "count_seconds"), ("collect", "collect_seconds"), ("merge", "merge_seconds"),
           ("rounds on Spark", "rounds_spark_seconds"), ("checkpoint", "checkpoint_seconds"),
           ("save", "save_seconds"))
-_COLOUR = "#3b6ea8"
-_ACCENT = "#c8553d"
+COLOUR = "#3b6ea8"
+ACCENT = "#c8553d"
 
 
 @dataclass(frozen=True)
@@ -147,7 +147,7 @@ def bytes_per_token_curve(tok, text: str, points: int = CURVE_POINTS) -> list[tu
 
 
 # --- the plots --------------------------------------------------------------------------------
-def _figure(width: float = 7.0, height: float = 3.6, left: float = 0.11):
+def new_figure(width: float = 7.0, height: float = 3.6, left: float = 0.11):
     try:
         logging.getLogger("matplotlib.font_manager").setLevel(logging.ERROR)  # "building the font cache"
         from matplotlib.figure import Figure
@@ -159,7 +159,7 @@ def _figure(width: float = 7.0, height: float = 3.6, left: float = 0.11):
     return figure
 
 
-def _png(figure) -> bytes:
+def png_bytes(figure) -> bytes:
     buffer = io.BytesIO()
     figure.savefig(buffer, format="png", metadata={"Software": None})  # no version: the same bytes each run
     return buffer.getvalue()
@@ -170,16 +170,16 @@ def merge_count_plot(tok) -> Plot:
     title = "Training count of each merge, by rank"
     if not counts:
         return Plot(title, None, "The model holds no merge counts (an imported file, or no merges).")
-    figure = _figure()
+    figure = new_figure()
     axes = figure.add_subplot()
-    axes.plot(range(len(counts)), counts, color=_COLOUR, linewidth=1.2)
+    axes.plot(range(len(counts)), counts, color=COLOUR, linewidth=1.2)
     axes.set_yscale("log")
     axes.set_xlabel("merge rank")
     axes.set_ylabel("count of the pair merged (log)")
-    axes.axhline(counts[-1], color=_ACCENT, linestyle="--", linewidth=1, label=f"stopped at count {counts[-1]:,}")
+    axes.axhline(counts[-1], color=ACCENT, linestyle="--", linewidth=1, label=f"stopped at count {counts[-1]:,}")
     axes.legend(loc="upper right")
     axes.grid(True, which="major", alpha=0.3)
-    return Plot(title, _png(figure), f"First merge counted {counts[0]:,} times, the last {counts[-1]:,}.")
+    return Plot(title, png_bytes(figure), f"First merge counted {counts[0]:,} times, the last {counts[-1]:,}.")
 
 
 def bytes_per_token_plot(tok, sample: Sample | None) -> Plot:
@@ -196,14 +196,14 @@ def bytes_per_token_plot(tok, sample: Sample | None) -> Plot:
         curve = first + second[1:]
     else:
         curve = bytes_per_token_curve(tok, sample.text)
-    figure = _figure()
+    figure = new_figure()
     axes = figure.add_subplot()
     if stages is None:
-        axes.plot([v for _, v, _ in curve], [b for _, _, b in curve], marker="o", color=_COLOUR)
+        axes.plot([v for _, v, _ in curve], [b for _, _, b in curve], marker="o", color=COLOUR)
     else:
-        axes.plot([v for _, v, _ in first], [b for _, _, b in first], marker="o", color=_COLOUR,
+        axes.plot([v for _, v, _ in first], [b for _, _, b in first], marker="o", color=COLOUR,
                   label=f"stage 1 (pattern {stages['stage1_pattern']})")
-        axes.plot([v for _, v, _ in second], [b for _, _, b in second], marker="s", color=_ACCENT,
+        axes.plot([v for _, v, _ in second], [b for _, _, b in second], marker="s", color=ACCENT,
                   label=f"stage 2 (pattern {stages['stage2_pattern'][:24]})")
         axes.axvline(first[-1][1], color="#777", linestyle="--", linewidth=1,
                      label=f"transition: {stages['stage1_merges']:,} merges")
@@ -218,16 +218,16 @@ def bytes_per_token_plot(tok, sample: Sample | None) -> Plot:
     axes.annotate(f"{final:.2f}", (curve[-1][1], final), xytext=(-4, -14), textcoords="offset points", ha="right")
     size = len(sample.text.encode("utf-8", errors="replace"))
     said = "" if stages is None else f" {first[-1][2]:.2f} at the transition (stage 1's model);"
-    return Plot(title, _png(figure),
+    return Plot(title, png_bytes(figure),
                 f"{size:,} bytes of sample; {final:.2f} bytes per token with all {len(tok.merge_ids):,} merges,"
                 f"{said} {curve[0][2]:.2f} with none.")
 
 
 def length_plot(tok) -> Plot:
     histogram = vocab_stats.length_histogram(tok)
-    figure = _figure()
+    figure = new_figure()
     axes = figure.add_subplot()
-    axes.bar(list(histogram), list(histogram.values()), color=_COLOUR, width=0.8)
+    axes.bar(list(histogram), list(histogram.values()), color=COLOUR, width=0.8)
     axes.set_xlabel("token length (bytes)")
     axes.set_ylabel("tokens")
     axes.grid(True, axis="y", alpha=0.3)
@@ -236,23 +236,23 @@ def length_plot(tok) -> Plot:
     if longest:
         token_id, token = longest[0]
         note = f"Longest token: id {token_id}, {token.decode('utf-8', errors='backslashreplace')!r}."
-    return Plot("Token length histogram", _png(figure), note)
+    return Plot("Token length histogram", png_bytes(figure), note)
 
 
 def script_plot(tok) -> Plot:
     shares = vocab_stats.script_shares(tok)
     total = sum(shares.values()) or 1
-    figure = _figure(height=max(2.4, 0.32 * len(shares) + 1), left=0.17)
+    figure = new_figure(height=max(2.4, 0.32 * len(shares) + 1), left=0.17)
     axes = figure.add_subplot()
     names = list(shares)[::-1]
     values = [100 * shares[name] / total for name in names]
-    axes.barh(names, values, color=_COLOUR)
+    axes.barh(names, values, color=COLOUR)
     for y, (name, value) in enumerate(zip(names, values)):
         axes.annotate(f"{shares[name]:,}", (value, y), xytext=(3, 0), textcoords="offset points", va="center",
                       fontsize=8)
     axes.set_xlabel("share of the vocabulary (%)")
     axes.set_xlim(0, max(values) * 1.15 if values else 1)
-    return Plot("Share of the vocabulary by script or byte class", _png(figure),
+    return Plot("Share of the vocabulary by script or byte class", png_bytes(figure),
                 "Specials left out; a token's letters decide its script, leading spaces and punctuation do not.")
 
 
@@ -263,24 +263,24 @@ def timing_plot(tok) -> Plot:
     title = "Time of each phase and round"
     if not phases:
         return Plot(title, None, "The model holds no timings (not trained by bpe-spark).")
-    figure = _figure(height=3.6 if len(rounds) > 1 else 2.8, left=0.2)
+    figure = new_figure(height=3.6 if len(rounds) > 1 else 2.8, left=0.2)
     grid = figure.add_gridspec(1, 2 if len(rounds) > 1 else 1, wspace=0.35)
     axes = figure.add_subplot(grid[0, 0])
-    bars = axes.barh([name for name, _ in phases][::-1], [s for _, s in phases][::-1], color=_COLOUR)
+    bars = axes.barh([name for name, _ in phases][::-1], [s for _, s in phases][::-1], color=COLOUR)
     axes.bar_label(bars, fmt="%.2f s", padding=3, fontsize=8)
     axes.set_xlim(0, max(s for _, s in phases) * 1.2)
     axes.set_xlabel("seconds")
     axes.set_title("phases", fontsize=10)
     if len(rounds) > 1:
         per_round = figure.add_subplot(grid[0, 1])
-        per_round.bar([r["round"] for r in rounds], [r["seconds"] for r in rounds], color=_ACCENT)
+        per_round.bar([r["round"] for r in rounds], [r["seconds"] for r in rounds], color=ACCENT)
         per_round.set_xticks([r["round"] for r in rounds] if len(rounds) <= 12 else per_round.get_xticks())
         per_round.set_xlabel("round")
         per_round.set_ylabel("seconds")
         per_round.set_title("rounds", fontsize=10)
     total = timings.get("total_seconds", 0) + timings.get("save_seconds", 0)
     merges = ", ".join(f"{r['merges']:,}" for r in rounds[:12]) + (", ..." if len(rounds) > 12 else "")
-    return Plot(title, _png(figure), f"Total {total:.2f} s; {len(rounds)} round(s), merges per round: {merges or '-'}.")
+    return Plot(title, png_bytes(figure), f"Total {total:.2f} s; {len(rounds)} round(s), merges per round: {merges or '-'}.")
 
 
 def plots(tok, sample: Sample | None = None) -> list[Plot]:
@@ -338,13 +338,24 @@ def key_figures(tok, sample: Sample | None = None) -> list[tuple[str, str]]:
     return rows
 
 
-_STYLE = """
+STYLE = """
 body { font-family: system-ui, sans-serif; max-width: 60rem; margin: 2rem auto; padding: 0 1rem; color: #222; }
 h1 { font-size: 1.5rem; } h2 { font-size: 1.1rem; margin-top: 2rem; }
 table { border-collapse: collapse; } td { padding: .25rem .8rem; border-bottom: 1px solid #ddd; vertical-align: top; }
 td:first-child { color: #555; white-space: nowrap; } td code { word-break: break-all; }
 img { max-width: 100%; } .note { color: #555; font-size: .9rem; } footer { margin-top: 2rem; color: #888; font-size: .8rem; }
 """
+
+
+def plot_html(plot: Plot) -> list[str]:
+    """A plot's part of a page: its heading, its PNG inline (base64), its note."""
+    parts = [f"<h2>{html.escape(plot.title)}</h2>"]
+    if plot.png is not None:
+        data = base64.b64encode(plot.png).decode("ascii")
+        parts.append(f'<img alt="{html.escape(plot.title)}" src="data:image/png;base64,{data}">')
+    if plot.note:
+        parts.append(f'<p class="note">{html.escape(plot.note)}</p>')
+    return parts
 
 
 def render_report(tok, *, sample: Sample | None = None, name: str | None = None) -> str:
@@ -354,19 +365,14 @@ def render_report(tok, *, sample: Sample | None = None, name: str | None = None)
     title = f"bpe-spark training report: {name}" if name else "bpe-spark training report"
     parts = [
         "<!DOCTYPE html>", REPORT_MARKER.decode(), '<html lang="en"><head><meta charset="utf-8">',
-        f"<title>{html.escape(title)}</title><style>{_STYLE}</style></head><body>",
+        f"<title>{html.escape(title)}</title><style>{STYLE}</style></head><body>",
         f"<h1>{html.escape(title)}</h1>", "<table>",
     ]
     for what, value in key_figures(tok, sample):
         parts.append(f"<tr><td>{html.escape(what)}</td><td><code>{html.escape(value)}</code></td></tr>")
     parts.append("</table>")
     for plot in figures:
-        parts.append(f"<h2>{html.escape(plot.title)}</h2>")
-        if plot.png is not None:
-            data = base64.b64encode(plot.png).decode("ascii")
-            parts.append(f'<img alt="{html.escape(plot.title)}" src="data:image/png;base64,{data}">')
-        if plot.note:
-            parts.append(f'<p class="note">{html.escape(plot.note)}</p>')
+        parts += plot_html(plot)
     parts.append(f"<footer>bpe-spark {__version__}; made in {time.perf_counter() - started:.1f} s</footer>")
     parts.append("</body></html>")
     return "\n".join(parts) + "\n"

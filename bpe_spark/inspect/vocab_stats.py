@@ -84,7 +84,7 @@ def longest_tokens(tok, n: int = 10) -> list[tuple[int, bytes]]:
 
 
 @cache
-def _char_class(ch: str) -> str | None:
+def char_class(ch: str) -> str | None:
     """A character's script (letters) or class; None for a combining mark (its letter decides)."""
     if ch.isspace():
         return "whitespace"
@@ -116,7 +116,7 @@ def token_script(token: bytes) -> str:
         text = token.decode("utf-8")
     except UnicodeDecodeError:
         return "partial UTF-8"
-    classes = {_char_class(ch) for ch in text} - {None}
+    classes = {char_class(ch) for ch in text} - {None}
     scripts = {c for c in classes if c.startswith("script:")}
     if scripts:
         return scripts.pop()[len("script:"):] if len(scripts) == 1 else "mixed"

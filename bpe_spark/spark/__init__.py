@@ -2,7 +2,8 @@
 
 Every function takes a DataFrame first and returns a DataFrame or a result: reading
 (``read_documents``, ``read_counts``), training (docs/design.md 2.1: ``count_pretokens``, ``train``,
-``train_from_counts``) and encoding (docs/design.md 2.2: ``encode``, ``encode_dataset``). Models at any
+``train_from_counts``) and encoding (docs/design.md 2.2: ``encode``, ``encode_dataset``); comparing tokenizers on a
+corpus (``evaluate``, docs/guides/evaluate.md). Models at any
 URI Spark or pyarrow reaches take the session first: ``save_model(spark, tok, uri)``,
 ``load_model(spark, uri)``. The ``pyspark.ml`` Estimator and Transformer: ``BPETokenizer``,
 ``BPETokenizerModel`` (:mod:`bpe_spark.spark.ml`).
@@ -23,6 +24,7 @@ _EXPORTS = {
     "count_pretokens": "bpe_spark.spark.training.count",
     "encode": "bpe_spark.spark.encoding.dataframe",
     "encode_dataset": "bpe_spark.spark.encoding.dataset",
+    "evaluate": "bpe_spark.spark.evaluation",
     "ColumnError": "bpe_spark.errors",
     "InputError": "bpe_spark.errors",
     "InputNotFoundError": "bpe_spark.spark.read.documents",
@@ -45,6 +47,7 @@ __all__ = [
     "count_pretokens",
     "encode",
     "encode_dataset",
+    "evaluate",
     "load_model",
     "read_counts",
     "read_documents",

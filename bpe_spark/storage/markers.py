@@ -5,7 +5,7 @@ export) from anything else. Pure path rules: no pyspark, any file system through
 place is :mod:`bpe_spark.storage.output_guard`.
 
 Every output directory bpe-spark writes (model, encoded dataset, checkpoint,
-counts, a directory export) holds ``_BPE_SPARK``: JSON ``{"kind", "version", "bpe_spark"}``,
+counts, a directory export, an evaluation) holds ``_BPE_SPARK``: JSON ``{"kind", "version", "bpe_spark"}``,
 written into the staging directory last, so it appears at the final path only with the rest.
 (``_``: Spark and pyarrow skip it when they read the data files.) Directories written before
 the marker existed are recognised by their own files (:func:`kind_of`). A single-file export
@@ -26,7 +26,7 @@ MANIFEST_NAME = "_manifest.json"  # an encoded dataset's manifest ("_": Spark an
 MANIFEST_FORMAT = "bpe-spark-encoded"  # its "format" field, which marked encoded datasets before the marker
 MARKER_VERSION = 1
 REPORT_MARKER = b"<!-- bpe-spark report -->"  # the second line of a training report (bpe_spark.inspect.report)
-KINDS = ("model", "encoded", "checkpoint", "counts", "export")
+KINDS = ("model", "encoded", "checkpoint", "counts", "export", "evaluation")
 
 
 WRITING = "writing"  # the marker's state while an output is written in place (object stores)

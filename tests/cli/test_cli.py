@@ -17,7 +17,7 @@ from bpe_spark.bpe.config import TrainerConfig
 
 ROOT = Path(__file__).resolve().parents[2]
 SPARK_OPTIONS = ("--master", "--conf", "--set")
-SPARK_COMMANDS = {"train", "count", "encode"}
+SPARK_COMMANDS = {"train", "count", "encode", "evaluate"}
 
 
 def _help(command: str, capsys) -> str:
@@ -36,7 +36,8 @@ def test_spark_options_only_where_spark_starts(command, capsys):
 
 
 def test_every_command_is_listed():
-    assert [module.NAME for module in COMMANDS] == ["train", "count", "encode", "decode", "inspect", "export", "report"]
+    assert [module.NAME for module in COMMANDS] == ["train", "count", "encode", "decode", "inspect", "export", "report",
+                                                 "evaluate"]
     result = subprocess.run([sys.executable, "-m", "bpe_spark.cli", "--help"], capture_output=True, text=True,
                             check=False)
     assert result.returncode == 0, result.stderr
