@@ -38,7 +38,7 @@ from __future__ import annotations
 import math
 from collections.abc import Mapping, Sequence
 
-from bpe_spark.inspect.evaluate_stats import Tally
+from bpe_spark.inspect.evaluate_stats import NO_SCRIPT, Tally
 from bpe_spark.inspect.token_display import json_token
 from bpe_spark.models.token_kinds import token_kinds
 
@@ -85,9 +85,10 @@ def gini(values: Sequence[float]) -> float | None:
     return sum((2 * i - n + 1) * x for i, x in enumerate(values)) / (n * n * mean)
 
 
-def parity(groups: Mapping[str, Mapping]) -> dict | None:
-    """Gini and worst-to-best of the groups' tokens per byte (groups without bytes left out)."""
-    rates = {name: g["tokens_per_byte"] for name, g in sorted(groups.items()) if g["bytes"]}
+def parity(groups: Mapping[str, Mapping], leave_out: str | None = None) -> dict | None:
+    """Gini and worst-to-best of the groups' tokens per byte (groups without bytes left out, and
+    ``leave_out``: by script, the documents without letters, ``none``, which are no language)."""
+    rates = {name: g["tokens_per_byte"] for name, g in sorted(groups.items()) if g["bytes"] and name != leave_out}
     if len(rates) < 2:
         return None
     worst = max(rates, key=lambda name: (rates[name], name))
@@ -207,7 +208,7 @@ def evaluation_figures(tally: Tally, tokenizers: Sequence, names: Sequence[str],
             "characters_per_token": corpus_chars / tokens if tokens else None,
             "tokens_per_document": distribution(tally.doc_tokens[m]),
             "round_trip_failures": tally.failures[m], "round_trip_example": tally.failure_examples[m],
-            "groups": by_group, "parity": parity(by_group),
+            "groups": by_group, "parity": parity(by_group, NO_SCRIPT if group_by == "script" else None),
             "vocabulary": vocabulary_use(tok, counts, residue_ratio=residue_ratio, residue_min=residue_min, top=top),
             "most_frequent": frequent, "longest": longest,
         })
