@@ -15,7 +15,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
-from tests.conftest import CORPUS_NAMES, PEERS, corpus_lines, require_shared
+from tests.conftest import CORPUS_NAMES, PEERS, corpus_lines
 
 from bpe_spark import ConfigError, Tokenizer, TrainerConfig, UnknownCharacterError, train
 from bpe_spark.encoding.options import EncodeOptions
@@ -34,7 +34,6 @@ EOT = "<|endoftext|>"
 @pytest.fixture(scope="module")
 def inputs(tmp_path_factory):
     """The four shared corpora (first 200 KB each), as text, JSON Lines and Parquet files."""
-    require_shared()
     root = tmp_path_factory.mktemp("encode-inputs")
     expected = []  # (id, text) in file-path order, then line order
     for fmt in ("text", "jsonl", "parquet"):
@@ -290,7 +289,6 @@ def test_schema_errors_come_before_any_work(spark, tok, tmp_path):
 
 
 def test_vocabulary_too_big_for_the_dtype_fails_before_work(spark, tmp_path):
-    require_shared()
     url = "https://openaipublic.blob.core.windows.net/encodings/cl100k_base.tiktoken"
     cl100k = Tokenizer.load(os.path.join(os.environ["TIKTOKEN_CACHE_DIR"], hashlib.sha1(url.encode()).hexdigest()))
     df = spark.createDataFrame([("hello world",)], "text string")
