@@ -14,30 +14,22 @@ from pathlib import Path
 
 import pytest
 
+from tests import peer_files
+
 ROOT = Path(__file__).resolve().parent.parent
 SHARED = ROOT.parent / "shared"
 CORPORA = SHARED / "corpora"
 # the small reference files of other projects, with their licenses (tests/fixtures/peers/README.md)
-PEERS = ROOT / "tests" / "fixtures" / "peers"
+PEERS = peer_files.PEERS
 CORPUS_NAMES = ("en_books", "zh_classics", "multilingual", "tiny_shakespeare")
 # corpora the repository holds itself (the same bytes as ../shared/corpora's): their tests always run
 REPO_CORPORA = {"tiny_shakespeare": ROOT / "data" / "sample" / "tiny_shakespeare.txt.gz"}
-
-# tiktoken's cache names a file by the SHA-1 of its URL; each is built from the files in PEERS
-TIKTOKEN_CACHE_FILES = {
-    "6c7ea1a7e38e3a7f062df639a5b80947f075ffe6": (b"", PEERS / "cs336" / "gpt2_vocab.json"),  # encoder.json
-    # vocab.bpe: CS336's gpt2_merges.txt is it without its first line
-    "6d1cbeee0f20b3d9449abfede4726ed8212e3aee": (b"#version: 0.2\n", PEERS / "cs336" / "gpt2_merges.txt"),
-    "9b5ad71b2ce5302211f9c61530b329a4922fc6a4": (b"", PEERS / "tiktoken_cache" / "cl100k_base.tiktoken"),
-}
 
 
 def _private_tiktoken_cache() -> None:
     """tiktoken writes into its cache directory (files it fetched or rebuilt), so the suite gives
     it a private one, built from the repository's GPT-2 and cl100k_base files: tiktoken runs offline."""
-    target = Path(tempfile.mkdtemp(prefix="bpe-spark-tiktoken-"))
-    for name, (header, source) in TIKTOKEN_CACHE_FILES.items():
-        (target / name).write_bytes(header + source.read_bytes())
+    target = peer_files.fill_tiktoken_cache(Path(tempfile.mkdtemp(prefix="bpe-spark-tiktoken-")))
     os.environ["TIKTOKEN_CACHE_DIR"] = str(target)
     atexit.register(shutil.rmtree, target, ignore_errors=True)
 
