@@ -92,11 +92,17 @@ class Reference:
         return ids
 
 
+@pytest.fixture(scope="module")
+def tok_reference(tok):
+    """``tok.encode`` of each distinct text, computed once for every case below."""
+    return Reference(lambda text: tok.encode(text, disallowed_special=()))
+
+
 @pytest.mark.parametrize("partitions", [1, 8])
 @pytest.mark.parametrize("fmt", ["text", "jsonl", "parquet"])
-def test_ids_equal_tokenizer_encode_row_for_row(spark, inputs, tok, fmt, partitions):
+def test_ids_equal_tokenizer_encode_row_for_row(spark, inputs, tok, tok_reference, fmt, partitions):
     root, expected = inputs
-    reference = Reference(lambda text: tok.encode(text, disallowed_special=()))
+    reference = tok_reference
     with small_splits(spark):
         docs = read_input(spark, root, fmt, partitions)
         out = encode(docs, tok)
