@@ -6,21 +6,20 @@ import gzip
 import json
 from pathlib import Path
 
+from tests import peer_files
+
 ROOT = Path(__file__).resolve().parents[1]
 CORPORA = ROOT.parent / "shared" / "corpora"
-PEERS = ROOT.parent / "shared" / "peer-fixtures"
+PEERS = peer_files.PEERS  # the small reference files of other projects (tests/fixtures/peers)
 CACHE = ROOT / "bench-results" / "cache"
 
 
 def private_tiktoken_cache() -> Path:
-    """A copy of the shared tiktoken cache: tiktoken writes into its cache directory, and
-    nothing may ever write into ../shared."""
-    target = CACHE / "tiktoken"
-    target.mkdir(parents=True, exist_ok=True)
-    for item in (PEERS / "tiktoken_cache").iterdir():
-        if not (target / item.name).exists():
-            (target / item.name).write_bytes(item.read_bytes())
-    return target
+    """tiktoken's cache directory, built from the repository's GPT-2 and cl100k_base files
+    (tests/fixtures/peers): tiktoken writes into it, so it is the benchmark's own."""
+    return peer_files.fill_tiktoken_cache(CACHE / "tiktoken")
+
+
 ALL_CORPORA = ("en_books", "zh_classics", "multilingual", "tiny_shakespeare")
 QUICK_BYTES = 4_000_000
 

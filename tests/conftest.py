@@ -1,4 +1,5 @@
-"""Shared fixtures: paths of the shared corpora and peer fixtures, and one local[2] SparkSession."""
+"""Shared fixtures: the peer fixtures kept in the repository (tests/fixtures/peers), the corpora
+(../shared/corpora beside the clone, tiny Shakespeare from data/sample), and one local[2] SparkSession."""
 
 from __future__ import annotations
 
@@ -13,23 +14,22 @@ from pathlib import Path
 
 import pytest
 
+from tests import peer_files
+
 ROOT = Path(__file__).resolve().parent.parent
 SHARED = ROOT.parent / "shared"
 CORPORA = SHARED / "corpora"
-PEERS = SHARED / "peer-fixtures"
+# the small reference files of other projects, with their licenses (tests/fixtures/peers/README.md)
+PEERS = peer_files.PEERS
 CORPUS_NAMES = ("en_books", "zh_classics", "multilingual", "tiny_shakespeare")
-
+# corpora the repository holds itself (the same bytes as ../shared/corpora's): their tests always run
+REPO_CORPORA = {"tiny_shakespeare": ROOT / "data" / "sample" / "tiny_shakespeare.txt.gz"}
 
 
 def _private_tiktoken_cache() -> None:
-    """tiktoken writes into its cache directory (files it fetched or rebuilt); the shared one is
-    read-only in CI and must never change, so the suite works on a private copy of it."""
-    source = PEERS / "tiktoken_cache"
-    if not source.is_dir():
-        return
-    target = Path(tempfile.mkdtemp(prefix="bpe-spark-tiktoken-"))
-    for item in source.iterdir():
-        shutil.copyfile(item, target / item.name)
+    """tiktoken writes into its cache directory (files it fetched or rebuilt), so the suite gives
+    it a private one, built from the repository's GPT-2 and cl100k_base files: tiktoken runs offline."""
+    target = peer_files.fill_tiktoken_cache(Path(tempfile.mkdtemp(prefix="bpe-spark-tiktoken-")))
     os.environ["TIKTOKEN_CACHE_DIR"] = str(target)
     atexit.register(shutil.rmtree, target, ignore_errors=True)
 
@@ -39,21 +39,37 @@ os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
 os.environ.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
 
 
-def require_shared() -> None:
-    """Peer suites are acceptance tests: with ../shared present they run; without it they skip."""
-    if not SHARED.is_dir():
-        pytest.skip("../shared is not present beside the project")
+def corpus_path(name: str) -> Path:
+    """The gzip file of a corpus: the repository's copy if it holds one, else ../shared/corpora's.
+    Without it the test skips, its one reason line naming the missing file (a test that needs the
+    large corpora runs only where ../shared sits beside the clone)."""
+    if name in REPO_CORPORA:
+        return REPO_CORPORA[name]
+    path = CORPORA / f"{name}.txt.gz"
+    if not path.is_file():
+        pytest.skip(f"needs the shared corpora (../shared/corpora/{name}.txt.gz), not present beside this clone")
+    return path
+
+
+def require_corpora(*names: str) -> None:
+    """Skip unless every corpus of ``names`` (all of them if none) can be read: for a test that
+    reads a corpus late, after work that would otherwise be wasted."""
+    for name in names or CORPUS_NAMES:
+        corpus_path(name)
+
+
+def _corpus_bytes(name: str, max_bytes: int | None) -> bytes:
+    with gzip.open(corpus_path(name), "rb") as fh:
+        raw = fh.read() if max_bytes is None else fh.read(max_bytes)
+    if max_bytes is not None and len(raw) == max_bytes:
+        raw = raw[: raw.rfind(b"\n") + 1]
+    return raw
 
 
 @cache
 def corpus_text(name: str, max_bytes: int | None = None) -> str:
-    """The first ``max_bytes`` of a shared corpus, cut back to whole lines."""
-    require_shared()
-    with gzip.open(CORPORA / f"{name}.txt.gz", "rb") as fh:
-        raw = fh.read() if max_bytes is None else fh.read(max_bytes)
-    if max_bytes is not None and len(raw) == max_bytes:
-        raw = raw[: raw.rfind(b"\n") + 1]
-    return raw.decode("utf-8")
+    """The first ``max_bytes`` of a corpus, cut back to whole lines (skips the test without it)."""
+    return _corpus_bytes(name, max_bytes).decode("utf-8")
 
 
 def corpus_lines(name: str, max_bytes: int | None = None) -> list[str]:

@@ -1,6 +1,6 @@
 """Shared inputs of the tokenizer.json parity tests (issue 14): the edge-case strings every parity
 test encodes, the Oniguruma patterns published hub files carry (as their tokenizer.json holds
-them, JSON-decoded), and :func:`corpus_lines`, the first lines of a shared corpus.
+them, JSON-decoded), and :func:`corpus_lines`, the first lines of a corpus.
 
 Not a test module (no ``test_`` prefix): tests import it as they import conftest's helpers
 (``from hf_cases import EDGE_CASES, corpus_lines``).
@@ -10,10 +10,9 @@ from __future__ import annotations
 
 import gzip
 from functools import cache
-from pathlib import Path
 
-SHARED = Path(__file__).resolve().parent.parent.parent / "shared"
-CORPORA = SHARED / "corpora"
+from tests.conftest import corpus_path
+
 CORPUS_NAMES = ("en_books", "multilingual", "tiny_shakespeare", "zh_classics")
 
 # Strings whose pieces differ between careless reproductions: each names what it exercises.
@@ -150,12 +149,11 @@ HUB_PRE_TOKENIZERS: dict[str, dict] = {
 
 @cache
 def corpus_lines(name: str, n: int = 1000) -> tuple[str, ...]:
-    """The first ``n`` non-empty lines of ``/work/shared/corpora/<name>.txt.gz``, each with its
-    ``\\n`` (as tokenizers sees a line of a text file it is given; the corpora have no ``\\r``).
-    Raises FileNotFoundError without /work/shared: callers that may run without it check
-    ``CORPORA.is_dir()`` first (tests/conftest.py's ``require_shared``)."""
+    """The first ``n`` non-empty lines of a corpus, each with its ``\\n`` (as tokenizers sees a
+    line of a text file it is given; the corpora have no ``\\r``). Without the corpus the test
+    skips (tests/conftest.py's ``corpus_path``): call it in a test or a fixture, never at collection."""
     lines: list[str] = []
-    with gzip.open(CORPORA / f"{name}.txt.gz", "rt", encoding="utf-8", newline="") as fh:
+    with gzip.open(corpus_path(name), "rt", encoding="utf-8", newline="") as fh:
         for line in fh:
             if line.strip("\n"):
                 lines.append(line)

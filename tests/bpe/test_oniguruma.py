@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import pytest
 import regex
-from tests.conftest import require_shared
 from tests.hf_cases import CL100K_PATTERN, CORPUS_NAMES, EDGE_CASES, HUB_PATTERNS, corpus_lines
 
 from bpe_spark.bpe.oniguruma import (
@@ -76,7 +75,6 @@ def test_construct_means_what_oniguruma_means(pattern, text):
 
 @pytest.mark.parametrize("name", HUB_PATTERNS)
 def test_hub_pattern_matches_oniguruma(name):
-    require_shared()
     pattern = HUB_PATTERNS[name]
     texts = [*EDGE_CASES.values(), *(line for n in CORPUS_NAMES for line in corpus_lines(n, 300))]
     for text in texts:
@@ -177,7 +175,6 @@ def test_unsupported_constructs_are_refused(pattern, what):
 )
 def test_export_means_in_oniguruma_what_python_means(pattern):
     """onig_pattern: Python's \\w, \\W, ^, $ and \\Z written so that Oniguruma reads them alike."""
-    require_shared()
     compiled = regex.compile(pattern)
     texts = [*EDGE_CASES.values(), "x\u00b2 \u00bd ZW\u200dJ a_b", "ab\n", "ab\n\n", "a\nb"]
     for text in [*texts, *corpus_lines("multilingual", 200)]:

@@ -24,7 +24,7 @@ from pathlib import Path
 import pytest
 import standalone
 import submission
-from tests.conftest import CORPORA, encode_output_bytes
+from tests.conftest import corpus_path, encode_output_bytes
 
 TRAIN_JOB = submission.ROOT / "jobs" / "train_tokenizer.py"
 ENCODE_JOB = submission.ROOT / "jobs" / "encode_dataset.py"
@@ -57,7 +57,14 @@ def cluster():
 
 
 @pytest.fixture(scope="session")
-def inputs(cluster):
+def corpora() -> dict[str, Path]:
+    """The corpora the jobs read, from ../shared/corpora: without them the tests that need them
+    skip (one line naming the missing file) before a cluster starts for them."""
+    return {name: corpus_path(name) for name in ("en_books", "multilingual")}
+
+
+@pytest.fixture(scope="session")
+def inputs(corpora, cluster):
     """A few MB of the shared corpora, copied into the shared directory (executors see only that)."""
     submission.require_dist()
     shutil.rmtree(WORK, ignore_errors=True)
@@ -65,12 +72,12 @@ def inputs(cluster):
     train_dir.mkdir(parents=True)
     encode_dir.mkdir(parents=True)
     # two files: two input splits, so that the first stage runs on both workers
-    head = _head(CORPORA / "en_books.txt.gz", 2_000_000)
+    head = _head(corpora["en_books"], 2_000_000)
     middle = head.index(b"\n", len(head) // 2) + 1
     (train_dir / "en_books_1.txt").write_bytes(head[:middle])
     (train_dir / "en_books_2.txt").write_bytes(head[middle:])
-    _copy_head(CORPORA / "multilingual.txt.gz", encode_dir / "a_multilingual.txt", 1_500_000)
-    _copy_head(CORPORA / "en_books.txt.gz", encode_dir / "b_en_books.txt.gz", 1_500_000, compress=True)
+    _copy_head(corpora["multilingual"], encode_dir / "a_multilingual.txt", 1_500_000)
+    _copy_head(corpora["en_books"], encode_dir / "b_en_books.txt.gz", 1_500_000, compress=True)
     return {"train": train_dir, "encode": encode_dir}
 
 

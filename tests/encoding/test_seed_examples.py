@@ -1,12 +1,12 @@
 """Acceptance 5 and 6: the seed articles' example, Sennrich et al.'s toy vocabulary, and the other
-worked examples of ../shared/peer-fixtures (toy/, hf_tokenizers/) that fit our tie-break policies."""
+worked examples of tests/fixtures/peers (toy/, hf_tokenizers/) that fit our tie-break policies."""
 
 from __future__ import annotations
 
 import json
 
 import pytest
-from tests.conftest import PEERS, require_shared
+from tests.conftest import PEERS
 
 from bpe_spark import Tokenizer, TrainerConfig, train, train_from_counts
 
@@ -54,12 +54,10 @@ SENNRICH_HF = [
 
 
 def toy_examples() -> dict:
-    require_shared()
     return json.loads((PEERS / "toy" / "toy_examples.json").read_text(encoding="utf-8"))
 
 
 def hf_trainer_tests() -> dict:
-    require_shared()
     return json.loads(
         (PEERS / "hf_tokenizers" / "trainer_rs_tests.json").read_text(encoding="utf-8")
     )

@@ -12,7 +12,7 @@ import json
 import re
 
 import pytest
-from tests.conftest import PEERS, ROOT, require_shared
+from tests.conftest import PEERS, ROOT
 
 from bpe_spark import Tokenizer, TrainerConfig, train
 from bpe_spark.cli import main
@@ -130,7 +130,6 @@ def test_a_char_scheme_model_with_rounds(lines, capsys):
 
 
 def test_gpt2_files_and_a_tiktoken_file(model, tmp_path, capsys):
-    require_shared()
     gpt2 = inspect(capsys, str(PEERS / "cs336" / "gpt2_vocab.json"), "--merges", "2", "--text", "hello world")
     assert "vocabulary by kind: 256 byte + 50,000 merge + 1 special = 50,257" in gpt2
     assert "merge counts: not in this model" in gpt2 and "training stopped" not in gpt2
@@ -172,7 +171,6 @@ def test_display_rules():
 def test_an_extended_model_shows_its_base_and_new_tokens(tmp_path, capsys):
     """Issue 37, deliver 4: inspect lists the new tokens with their counts, names the base and
     compares bytes per token of a held-out sample, base against extended; the report too."""
-    require_shared()
     from tests.hf_cases import corpus_lines
 
     from bpe_spark.inspect.extension import base_of, new_tokens

@@ -8,7 +8,7 @@ import subprocess
 import sys
 
 import pytest
-from tests.conftest import PEERS, corpus_lines, corpus_text, require_shared
+from tests.conftest import PEERS, corpus_lines, corpus_text
 from tests.report_checks import ReportPage, check_plot
 
 from bpe_spark import TrainerConfig, train
@@ -33,14 +33,12 @@ from bpe_spark.encoding.tokenizer import Tokenizer
 
 @pytest.fixture(scope="module")
 def gpt2():
-    require_shared()
     return Tokenizer.load(PEERS / "cs336" / "gpt2_vocab.json")
 
 
 @pytest.fixture(scope="module")
 def shakespeare():
     """A byte model of ~1000 tokens trained on tiny_shakespeare, as a model directory."""
-    require_shared()
     return train(corpus_lines("tiny_shakespeare"), TrainerConfig(vocab_size=1000, special_tokens=("<|eot|>",)))
 
 

@@ -22,7 +22,7 @@ from functools import cache
 
 import pytest
 import regex
-from tests.conftest import require_shared
+from tests.conftest import require_corpora
 from tests.hf_cases import CORPUS_NAMES, EDGE_CASES, corpus_lines
 from tokenizers import Regex, decoders, models, normalizers, pre_tokenizers, trainers
 from tokenizers import Tokenizer as HfTokenizer
@@ -122,7 +122,7 @@ def _clip_merges() -> list[str]:
 @pytest.fixture(scope="module")
 def clip(tmp_path_factory):
     """The three CLIP formats of one vocabulary, transformers' reference, and the texts."""
-    require_shared()
+    require_corpora()
     root = tmp_path_factory.mktemp("clip")
     vocab = list(_byte_chars().values())
     vocab += [c + "</w>" for c in vocab]

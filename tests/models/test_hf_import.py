@@ -20,7 +20,7 @@ from pathlib import Path
 from types import SimpleNamespace
 
 import pytest
-from tests.conftest import PEERS, require_shared
+from tests.conftest import PEERS
 from tests.hf_cases import CL100K_PATTERN, CORPUS_NAMES, EDGE_CASES, HUB_PRE_TOKENIZERS, corpus_lines
 from tokenizers import AddedToken, Regex, decoders, models, normalizers, pre_tokenizers, trainers
 from tokenizers import Tokenizer as HfTokenizer
@@ -29,7 +29,7 @@ from bpe_spark import Tokenizer, TrainerConfig, train
 from bpe_spark.errors import ModelFormatError
 from bpe_spark.models.huggingface.tokenizer_json_write import to_hf_dict
 
-CL100K_FILE = PEERS / "tiktoken_cache" / "9b5ad71b2ce5302211f9c61530b329a4922fc6a4"
+CL100K_FILE = PEERS / "tiktoken_cache" / "cl100k_base.tiktoken"
 N_LINES = 1000
 ADDED_TEXTS = [  # the added tokens of the layouts below, in and out of place
     "a<|fim_hole|>b <|fim_hole|> x<tool>  y  </tool>  z hello world xhello helloworld hello_",
@@ -40,7 +40,6 @@ ADDED_TEXTS = [  # the added tokens of the layouts below, in and out of place
 
 @pytest.fixture(scope="module")
 def texts() -> list[str]:
-    require_shared()
     lines = [line for name in CORPUS_NAMES for line in corpus_lines(name, N_LINES)]
     assert len(lines) == N_LINES * len(CORPUS_NAMES)
     return list(EDGE_CASES.values()) + ADDED_TEXTS + lines
@@ -74,7 +73,6 @@ def assert_same_ids(hf: HfTokenizer, tok: Tokenizer, texts: list[str]) -> list[l
 
 # --- (a) transformers' TikTokenConverter on cl100k ------------------------------------------------
 def test_tiktoken_converter_cl100k(tmp_path, texts):
-    require_shared()
     from transformers.convert_slow_tokenizer import TikTokenConverter
 
     specials = ["<|endoftext|>", "<|fim_prefix|>", "<|fim_middle|>", "<|fim_suffix|>", "<|endofprompt|>"]

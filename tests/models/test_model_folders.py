@@ -10,7 +10,7 @@ import json
 import warnings
 
 import pytest
-from tests.conftest import PEERS, require_shared
+from tests.conftest import PEERS
 from tests.hf_cases import CORPUS_NAMES, EDGE_CASES, corpus_lines
 
 from bpe_spark import Tokenizer, TrainerConfig, train
@@ -29,7 +29,6 @@ ROLES = {"bos_token": "<s>", "eos_token": "<|endoftext|>", "pad_token": "<|pad|>
 
 @pytest.fixture(scope="module")
 def lines() -> list[str]:
-    require_shared()
     return [line for name in CORPUS_NAMES for line in corpus_lines(name, 2000)]
 
 
@@ -180,7 +179,6 @@ def test_gpt2_folder_of_another_pattern_holds_tokenizer_json(tmp_path, cl100k_to
 
 
 def test_real_gpt2_files_export_to_a_folder(tmp_path, lines):
-    require_shared()
     gpt2 = Tokenizer.load(PEERS / "cs336" / "gpt2_vocab.json")
     export_model(gpt2, "gpt2", tmp_path / "g", eos_token="<|endoftext|>", model_max_length=1024)
     auto = auto_tokenizer(tmp_path / "g")
@@ -191,7 +189,6 @@ def test_real_gpt2_files_export_to_a_folder(tmp_path, lines):
 # --- char scheme -----------------------------------------------------------------------------------
 def char_model(end_of_word: str, *, unk: bool = True) -> Tokenizer:
     """A char-scheme model of English text: CJK and much else is outside its alphabet."""
-    require_shared()
     text = corpus_lines("en_books", 2000) + corpus_lines("tiny_shakespeare", 2000)
     specials = ("<unk>", "<|endoftext|>") if unk else ("<|endoftext|>",)
     cfg = TrainerConfig(vocab_size=1200, scheme="char", end_of_word=end_of_word, pattern="gpt2",
@@ -284,7 +281,6 @@ def test_imported_pipeline_model_folder(tmp_path, lines):
 
 @pytest.mark.spark
 def test_train_command_writes_the_folder_options(spark, tmp_path):
-    require_shared()
     text = corpus_lines("tiny_shakespeare", 1000)
     (tmp_path / "c.txt").write_text("".join(text), encoding="utf-8")
     out = tmp_path / "model"

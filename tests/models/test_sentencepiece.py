@@ -16,7 +16,6 @@ from pathlib import Path
 import mistral_common
 import pytest
 import sentencepiece as spm
-from tests.conftest import require_shared
 from tests.hf_cases import CORPUS_NAMES, EDGE_CASES, corpus_lines
 
 from bpe_spark import Tokenizer
@@ -51,7 +50,6 @@ def train_model(directory: Path, name: str, *, corpora=CORPUS_NAMES, lines: int 
 
 @pytest.fixture(scope="module")
 def models(tmp_path_factory) -> dict[str, Path]:
-    require_shared()
     directory = tmp_path_factory.mktemp("spm")
     return {
         "trained": train_model(directory, "trained", user_defined_symbols=["<|user|>", "aa"]),
@@ -140,7 +138,6 @@ def test_recognised_by_content(models, tmp_path):
     ({"normalization_rule_name": "nmt_nfkc"}, "normalizer_spec.precompiled_charsmap", "nmt_nfkc"),
 ])
 def test_unsupported_models_fail_in_one_line(tmp_path, options, field, found):
-    require_shared()
     path = train_model(tmp_path, "refused", corpora=("en_books",), lines=300, vocab_size=500, **options)
     with pytest.raises(ModelFormatError) as caught:
         Tokenizer.load(path)

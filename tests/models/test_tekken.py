@@ -16,7 +16,6 @@ from pathlib import Path
 
 import mistral_common
 import pytest
-from tests.conftest import require_shared
 from tests.hf_cases import CORPUS_NAMES, EDGE_CASES, corpus_lines
 from mistral_common.tokens.tokenizers.base import SpecialTokenPolicy
 from mistral_common.tokens.tokenizers.tekken import Tekkenizer
@@ -72,7 +71,6 @@ def assert_parity(tok: Tokenizer, ref: Tekkenizer) -> None:
 
 
 def test_nemo_file_gives_tekkenizer_ids():
-    require_shared()
     tok = Tokenizer.load(NEMO)
     ref = Tekkenizer.from_file(NEMO)
     assert tok.vocab_size == ref.n_words == 131072
@@ -85,7 +83,6 @@ def test_nemo_file_gives_tekkenizer_ids():
 
 
 def test_small_v13_file_gives_tekkenizer_ids(small):
-    require_shared()
     tok = Tokenizer.load(small)
     ref = Tekkenizer.from_file(small)
     assert tok.vocab_size == ref.n_words == 3016

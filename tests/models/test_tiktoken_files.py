@@ -20,7 +20,7 @@ from pathlib import Path
 
 import pytest
 import tiktoken
-from tests.conftest import PEERS, require_shared
+from tests.conftest import PEERS
 from tests.hf_cases import CORPUS_NAMES, EDGE_CASES, corpus_lines
 
 from bpe_spark import Tokenizer, TrainerConfig, train
@@ -56,10 +56,8 @@ def assert_same_ids(tok: Tokenizer, enc: tiktoken.Encoding) -> None:
 @pytest.fixture(scope="module")
 def files(tmp_path_factory) -> Path:
     """OpenAI's cl100k_base.tiktoken and r50k_base.tiktoken under their own names."""
-    require_shared()
     folder = tmp_path_factory.mktemp("openai")
-    cache = PEERS / "tiktoken_cache" / hashlib.sha1(CL100K_URL.encode()).hexdigest()
-    shutil.copyfile(cache, folder / "cl100k_base.tiktoken")
+    shutil.copyfile(PEERS / "tiktoken_cache" / "cl100k_base.tiktoken", folder / "cl100k_base.tiktoken")
     ranks = tiktoken.get_encoding("gpt2")._mergeable_ranks  # from GPT-2's encoder.json + vocab.bpe
     with open(folder / "r50k_base.tiktoken", "wb") as fh:
         fh.writelines(rank_lines({rank: token for token, rank in ranks.items()}))
@@ -105,7 +103,6 @@ def test_unknown_file_without_pattern_fails_in_one_line(files, tmp_path):
 
 @pytest.fixture(scope="module")
 def trained() -> Tokenizer:
-    require_shared()
     sample = [line for name in CORPUS_NAMES for line in corpus_lines(name, 300)]
     cfg = TrainerConfig(vocab_size=1200, pattern="cl100k", special_tokens=("<|endoftext|>", "<|pad|>"))
     return train(sample, cfg)

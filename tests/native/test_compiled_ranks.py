@@ -11,7 +11,7 @@ from __future__ import annotations
 import random
 
 import pytest
-from tests.conftest import PEERS, corpus_lines, require_shared
+from tests.conftest import PEERS, corpus_lines
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from tests.encoding.test_encoder_equivalence import _python_twin
@@ -128,7 +128,6 @@ def openai_pairs():
     tiktoken = pytest.importorskip("tiktoken")
     from tests.peers.test_peer_tiktoken import tiktoken_cache_file
 
-    require_shared()
     return {
         "cl100k": (Tokenizer.load(tiktoken_cache_file("cl100k_base")), tiktoken.get_encoding("cl100k_base")),
         "gpt2": (Tokenizer.load(PEERS / "cs336" / "gpt2_vocab.json"), tiktoken.get_encoding("gpt2")),

@@ -6,7 +6,7 @@ import json
 import time
 
 import pytest
-from tests.conftest import PEERS, require_shared
+from tests.conftest import PEERS
 
 from bpe_spark import TrainerConfig, train
 from bpe_spark.bpe.symbols import display_to_bytes
@@ -23,7 +23,6 @@ CFG = TrainerConfig(
 
 @pytest.fixture(scope="module")
 def trained():
-    require_shared()
     text = (CS336 / "corpus.en").read_text(encoding="utf-8")
     started = time.perf_counter()
     tok = train(text, CFG)  # the whole file is ONE document, as CS336 reads it

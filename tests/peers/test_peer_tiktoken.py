@@ -1,7 +1,7 @@
 """Acceptance 4 of issue 2: a Tokenizer loaded from GPT-2's vocab.json + merges.txt, and one loaded
 from the cl100k_base .tiktoken file, give tiktoken's ids (and decode restores the text) on the
 CS336 encode inputs, minbpe's taylorswift.txt, the public vectors and the first MB of every
-shared corpus. tiktoken itself runs offline from ../shared/peer-fixtures/tiktoken_cache."""
+shared corpus. tiktoken itself runs offline from the files in tests/fixtures/peers (conftest)."""
 
 from __future__ import annotations
 
@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 import tiktoken
-from tests.conftest import CORPUS_NAMES, PEERS, corpus_text, require_shared
+from tests.conftest import CORPUS_NAMES, PEERS, corpus_text
 
 from bpe_spark import DisallowedSpecialTokenError, Tokenizer
 from bpe_spark.models.load import export_model
@@ -29,14 +29,12 @@ _URLS = {"cl100k_base": "https://openaipublic.blob.core.windows.net/encodings/cl
 
 def tiktoken_cache_file(encoding: str) -> Path:
     """tiktoken names a cached file by the SHA-1 of its URL."""
-    require_shared()
     cache = Path(os.environ["TIKTOKEN_CACHE_DIR"])
     return cache / hashlib.sha1(_URLS[encoding].encode()).hexdigest()
 
 
 @pytest.fixture(scope="module")
 def gpt2() -> Tokenizer:
-    require_shared()
     return Tokenizer.load(PEERS / "cs336" / "gpt2_vocab.json")
 
 

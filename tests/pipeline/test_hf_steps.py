@@ -7,7 +7,6 @@ from __future__ import annotations
 import json
 
 import pytest
-from tests.conftest import require_shared
 from tests.hf_cases import CORPUS_NAMES, EDGE_CASES, HUB_PRE_TOKENIZERS, corpus_lines
 
 from bpe_spark.pipeline.decoders import build_decoder
@@ -30,7 +29,6 @@ def error(field: str, message: str) -> StepError:
 
 
 def texts() -> list[str]:
-    require_shared()
     return [*EDGE_CASES.values(), *EXTRA, *(line for n in CORPUS_NAMES for line in corpus_lines(n, LINES))]
 
 
@@ -264,7 +262,6 @@ DECODERS = {
 
 @pytest.mark.parametrize("name", DECODERS)
 def test_decoder_matches_tokenizers(name):
-    require_shared()
     spec = DECODERS[name]
     ours, ref = build_decoder(spec, "decoder", error), reference("decoder", spec)
     for tokens in _decoder_inputs():

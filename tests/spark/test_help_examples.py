@@ -12,7 +12,7 @@ import shlex
 import shutil
 
 import pytest
-from tests.conftest import ROOT, require_shared
+from tests.conftest import ROOT
 
 from bpe_spark import TrainerConfig, train
 from bpe_spark.cli import COMMANDS, main
@@ -43,9 +43,6 @@ def after_make_train(tmp_path_factory):
     """What a fresh clone holds after ``make train``: the sample corpus, and a byte-scheme model
     of it in out/sample-model (trained here without Spark, on part of the corpus: quicker)."""
     sample = SAMPLE
-    if not sample.is_file():
-        require_shared()
-        sample = ROOT.parent / "shared" / "corpora" / "tiny_shakespeare.txt.gz"
     root = tmp_path_factory.mktemp("clone")
     (root / "data" / "sample").mkdir(parents=True)
     shutil.copy(sample, root / "data" / "sample" / SAMPLE.name)

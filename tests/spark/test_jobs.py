@@ -7,6 +7,7 @@ import os
 import runpy
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
 from tests.conftest import ROOT, corpus_lines
@@ -44,7 +45,7 @@ def test_spark_submit_trains_in_local_mode(corpus_file, tmp_path):
     out = tmp_path / "model"
     env = dict(os.environ, PYSPARK_PYTHON=sys.executable, PYSPARK_DRIVER_PYTHON=sys.executable)
     command = [
-        str(ROOT / ".venv" / "bin" / "spark-submit"), "--master", "local[2]",
+        str(Path(sys.executable).parent / "spark-submit"), "--master", "local[2]",  # the venv of the tests
         "--conf", "spark.ui.enabled=false",
         # the documented quiet logs of a client-mode job (conf/log4j2.properties)
         "--driver-java-options", f"-Dlog4j2.configurationFile={ROOT / 'conf' / 'log4j2.properties'}",

@@ -54,16 +54,23 @@ def fitted(spark, docs):
     return model, before, after
 
 
-def _by_id(frame, column="ids"):
-    return {row["id"]: (None if row[column] is None else list(row[column])) for row in frame.collect()}
+def _by_id(frame, column="ids", rows=None):
+    rows = frame.collect() if rows is None else rows
+    return {row["id"]: (None if row[column] is None else list(row[column])) for row in rows}
 
 
-def test_the_pipeline_gives_the_ids_of_encode_and_of_the_core_tokenizer(fitted, docs, texts):
+@pytest.fixture(scope="module")
+def transformed(fitted, docs):
+    """The rows of the fitted pipeline's output, collected once for the tests that read them."""
+    return fitted[0].transform(docs).collect()
+
+
+def test_the_pipeline_gives_the_ids_of_encode_and_of_the_core_tokenizer(fitted, docs, texts, transformed):
     model, _, _ = fitted
     out = model.transform(docs)
     assert out.columns == ["id", "name", "text", "ids"]
     assert out.schema["ids"].dataType.simpleString() == "array<int>"
-    ids = _by_id(out)
+    ids = _by_id(out, rows=transformed)
     tok = model.stages[-1].tokenizer
     # the merges are the core trainer's
     core = core_train([t for t in texts if t is not None], TrainerConfig(vocab_size=VOCAB, special_tokens=(EOT,)))
@@ -77,7 +84,7 @@ def test_the_pipeline_gives_the_ids_of_encode_and_of_the_core_tokenizer(fitted, 
     spark_ids = _by_id(encode(docs, tok, id_cols=["id"], allowed_special="all", eos=EOT), "input_ids")
     assert spark_ids == ids
     # the other columns ride along, unchanged
-    assert {r["id"]: (r["name"], r["text"]) for r in out.collect()} == {i: (f"doc-{i}", t) for i, t in enumerate(texts)}
+    assert {r["id"]: (r["name"], r["text"]) for r in transformed} == {i: (f"doc-{i}", t) for i, t in enumerate(texts)}
 
 
 def test_the_encoding_params_are_encode_s_options(fitted, docs, texts):
@@ -92,18 +99,18 @@ def test_the_encoding_params_are_encode_s_options(fitted, docs, texts):
         strict.collect()
 
 
-def test_the_row_path_for_older_pyspark_gives_the_same_ids(fitted, docs, monkeypatch):
+def test_the_row_path_for_older_pyspark_gives_the_same_ids(fitted, docs, transformed, monkeypatch):
     model = fitted[0]
-    expected = _by_id(model.transform(docs))
+    expected = _by_id(None, rows=transformed)  # the Arrow path's
     monkeypatch.setattr(spark_ml, "_ARROW_UDF", None)  # pyspark 4.0: no arrow_udf
     out = model.transform(docs)
     assert out.columns == ["id", "name", "text", "ids"]
     assert _by_id(out) == expected
 
 
-def test_saved_and_loaded_back_gives_the_same_output(fitted, docs, tmp_path):
+def test_saved_and_loaded_back_gives_the_same_output(fitted, docs, transformed, tmp_path):
     model, _, _ = fitted
-    expected = _by_id(model.transform(docs))
+    expected = _by_id(None, rows=transformed)
     model.save(str(tmp_path / "pipeline"))
     loaded = PipelineModel.load(str(tmp_path / "pipeline"))
     assert isinstance(loaded.stages[0], BPETokenizerModel)

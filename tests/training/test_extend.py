@@ -20,7 +20,7 @@ import pytest
 import regex
 import tiktoken
 import tokenizers
-from tests.conftest import require_shared
+from tests.conftest import require_corpora
 from tests.hf_cases import CORPUS_NAMES, EDGE_CASES, corpus_lines
 from tests.models.test_sentencepiece import train_model
 from tests.peers import test_peer_tiktoken
@@ -192,7 +192,6 @@ def test_extending_cl100k_equals_the_reference_and_tiktoken_reads_the_export(cl1
 def test_extending_a_sentencepiece_model_equals_the_reference(tmp_path):
     """English pieces extended on Chinese and multilingual text: the characters the base lacks
     (which it cuts to byte-fallback tokens) become new tokens, in code-point order, then merge."""
-    require_shared()
     base = Tokenizer.load(train_model(tmp_path, "sp", corpora=("en_books", "tiny_shakespeare"), lines=1000,
                                       vocab_size=2000))
     export_model(base, "tokenizer.json", tmp_path / "base" / "tokenizer.json")
@@ -252,7 +251,7 @@ def chained_splits_tokenizer(path: Path, *, ignore_merges: bool = False) -> str:
 
 @pytest.mark.parametrize("ignore_merges", [False, True], ids=["merges", "ignore_merges"])
 def test_extending_a_chained_splits_tokenizer_json_equals_the_reference(tmp_path, ignore_merges):
-    require_shared()
+    require_corpora("en_books")
     path = chained_splits_tokenizer(tmp_path / "base.json", ignore_merges=ignore_merges)
     base = Tokenizer.load(path)
     ref = tokenizers.Tokenizer.from_file(path)
@@ -282,7 +281,6 @@ def test_extending_a_chained_splits_tokenizer_json_equals_the_reference(tmp_path
 def test_extending_a_tekken_file_keeps_its_ranks_and_tiktoken_reads_the_export(tmp_path):
     """A rank model: the new tokens' ranks follow the base's, and tiktoken, given the exported
     ranks, encodes as we do."""
-    require_shared()
     from tests.models.test_tekken import small_tekken
 
     base = Tokenizer.load(small_tekken(tmp_path / "tekken.json"))
@@ -303,7 +301,6 @@ def test_extending_a_tekken_file_keeps_its_ranks_and_tiktoken_reads_the_export(t
 def test_extending_a_clip_tokenizer_json_exports_what_tokenizers_runs(tmp_path):
     """CLIP's layout (empty prefix, ``</w>`` suffix): the end-of-word symbols the base lacks
     become new tokens, and tokenizers runs the export as we do."""
-    require_shared()
     from tests.training.test_like import _files
 
     base = Tokenizer.load(_files("clip", str(tmp_path)))

@@ -15,7 +15,6 @@ import pickle
 from functools import cache
 
 import pytest
-from tests.conftest import require_shared
 from tests.hf_cases import CORPUS_NAMES, DEEPSEEK_V3_PATTERNS, EDGE_CASES, LLAMA3_PATTERN, corpus_lines
 
 from bpe_spark import Tokenizer, TrainerConfig
@@ -120,7 +119,6 @@ AFFIXED = ("clip", "prefix", "suffix")  # tokenizers numbers their affixed symbo
 
 
 def training_texts() -> list[str]:
-    require_shared()
     return [line for name in CORPUS_NAMES for line in corpus_lines(name, TRAIN_LINES)]
 
 

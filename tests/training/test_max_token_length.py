@@ -5,25 +5,15 @@ reference that drops over-long pairs at every step, both cores, and the two bugs
 from __future__ import annotations
 
 import pytest
-from tests.conftest import SHARED, corpus_lines
+from tests.conftest import corpus_lines
 from tests.naive_bpe import naive_train, token_length
 
 from bpe_spark import ConfigError, TrainerConfig, count_pretokens, train, train_from_counts
 from bpe_spark.training.length_limit import LengthLimit
 
-PARAGRAPH = (
-    "It was the best of times, it was the worst of times, it was the age of wisdom, it was the age "
-    "of foolishness, it was the epoch of belief, it was the epoch of incredulity, it was the season "
-    "of Light, it was the season of Darkness, it was the spring of hope, it was the winter of "
-    "despair. Ünïcödé wörds: naïve café, 東京 東京都, ありがとう ありがとう.\n"
-)
-
-
 def text_lines() -> list[str]:
-    """A few hundred lines of tiny Shakespeare, or a built-in paragraph without ../shared."""
-    if SHARED.is_dir():
-        return corpus_lines("tiny_shakespeare", 12_000)
-    return [PARAGRAPH] * 20
+    """A few hundred lines of tiny Shakespeare."""
+    return corpus_lines("tiny_shakespeare", 12_000)
 
 
 def tokens_of(tok) -> list:

@@ -15,7 +15,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
-from tests.conftest import CORPUS_NAMES, PEERS, corpus_lines, require_shared
+from tests.conftest import CORPUS_NAMES, PEERS, corpus_lines
 
 from bpe_spark import ConfigError, Tokenizer, TrainerConfig, UnknownCharacterError, train
 from bpe_spark.encoding.options import EncodeOptions
@@ -34,7 +34,6 @@ EOT = "<|endoftext|>"
 @pytest.fixture(scope="module")
 def inputs(tmp_path_factory):
     """The four shared corpora (first 200 KB each), as text, JSON Lines and Parquet files."""
-    require_shared()
     root = tmp_path_factory.mktemp("encode-inputs")
     expected = []  # (id, text) in file-path order, then line order
     for fmt in ("text", "jsonl", "parquet"):
@@ -93,11 +92,17 @@ class Reference:
         return ids
 
 
+@pytest.fixture(scope="module")
+def tok_reference(tok):
+    """``tok.encode`` of each distinct text, computed once for every case below."""
+    return Reference(lambda text: tok.encode(text, disallowed_special=()))
+
+
 @pytest.mark.parametrize("partitions", [1, 8])
 @pytest.mark.parametrize("fmt", ["text", "jsonl", "parquet"])
-def test_ids_equal_tokenizer_encode_row_for_row(spark, inputs, tok, fmt, partitions):
+def test_ids_equal_tokenizer_encode_row_for_row(spark, inputs, tok, tok_reference, fmt, partitions):
     root, expected = inputs
-    reference = Reference(lambda text: tok.encode(text, disallowed_special=()))
+    reference = tok_reference
     with small_splits(spark):
         docs = read_input(spark, root, fmt, partitions)
         out = encode(docs, tok)
@@ -290,7 +295,6 @@ def test_schema_errors_come_before_any_work(spark, tok, tmp_path):
 
 
 def test_vocabulary_too_big_for_the_dtype_fails_before_work(spark, tmp_path):
-    require_shared()
     url = "https://openaipublic.blob.core.windows.net/encodings/cl100k_base.tiktoken"
     cl100k = Tokenizer.load(os.path.join(os.environ["TIKTOKEN_CACHE_DIR"], hashlib.sha1(url.encode()).hexdigest()))
     df = spark.createDataFrame([("hello world",)], "text string")

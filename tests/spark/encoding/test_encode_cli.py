@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pyarrow.parquet as pq
 import pytest
-from tests.conftest import PEERS, ROOT, corpus_lines, require_shared
+from tests.conftest import PEERS, ROOT, corpus_lines
 
 from bpe_spark.cli import main
 from bpe_spark.datasets.megatron import read_manifest, read_shards
@@ -39,10 +39,7 @@ def not_ours(stderr: str) -> list[str]:
 
 
 def test_train_then_encode_then_decode_end_to_end(tmp_path):
-    sample = SAMPLE
-    if not sample.is_file():  # the sample corpus of the repository, or the same file from ../shared
-        require_shared()
-        sample = ROOT.parent / "shared" / "corpora" / "tiny_shakespeare.txt.gz"
+    sample = SAMPLE  # the sample corpus of the repository
     model, shards = tmp_path / "model", tmp_path / "shards"
     trained = run_cli("train", "--input", str(sample), "--vocab-size", "2000", "--special-token", EOT,
                       "--out", str(model), "--master", "local[2]", cwd=ROOT)
@@ -79,7 +76,6 @@ def test_train_then_encode_then_decode_end_to_end(tmp_path):
 
 
 def test_jsonl_with_ids_to_parquet_then_decode(spark, tmp_path, capsys):
-    require_shared()
     lines = corpus_lines("multilingual", 40_000)
     source = tmp_path / "docs.jsonl"
     source.write_text("".join(json.dumps({"url": f"u{i}", "body": line}) + "\n" for i, line in enumerate(lines)))
@@ -122,7 +118,6 @@ def test_bad_models_and_dtypes_fail_before_spark(tmp_path, capsys):
     docs.write_text("hello\n", encoding="utf-8")
     assert main(["encode", "--model", str(tmp_path / "missing"), "--input", str(docs), "--out", str(out)]) == 2
     assert f"{tmp_path / 'missing'}: no such file or directory" in capsys.readouterr().err
-    require_shared()
     cl100k = Path(os.environ["TIKTOKEN_CACHE_DIR"]) / hashlib.sha1(CL100K_URL.encode()).hexdigest()
     code = main(["encode", "--model", str(cl100k), "--input", str(docs), "--out", str(out),
                  "--output-format", "bin", "--dtype", "uint16"])
@@ -134,7 +129,6 @@ def test_bad_models_and_dtypes_fail_before_spark(tmp_path, capsys):
 
 
 def test_decode_ids(capsys):
-    require_shared()
     gpt2 = str(PEERS / "cs336" / "gpt2_vocab.json")
     assert main(["decode", "--model", gpt2, "--ids", "31373 995"]) == 0
     assert capsys.readouterr().out == "hello world\n"

@@ -8,7 +8,6 @@ from __future__ import annotations
 import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
-from tests.conftest import require_shared
 from tests.hf_cases import CORPUS_NAMES, EDGE_CASES, HUB_PRE_TOKENIZERS, corpus_lines
 from tests.models.test_hf_import import ADDED_TEXTS, _byte_level_bpe, _llama_converted
 from tokenizers import AddedToken
@@ -22,7 +21,6 @@ pytestmark = pytest.mark.spark
 
 @pytest.fixture(scope="module")
 def rows() -> list[tuple[int, str]]:
-    require_shared()
     texts = list(EDGE_CASES.values()) + ADDED_TEXTS
     texts += [line for name in CORPUS_NAMES for line in corpus_lines(name, 60)]
     return list(enumerate(texts))

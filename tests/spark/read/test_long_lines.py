@@ -21,6 +21,7 @@ from bpe_spark.spark import count_pretokens, encode_dataset, read_documents
 from pyspark.sql import Observation
 
 pytestmark = pytest.mark.spark
+CFG = TrainerConfig(vocab_size=400, pattern="gpt2")
 
 
 @pytest.fixture(scope="module")
@@ -39,15 +40,27 @@ def long_line_file(tmp_path_factory):
     return folder, documents
 
 
-def test_a_long_line_counts_and_encodes_as_its_text(spark, long_line_file, tmp_path):
+@pytest.fixture(scope="module")
+def long_line_model(long_line_file):
+    """The pretoken counts of the long line's text, and a tokenizer trained on them: each 16 MB
+    of work done once for the tests below."""
+    _, documents = long_line_file
+    counts = Pretokenizer("gpt2").count([documents[1]])
+    return counts, train_from_counts(dict(counts), CFG)
+
+
+def test_a_long_line_counts_and_encodes_as_its_text(spark, long_line_file, long_line_model, tmp_path):
     """Counted from the plain file (read in splits), encoded from the gzip one (read whole)."""
     folder, documents = long_line_file
-    cfg = TrainerConfig(vocab_size=400, pattern="gpt2")
-    counts = count_pretokens(read_documents(spark, str(folder / "long.txt")), cfg).toArrow()
-    expected = Pretokenizer("gpt2").count(documents)
+    long_counts, tok = long_line_model
+    counts = count_pretokens(read_documents(spark, str(folder / "long.txt")), CFG).toArrow()
+    # Pretokenizer("gpt2").count(documents): the two short lines', and the long line's twice
+    assert documents[3] == documents[1]
+    expected = Pretokenizer("gpt2").count([documents[0], documents[2]])
+    expected.update(long_counts)
+    expected.update(long_counts)
     assert dict(zip(counts.column("pretoken").to_pylist(), counts.column("count").to_pylist())) == expected
 
-    tok = train_from_counts(dict(expected), cfg)
     manifest = encode_dataset(read_documents(spark, str(folder / "long.txt.gz")), tok, str(tmp_path / "ids"))
     ids = pq.read_table(tmp_path / "ids" / "part-00000.parquet").column("input_ids").combine_chunks()
     values, lengths = tok.encode_ordinary_flat(documents)  # numpy: no Python int per id
@@ -108,7 +121,7 @@ def test_a_long_record_is_read_in_pieces_across_split_edges(tmp_path, monkeypatc
     assert reader.skipped == 1
 
 
-def test_a_long_json_record_trains_and_encodes_as_its_text(spark, long_line_file, tmp_path):
+def test_a_long_json_record_trains_and_encodes_as_its_text(spark, long_line_file, long_line_model, tmp_path):
     """A JSON Lines record longer than LONG_DOCUMENT_BYTES (its text escaped: \\uXXXX, surrogate
     pairs, \\n) is counted by the Python tasks in pieces, never through the JVM's line reader,
     and trains the merges of the same text as a line of a .txt file; encoding it gives the
@@ -117,19 +130,17 @@ def test_a_long_json_record_trains_and_encodes_as_its_text(spark, long_line_file
     text = documents[1]  # the long line with its "\n", U+FFFD where its invalid byte was
     record = json.dumps({"id": 3, "text": text}, ensure_ascii=True)  # every non-ASCII character escaped
     (tmp_path / "long.jsonl").write_text('{"text": null}\n' + record + "\n")
-    cfg = TrainerConfig(vocab_size=400, pattern="gpt2")
     docs = read_documents(spark, str(tmp_path / "long.jsonl"), input_format="jsonl")
     observation = Observation("long_record")
-    counts = count_pretokens(docs, cfg, observation=observation)
+    counts = count_pretokens(docs, CFG, observation=observation)
     plan = counts._jdf.queryExecution().optimizedPlan().toString()
     assert "Relation" not in plan and "Range" in plan  # the tasks read the file, not Spark's reader
     from_json = dict(zip(*counts.toArrow().to_pydict().values()))
     stats = observation.get
     assert (stats["documents"], stats["null_documents"], stats["bytes"]) == (1, 1, len(text.encode()))
-    from_text = Pretokenizer("gpt2").count([text])  # what the text as a .txt line counts (the test above)
-    assert from_json == from_text
-    tok = train_from_counts(from_text, cfg)  # what training does with the counts, on the driver
-    assert train_from_counts(from_json, cfg).merges == tok.merges and len(tok.merges) > 100
+    from_text, tok = long_line_model  # what the text as a .txt line counts (the test above), and trains
+    assert from_json == from_text  # the same counts: the merges training makes of them on the driver
+    assert len(tok.merges) > 100
     # encoded by the tasks in pieces too (bpe_spark.spark.encoding.pieces): the text's ids
     manifest = encode_dataset(read_documents(spark, str(tmp_path / "long.jsonl"), input_format="jsonl"), tok,
                               str(tmp_path / "ids"))

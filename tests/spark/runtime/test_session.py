@@ -46,7 +46,7 @@ def _probe(tmp_path: Path, command_prefix: list[str], env: dict[str, str]) -> di
 def test_spark_submit_keeps_its_master_and_conf(tmp_path):
     env = dict(os.environ, PYSPARK_PYTHON=sys.executable, PYSPARK_DRIVER_PYTHON=sys.executable)
     seen = _probe(tmp_path, [
-        str(ROOT / ".venv" / "bin" / "spark-submit"), "--master", "local[1]",
+        str(Path(sys.executable).parent / "spark-submit"), "--master", "local[1]",  # the venv of the tests
         "--conf", "spark.sql.session.timeZone=Asia/Tokyo",
         "--conf", "spark.python.daemon.module=pyspark.daemon",
         "--driver-java-options", "-Dbpe.test=submitted",

@@ -7,7 +7,7 @@ from __future__ import annotations
 import json
 
 import pytest
-from tests.conftest import SHARED, corpus_lines
+from tests.conftest import corpus_lines
 
 from bpe_spark import Tokenizer, TrainerConfig
 from bpe_spark import train as core_train
@@ -16,12 +16,9 @@ from bpe_spark.spark import train
 
 pytestmark = pytest.mark.spark
 
-FALLBACK = ("It was the best of times, it was the worst of times, it was the age of wisdom, "
-            "it was the age of foolishness; naïve café, 東京 ありがとう.\n")
-
 
 def lines() -> list[str]:
-    return corpus_lines("tiny_shakespeare", 20_000) if SHARED.is_dir() else [FALLBACK] * 40
+    return corpus_lines("tiny_shakespeare", 20_000)
 
 
 def frame(spark, docs, partitions):

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import pytest
-from tests.conftest import PEERS, corpus_text, require_shared
+from tests.conftest import PEERS, corpus_text
 
 from bpe_spark import TrainerConfig
 from bpe_spark import train as core_train
@@ -181,7 +181,6 @@ def test_resume_after_an_interruption_gives_the_uninterrupted_result(spark, smal
 
 # --- peers and edge cases ------------------------------------------------------------------------
 def test_cs336_corpus_as_one_document_gives_the_reference_merges(spark):
-    require_shared()
     cs336 = PEERS / "cs336"
     docs = read_documents(spark, str(cs336 / "corpus.en"), document="file")
     cfg = TrainerConfig(vocab_size=500, special_tokens=("<|endoftext|>",), tie_break="lexicographic")
