@@ -58,18 +58,14 @@ def require_corpora(*names: str) -> None:
         corpus_path(name)
 
 
-def _corpus_bytes(name: str, max_bytes: int | None) -> bytes:
+@cache
+def corpus_text(name: str, max_bytes: int | None = None) -> str:
+    """The first ``max_bytes`` of a corpus, cut back to whole lines (skips the test without it)."""
     with gzip.open(corpus_path(name), "rb") as fh:
         raw = fh.read() if max_bytes is None else fh.read(max_bytes)
     if max_bytes is not None and len(raw) == max_bytes:
         raw = raw[: raw.rfind(b"\n") + 1]
-    return raw
-
-
-@cache
-def corpus_text(name: str, max_bytes: int | None = None) -> str:
-    """The first ``max_bytes`` of a corpus, cut back to whole lines (skips the test without it)."""
-    return _corpus_bytes(name, max_bytes).decode("utf-8")
+    return raw.decode("utf-8")
 
 
 def corpus_lines(name: str, max_bytes: int | None = None) -> list[str]:

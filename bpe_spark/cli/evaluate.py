@@ -87,11 +87,10 @@ def model_arguments(given: list[str]) -> list[tuple[str, str]]:
 
 
 def run(args: argparse.Namespace) -> int:
+    from bpe_spark.inspect.evaluate_figures import check_counts
     from bpe_spark.spark.evaluation import SCRIPT, group_column
 
-    for value, flag in ((args.top, "--top"), (args.residue_ratio, "--residue-ratio"), (args.residue_min, "--residue-min")):
-        if value < 1:
-            raise ConfigError(f"{flag} must be >= 1, got {value}")
+    check_counts(top=args.top, residue_ratio=args.residue_ratio, residue_min=args.residue_min)
     column = group_column(args.group_by)
     if column is not None and column == args.text_column:
         raise ConfigError(f"--group-by {args.group_by}: that is the text column; name another column, or 'script'")

@@ -38,6 +38,7 @@ from __future__ import annotations
 import math
 from collections.abc import Mapping, Sequence
 
+from bpe_spark.errors import ConfigError, option_name
 from bpe_spark.inspect.evaluate_stats import NO_SCRIPT, Tally
 from bpe_spark.inspect.token_display import json_token
 from bpe_spark.models.token_kinds import token_kinds
@@ -48,6 +49,21 @@ RESIDUE_RATIO = 100
 RESIDUE_MIN = 100
 TOP = 20  # most frequent, longest and residue tokens listed
 CURVE_POINTS = 64  # about as many points of the vocabulary-use curve, log-spaced by rank
+
+
+def check_counts(**counts) -> None:
+    """Each of ``counts`` (``top``, ``residue_ratio``, ``residue_min``) a whole number >= 1, else a
+    one-line :class:`~bpe_spark.errors.ConfigError` naming the option as the interface in use does
+    (``--top`` on the command line, ``top`` in Python).
+
+    >>> check_counts(top=20, residue_min=100)
+    >>> check_counts(top=0)
+    Traceback (most recent call last):
+    bpe_spark.errors.ConfigError: top must be >= 1, got 0
+    """
+    for name, value in counts.items():
+        if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+            raise ConfigError(f"{option_name(name)} must be >= 1, got {value!r}")
 
 
 def percentile(histogram: Mapping[int, int], p: float) -> int | None:

@@ -28,7 +28,7 @@ from pyspark.sql import types as T
 from bpe_spark.encoding.options import EncodeOptions
 from bpe_spark.encoding.tokenizer import Tokenizer
 from bpe_spark.errors import ConfigError, current_interface, interface, option
-from bpe_spark.inspect.evaluate_figures import RESIDUE_MIN, RESIDUE_RATIO, TOP, evaluation_figures
+from bpe_spark.inspect.evaluate_figures import RESIDUE_MIN, RESIDUE_RATIO, TOP, check_counts, evaluation_figures
 from bpe_spark.inspect.evaluate_stats import NULL_GROUP, Tally, document_script, tally_texts, tally_utf8
 from bpe_spark.bpe.text import utf8_buffers, utf8_view
 from bpe_spark.spark.encoding.tasks import TEXT, ModelBroadcast, arrow_text
@@ -104,9 +104,7 @@ def evaluate(
     check_columns(df, {text_col: STRING}, hint=f"choose the text column with {option('text_col')}")
     if column is not None:
         check_columns(df, {column: None}, hint="choose the group column with --group-by")
-    for value, what in ((residue_ratio, "residue_ratio"), (residue_min, "residue_min"), (top, "top")):
-        if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-            raise ConfigError(f"{what} must be a positive integer, got {value!r}")
+    check_counts(residue_ratio=residue_ratio, residue_min=residue_min, top=top)
     progress = progress or OFF
     spark = df.sparkSession
     projection = [col(text_col).alias(TEXT)]
@@ -147,9 +145,9 @@ def _tally_batches(batches, models: Sequence[ModelBroadcast], *, grouped: bool, 
         texts = None if buffers is not None else arrow_text(column)
         if grouped:
             groups = [NULL_GROUP if g is None else g for g in batch.column(1).to_pylist()]
-        elif by_script:
-            texts = texts if texts is not None else utf8_view(column).to_pylist()
-            groups = [NULL_GROUP if t is None else document_script(t) for t in texts]
+        elif by_script:  # the strings name the scripts; the encoders still take the buffers
+            strings = texts if texts is not None else utf8_view(column).to_pylist()
+            groups = [NULL_GROUP if t is None else document_script(t) for t in strings]
         else:
             groups = None
         if texts is None:
@@ -158,10 +156,9 @@ def _tally_batches(batches, models: Sequence[ModelBroadcast], *, grouped: bool, 
             tally.add(tally_utf8(encoders, buffers[0], buffers[1], nulls, chars, groups))
         else:
             tally.add(tally_texts(encoders, texts, groups))
-    rows = list(tally.rows())
     if not tally.documents and not tally.null_documents:
         return
-    names = [field.name for field in _ROWS.fields]
-    yield pa.RecordBatch.from_arrays(
-        [pa.array([row[i] for row in rows], type=kind) for i, kind in
-         enumerate((pa.string(), pa.int32(), pa.string(), pa.int64(), pa.int64(), pa.string()))], names)
+    columns = zip(*tally.rows())
+    types = (pa.string(), pa.int32(), pa.string(), pa.int64(), pa.int64(), pa.string())
+    yield pa.RecordBatch.from_arrays([pa.array(values, type=kind) for values, kind in zip(columns, types)],
+                                     [field.name for field in _ROWS.fields])
