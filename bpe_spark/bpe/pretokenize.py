@@ -221,6 +221,11 @@ class Tally:
         pretokens, counts = self.items()
         return pa.array(pretokens, pa.string()), pa.array(counts, pa.int64())
 
+    @property
+    def compiled(self):
+        """The compiled counter that holds the counts, or None (counted in Python)."""
+        return self._compiled
+
     def clear(self) -> None:
         if self._compiled is not None:
             self._compiled.clear()

@@ -1050,12 +1050,11 @@ fail:
     return NULL;
 }
 
-/* buffers() -> (offsets, data, counts): the items as the buffers of an Arrow string array (int32
- * offsets, UTF-8 data) and an int64 array, first seen first: no Python object per pretoken. */
-static PyObject *PretokenCounter_buffers(PretokenCounter *c, PyObject *Py_UNUSED(ignored)) {
-    if (check_counter(c) < 0) return NULL;
-    size_t n = c->counts.n_entries, total = 0;
-    for (size_t x = 0; x < n; x++) total += ((const CountEntry *)bytes_entry(&c->counts, x))->key.key_length;
+/* The entries order[0..n) as the buffers of an Arrow string array (int32 offsets, UTF-8 data) and
+ * an int64 array: (offsets, data, counts), no Python object per pretoken. */
+static PyObject *count_buffers(const PretokenCounter *c, const int32_t *order, size_t n) {
+    size_t total = 0;
+    for (size_t x = 0; x < n; x++) total += ((const CountEntry *)bytes_entry(&c->counts, (size_t)order[x]))->key.key_length;
     if (total > INT32_MAX) {
         PyErr_SetString(PyExc_OverflowError, "the pretokens hold more than 2 GiB; flush the counter sooner");
         return NULL;
@@ -1074,7 +1073,7 @@ static PyObject *PretokenCounter_buffers(PretokenCounter *c, PyObject *Py_UNUSED
     char *out = PyBytes_AS_STRING(data);
     size_t at = 0;
     for (size_t x = 0; x < n; x++) {
-        const CountEntry *entry = (const CountEntry *)bytes_entry(&c->counts, x);
+        const CountEntry *entry = (const CountEntry *)bytes_entry(&c->counts, (size_t)order[x]);
         offset_of[x] = (int32_t)at;
         memcpy(out + at, c->counts.arena + entry->key.key_offset, entry->key.key_length);
         at += entry->key.key_length;
@@ -1085,6 +1084,126 @@ static PyObject *PretokenCounter_buffers(PretokenCounter *c, PyObject *Py_UNUSED
     Py_DECREF(offsets);
     Py_DECREF(data);
     Py_DECREF(counts);
+    return result;
+}
+
+/* The counter qsort compares entries of (qsort takes no context; the GIL is held throughout). */
+static const PretokenCounter *sorting_counter;
+
+static int compare_entries(const void *a, const void *b) {
+    const BytesTable *t = &sorting_counter->counts;
+    const BytesKey *ka = bytes_entry(t, (size_t)*(const int32_t *)a), *kb = bytes_entry(t, (size_t)*(const int32_t *)b);
+    size_t la = ka->key_length, lb = kb->key_length;
+    int c = memcmp(t->arena + ka->key_offset, t->arena + kb->key_offset, la < lb ? la : lb);
+    return c != 0 ? c : (la < lb ? -1 : (la > lb ? 1 : 0));
+}
+
+/* buffers(sort=False) -> (offsets, data, counts): the items as Arrow buffers (count_buffers),
+ * first seen first, or with sort in the order of their UTF-8 bytes (the same bytes whatever
+ * order they were counted in). */
+static PyObject *PretokenCounter_buffers(PretokenCounter *c, PyObject *args, PyObject *kwds) {
+    static char *kwlist[] = {"sort", NULL};
+    int sort = 0;
+    if (!PyArg_ParseTupleAndKeywords(args, kwds, "|p", kwlist, &sort)) return NULL;
+    if (check_counter(c) < 0) return NULL;
+    size_t n = c->counts.n_entries;
+    int32_t *order = bpe_alloc_array(n ? n : 1, sizeof(int32_t));
+    if (order == NULL) return NULL;
+    for (size_t x = 0; x < n; x++) order[x] = (int32_t)x;
+    if (sort && n > 1) {
+        sorting_counter = c;
+        qsort(order, n, sizeof(int32_t), compare_entries);
+        sorting_counter = NULL;
+    }
+    PyObject *result = count_buffers(c, order, n);
+    PyMem_Free(order);
+    return result;
+}
+
+/* The bucket of n_buckets a pretoken goes to: from the high bits of its hash (hash_bytes has no
+ * seed, so every process puts a pretoken in the same bucket). */
+static inline size_t bucket_of(uint64_t hash, size_t n_buckets) { return (size_t)((hash >> 32) % n_buckets); }
+
+/* bucket_buffers(n_buckets) -> [(offsets, data, counts), ...]: the items split by bucket_of, each
+ * bucket's as buffers() gives them (first seen first within a bucket). */
+static PyObject *PretokenCounter_bucket_buffers(PretokenCounter *c, PyObject *arg) {
+    Py_ssize_t n_buckets = PyLong_AsSsize_t(arg);
+    if (n_buckets == -1 && PyErr_Occurred()) return NULL;
+    if (n_buckets < 1 || n_buckets > (1 << 20)) {
+        PyErr_SetString(PyExc_ValueError, "bucket_buffers() takes 1 to 2**20 buckets");
+        return NULL;
+    }
+    if (check_counter(c) < 0) return NULL;
+    size_t n = c->counts.n_entries, buckets = (size_t)n_buckets;
+    int32_t *order = bpe_alloc_array(n ? n : 1, sizeof(int32_t));
+    size_t *start = order ? bpe_calloc_array(buckets + 1, sizeof(size_t)) : NULL;
+    PyObject *result = start ? PyList_New(n_buckets) : NULL;
+    if (result == NULL) goto done;
+    for (size_t x = 0; x < n; x++) start[bucket_of(bytes_entry(&c->counts, x)->hash, buckets) + 1]++;
+    for (size_t b = 0; b < buckets; b++) start[b + 1] += start[b];
+    for (size_t x = 0; x < n; x++) order[start[bucket_of(bytes_entry(&c->counts, x)->hash, buckets)]++] = (int32_t)x;
+    /* start[b] is now bucket b's end */
+    for (size_t b = 0, from = 0; b < buckets; from = start[b], b++) {
+        PyObject *item = count_buffers(c, order + from, start[b] - from);
+        if (item == NULL) {
+            Py_CLEAR(result);
+            break;
+        }
+        PyList_SET_ITEM(result, (Py_ssize_t)b, item);
+    }
+done:
+    PyMem_Free(order);
+    PyMem_Free(start);
+    return result;
+}
+
+/* add_counts(offsets, data, counts): add counted pretokens, buffers as buffers() gives them
+ * (int32 offsets, n + 1 of them, into UTF-8 data; int64 counts, n of them): the sum of two
+ * counters, or of many partial counts of one corpus. */
+static PyObject *PretokenCounter_add_counts(PretokenCounter *c, PyObject *args) {
+    Py_buffer offsets, data, counts;
+    if (!PyArg_ParseTuple(args, "y*y*y*", &offsets, &data, &counts)) return NULL;
+    PyObject *result = NULL;
+    Py_ssize_t n = counts.len / (Py_ssize_t)sizeof(int64_t);
+    if (check_counter(c) < 0) goto done;
+    if (counts.len % (Py_ssize_t)sizeof(int64_t) != 0 || offsets.len != (n + 1) * (Py_ssize_t)sizeof(int32_t)) {
+        PyErr_SetString(PyExc_ValueError, "add_counts() takes n + 1 int32 offsets and n int64 counts");
+        goto done;
+    }
+    const uint8_t *bytes = (const uint8_t *)data.buf;
+    for (Py_ssize_t x = 0; x < n; x++) {
+        int32_t lo, hi;
+        int64_t count;
+        memcpy(&lo, (const char *)offsets.buf + x * 4, 4); /* the buffers may be unaligned */
+        memcpy(&hi, (const char *)offsets.buf + (x + 1) * 4, 4);
+        memcpy(&count, (const char *)counts.buf + x * 8, 8);
+        if (lo < 0 || hi < lo || hi > data.len || count < 0) {
+            PyErr_Format(PyExc_ValueError, "add_counts(): entry %zd has offsets %d..%d into %zd bytes and count %lld",
+                         x, lo, hi, data.len, (long long)count);
+            c->broken = x > 0;
+            goto done;
+        }
+        uint64_t h = hash_bytes(bytes + lo, (size_t)(hi - lo));
+        CountEntry *entry = (CountEntry *)bytes_find(&c->counts, bytes + lo, (size_t)(hi - lo), h);
+        if (entry == NULL) {
+            entry = (CountEntry *)bytes_add(&c->counts, bytes + lo, (size_t)(hi - lo), h);
+            if (entry == NULL) {
+                c->broken = x > 0;
+                goto done;
+            }
+        }
+        if (count_add_overflow(entry->count, count, &entry->count)) {
+            PyErr_SetString(PyExc_OverflowError, "a pretoken's count exceeds 64 bits");
+            c->broken = 1;
+            goto done;
+        }
+    }
+    Py_INCREF(Py_None);
+    result = Py_None;
+done:
+    PyBuffer_Release(&offsets);
+    PyBuffer_Release(&data);
+    PyBuffer_Release(&counts);
     return result;
 }
 
@@ -1106,8 +1225,13 @@ static PyMethodDef PretokenCounter_methods[] = {
      "add_piece(text, final) -> tail: one piece of a long text (see STREAM_MARGIN)."},
     {"items", (PyCFunction)PretokenCounter_items, METH_NOARGS,
      "items() -> (pretokens, counts): the distinct pretokens and their counts, first seen first."},
-    {"buffers", (PyCFunction)PretokenCounter_buffers, METH_NOARGS,
-     "buffers() -> (int32 offsets, UTF-8 data, int64 counts): the items as Arrow buffers."},
+    {"buffers", (PyCFunction)(void (*)(void))PretokenCounter_buffers, METH_VARARGS | METH_KEYWORDS,
+     "buffers(sort=False) -> (int32 offsets, UTF-8 data, int64 counts): the items as Arrow buffers, "
+     "first seen first or sorted by their bytes."},
+    {"bucket_buffers", (PyCFunction)PretokenCounter_bucket_buffers, METH_O,
+     "bucket_buffers(n) -> [(offsets, data, counts)] * n: the items split into n buckets by their hash."},
+    {"add_counts", (PyCFunction)PretokenCounter_add_counts, METH_VARARGS,
+     "add_counts(offsets, data, counts): add counted pretokens, in buffers() form."},
     {"clear", (PyCFunction)PretokenCounter_clear, METH_NOARGS, "Forget every count."},
     {NULL, NULL, 0, NULL},
 };

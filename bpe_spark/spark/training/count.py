@@ -34,7 +34,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 from pyspark.sql import Column, DataFrame, Observation
 from pyspark.sql import functions as F
-from pyspark.sql.types import LongType, StringType, StructField, StructType
+from pyspark.sql.types import LongType, StructField, StructType
 
 from bpe_spark.bpe.config import TrainerConfig
 from bpe_spark.errors import ConfigError
@@ -49,6 +49,8 @@ from bpe_spark.spark.runtime.failures import executor_errors
 from bpe_spark.spark.runtime.faults import fail_once
 from bpe_spark.spark.storage.hadoop import SparkOutput, input_paths
 from bpe_spark.spark.read.documents import local_input_bytes, with_reader_stats
+from bpe_spark.spark.training import count_shuffle
+from bpe_spark.spark.training.count_shuffle import COUNTS_SCHEMA, PACKED_FIELDS
 from bpe_spark.spark.training.java_regex import java_pattern, special_tokens_regex
 from bpe_spark.spark.options import ENGINES
 from bpe_spark.spark.runtime.stage_progress import spark_phase
@@ -56,12 +58,14 @@ from bpe_spark.bpe.long_records import JsonText
 from bpe_spark.bpe.text import InputTally
 from bpe_spark.spark.options import column_name
 
-# StructTypes, not DDL strings: a DDL string costs a JVM round trip to parse
-COUNTS_SCHEMA = StructType([StructField("pretoken", StringType()), StructField("count", LongType())])
-# what the Python tasks emit: counts, and (text files read by the tasks) a row of split totals
+# what the Python tasks emit: counts (packed by bucket, count_shuffle, or as rows), and (text
+# files read by the tasks) a row of split totals. StructTypes, not DDL strings: a DDL string
+# costs a JVM round trip to parse
 _TOTALS = ("documents", "bytes", "replaced_sequences", "affected_documents", "skipped_files", "null_documents",
            "skipped_records")
-_PARTIAL_SCHEMA = StructType([*COUNTS_SCHEMA.fields, *(StructField(name, LongType()) for name in _TOTALS)])
+_TOTAL_FIELDS = tuple(StructField(name, LongType()) for name in _TOTALS)
+_PARTIAL_SCHEMA = StructType([*COUNTS_SCHEMA.fields, *_TOTAL_FIELDS])
+_PACKED_SCHEMA = StructType([*PACKED_FIELDS, *_TOTAL_FIELDS])
 _REPLACEMENT = "\ufffd"
 # the corpus statistics every count reports (count_pretokens' observation)
 CORPUS_STATS = ("documents", "bytes", "null_documents", "replaced_sequences", "affected_documents", "skipped_files",
@@ -213,15 +217,18 @@ def _count_jvm(docs: DataFrame, pretokenizer: Pretokenizer, most: int | None) ->
 
 
 def _count_python(docs: DataFrame, make: Callable[[], Pretokenizer], most: int | None) -> DataFrame:
+    partitions = most if most is not None else resources.partitions(docs.sparkSession, None)
+    emit = _Partials(partitions)
+
     def count_partition(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
         tally = make().tally()
         for batch in batches:
             tally.add(batch.column(0).to_pylist())
             if len(tally) >= _FLUSH_DISTINCT:
-                yield _tally_batch(tally)
-        yield _tally_batch(tally)
+                yield emit(tally)
+        yield emit(tally)
 
-    return _sum_counts(docs.mapInArrow(count_partition, _PARTIAL_SCHEMA), most)
+    return emit.summed(docs.mapInArrow(count_partition, emit.schema))
 
 
 def _count_text_files(spark, source: text_splits.TextSource, make: Callable[[], Pretokenizer], observation,
@@ -235,6 +242,7 @@ def _count_text_files(spark, source: text_splits.TextSource, make: Callable[[], 
     asked (:func:`~bpe_spark.spark.read.documents.with_reader_stats`)."""
     splits = text_splits.plan_splits(source, spark.sparkContext.defaultParallelism)
     on_bad_input = source.on_bad_input
+    emit = _Partials(resources.partitions(spark, sum(os.path.getsize(path) for path in source.files)))
 
     def count_splits(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
         tally = make().tally()
@@ -260,14 +268,14 @@ def _count_text_files(spark, source: text_splits.TextSource, make: Callable[[], 
                         documents += len(lines)
                     size += nbytes
                     if len(tally) >= _FLUSH_DISTINCT:
-                        yield _tally_batch(tally)
-                yield _tally_batch(tally, (documents, size, read.replaced, read.affected, read.skipped_files, nulls,
-                                           reader.skipped if reader is not None else 0))
+                        yield emit(tally)
+                yield emit(tally, (documents, size, read.replaced, read.affected, read.skipped_files, nulls,
+                                   reader.skipped if reader is not None else 0))
 
-    partial = spark.range(0, len(splits), 1, numPartitions=max(1, len(splits))).mapInArrow(count_splits, _PARTIAL_SCHEMA)
+    partial = spark.range(0, len(splits), 1, numPartitions=max(1, len(splits))).mapInArrow(count_splits, emit.schema)
     if observation is not None:
         partial = partial.observe(observation, *(F.coalesce(F.sum(name), F.lit(0)).alias(name) for name in _TOTALS))
-    return _sum_counts(partial, resources.partitions(spark, sum(os.path.getsize(path) for path in source.files)))
+    return emit.summed(partial)
 
 
 def _record_texts(texts) -> tuple:
@@ -286,32 +294,48 @@ def _record_texts(texts) -> tuple:
     return texts, int(pc.sum(lengths).as_py() or 0), nulls
 
 
-def _sum_counts(partial: DataFrame, most: int | None) -> DataFrame:
-    """The partitions' partial counts summed per pretoken (rows of split totals dropped), in at
-    most ``most`` tasks."""
-    summed = partial.where(F.col("pretoken").isNotNull()).groupBy("pretoken").agg(F.sum("count").alias("count"))
-    return resources.capped(summed, most)
+class _Partials:
+    """How the counting tasks hand their partial counts on, and how they are summed into the
+    count table in ``partitions`` tasks: packed by bucket and summed in Python
+    (:mod:`~bpe_spark.spark.training.count_shuffle`) when the compiled counter is built, else as
+    rows through Spark's aggregation. Called with a tally (and a split's totals), it gives the
+    tally's batch (the tally then cleared)."""
+
+    def __init__(self, partitions: int):
+        self.partitions = count_shuffle.reduce_partitions(partitions)
+        self.packed = count_shuffle.packing_available()
+        self.buckets = count_shuffle.buckets_for(self.partitions)
+        self.schema = _PACKED_SCHEMA if self.packed else _PARTIAL_SCHEMA
+
+    def __call__(self, tally, totals: tuple[int, ...] | None = None) -> pa.RecordBatch:
+        fail_once("count")  # the test hook (faults.py): off unless a test asks
+        if self.packed:
+            counter = tally.compiled
+            if counter is None:
+                counter = count_shuffle.counter_of(*tally.arrow_items())
+            columns = count_shuffle.packed_columns(counter, self.buckets)
+        else:
+            columns = list(tally.arrow_items())  # Arrow buffers: no Python object per pretoken
+        tally.clear()
+        n = len(columns[0])
+        totals_columns = [pa.nulls(n, pa.int64()) for _ in _TOTALS]
+        if totals is not None:
+            columns = [pa.concat_arrays([column, pa.nulls(1, column.type)]) for column in columns]
+            totals_columns = [pa.concat_arrays([column, _int64(value)]) for column, value in zip(totals_columns, totals)]
+        return pa.RecordBatch.from_arrays([*columns, *totals_columns], names=self.schema.names)
+
+    def summed(self, partial: DataFrame) -> DataFrame:
+        """The count table of the tasks' batches (rows of split totals dropped)."""
+        if self.packed:
+            return count_shuffle.sum_packed(partial, self.partitions)
+        summed = partial.where(F.col("pretoken").isNotNull()).groupBy("pretoken").agg(F.sum("count").alias("count"))
+        return resources.capped(summed, self.partitions)
 
 
 def _int64(value: int) -> pa.Array:
     """A one-value int64 array built from its bytes: ``pa.array`` would import pandas (a quarter
     of a second in a fresh Python worker) to check what it was given."""
     return pa.Array.from_buffers(pa.int64(), 1, [None, pa.py_buffer(struct.pack("<q", value))])
-
-
-def _tally_batch(tally, totals: tuple[int, ...] | None = None) -> pa.RecordBatch:
-    """The tally's counts (then cleared), plus a row of split totals (:data:`_TOTALS`) when
-    they are given."""
-    fail_once("count")  # the test hook (faults.py): off unless a test asks
-    pretokens, counts = tally.arrow_items()  # Arrow buffers: no Python object per pretoken
-    tally.clear()
-    n = len(pretokens)
-    columns = [pa.nulls(n, pa.int64()) for _ in _TOTALS]
-    if totals is not None:
-        pretokens = pa.concat_arrays([pretokens, pa.nulls(1, pa.string())])
-        counts = pa.concat_arrays([counts, pa.nulls(1, pa.int64())])
-        columns = [pa.concat_arrays([column, _int64(value)]) for column, value in zip(columns, totals)]
-    return pa.RecordBatch.from_arrays([pretokens, counts, *columns], names=_PARTIAL_SCHEMA.names)
 
 
 def write_pretoken_counts(
@@ -332,19 +356,17 @@ def write_pretoken_counts(
     replaces only earlier counts: :mod:`bpe_spark.storage.output_guard`). ``progress``: a
     :class:`~bpe_spark.spark.runtime.progress.Progress` reporter for the counting (default: silent).
     """
-    from pyspark import StorageLevel
-
     output = SparkOutput(df.sparkSession, path, "counts")
     output.prepare(overwrite, {"input": input_paths(df)})  # before any work (bpe_spark.storage.output_guard)
     observation = Observation("bpe_spark_count")
     counts = count_pretokens(df, cfg, text_col=text_col, engine=engine, observation=observation)
-    counts = counts.persist(StorageLevel.MEMORY_AND_DISK)
+    counts, release = count_shuffle.persist(counts)
     try:
         with executor_errors(), spark_phase(df.sparkSession, progress or OFF, "counting",
                                                   input_size=lambda: local_input_bytes(df)):
             return _write_counts(df, counts, observation, output, overwrite)
     finally:
-        counts.unpersist()
+        release()
         output.discard()
 
 
@@ -352,7 +374,7 @@ def _write_counts(df: DataFrame, counts: DataFrame, observation: Observation, ou
                   overwrite: bool) -> dict:
     from bpe_spark.errors import EmptyCorpusError
 
-    summary = counts.agg(F.count(F.lit(1)).alias("distinct"), F.sum("count").alias("total")).first()
+    summary = count_shuffle.summary(counts)
     if not summary["distinct"]:
         raise EmptyCorpusError("the corpus has no pretoken to count (empty input, or only special tokens)")
     counts.write.parquet(output.staging)  # a staging sibling, marked and moved into place when whole

@@ -47,6 +47,7 @@ from bpe_spark.training.round_plan import words_bytes
 from bpe_spark.spark.runtime import resources
 from bpe_spark.spark.training.checkpoint import Checkpoint, input_fingerprint
 from bpe_spark.spark.runtime.columns import INTEGER, STRING, check_columns, require_classic
+from bpe_spark.spark.training import count_shuffle
 from bpe_spark.spark.training.count import CORPUS_STATS, count_start
 from bpe_spark.spark.runtime.failures import executor_errors
 from bpe_spark.spark.storage.hadoop import input_paths
@@ -139,7 +140,7 @@ def train_start(
     started = time.perf_counter()
     timings = {"count_seconds": 0.0}
     checkpoint = Checkpoint(spark, checkpoint_dir, protected={"input": input_paths(df)}) if checkpoint_dir else None
-    recorded = counts = None
+    recorded = counts = release = None
     if checkpoint is not None:
         options = {"text_column": text_col, "engine": engine, **dict(read_options or {})}
         recorded = checkpoint.start(cfg, input_fingerprint(df, **options), resume=resume, origin=start_record(start))
@@ -157,7 +158,7 @@ def train_start(
                 with executor_errors():  # the counting job runs here: a bad input is named
                     counts = checkpoint.save_counts(counts)
             else:
-                counts = counts.persist(StorageLevel.MEMORY_AND_DISK)
+                counts, release = count_shuffle.persist(counts)
             corpus = None  # read from the observation once the first job has run
             timings["count_seconds"] = time.perf_counter() - phase
         with executor_errors(), counting:
@@ -182,8 +183,8 @@ def train_start(
     finally:
         if checkpoint is not None:
             checkpoint.release()
-        elif counts is not None:
-            counts.unpersist()
+        elif release is not None:
+            release()
 
 
 def train_from_counts(
@@ -290,12 +291,7 @@ def _train_counts(
     phase = time.perf_counter()
     # subtle: summarized first, collected only once known to fit. A collect under limit() would
     # save this job but gather every row into one task's result, which the heap holds twice.
-    summary = counts.agg(
-        F.count(F.lit(1)).alias("distinct"),
-        F.coalesce(F.sum("count"), F.lit(0)).alias("total"),
-        F.min("count").alias("lowest"),
-        F.coalesce(F.sum(F.octet_length("pretoken")), F.lit(0)).alias("bytes"),
-    ).first()
+    summary = count_shuffle.summary(counts)
     if summary["lowest"] is not None and summary["lowest"] < 0:
         raise ConfigError(f"pretoken counts must be >= 0; the input has a count of {summary['lowest']}")
     if not summary["distinct"] or not summary["total"]:
@@ -327,8 +323,7 @@ def _train_counts(
     driver_mode = distinct <= budget
     if driver_mode:
         # the collected Arrow: 12 bytes a row plus the pretoken's
-        collect = resources.collectable(counts, distinct * JVM_BYTES_PER_PRETOKEN + int(summary["bytes"]))
-        _run_on_driver(trainer, resume, collect)
+        _run_on_driver(trainer, resume, counts, distinct * JVM_BYTES_PER_PRETOKEN + int(summary["bytes"]))
     else:
         log.warning("bpe-spark: %s distinct pretokens > driver budget %s from %s; training in rounds",
                     f"{distinct:,}", f"{budget:,}", source)
@@ -373,11 +368,11 @@ def _words_store(spark, checkpoint: Checkpoint | None) -> WordsStore:
 
 
 # --- the run on the driver --------------------------------------------------------------------
-def _run_on_driver(trainer: RoundTrainer, resume: bool, counts: DataFrame) -> None:
-    """All the pretokens (``counts``: the trainer's, partitioned for the collect) on the driver,
+def _run_on_driver(trainer: RoundTrainer, resume: bool, counts: DataFrame, result_bytes: int) -> None:
+    """All the pretokens (``counts``: the trainer's, ``result_bytes`` collected) on the driver,
     one engine round."""
     since = phase = time.perf_counter()
-    collected = Handoff.table(counts.select("pretoken", "count").toArrow())
+    collected = Handoff.table(count_shuffle.collect(counts, result_bytes))
     phase = trainer.clock("collect_seconds", phase)
     words = _driver_words(trainer, collected, resume)
     trainer.clock("merge_seconds", phase)
