@@ -1087,20 +1087,58 @@ static PyObject *count_buffers(const PretokenCounter *c, const int32_t *order, s
     return result;
 }
 
-/* The counter qsort compares entries of (qsort takes no context; the GIL is held throughout). */
-static const PretokenCounter *sorting_counter;
+/* Entry numbers ordered by (hash, bytes): a hashed entry, for the radix sort. */
+typedef struct {
+    uint64_t hash;
+    int32_t entry;
+} HashedEntry;
 
-static int compare_entries(const void *a, const void *b) {
-    const BytesTable *t = &sorting_counter->counts;
-    const BytesKey *ka = bytes_entry(t, (size_t)*(const int32_t *)a), *kb = bytes_entry(t, (size_t)*(const int32_t *)b);
+/* 1 when entry a's bytes sort before entry b's (memcmp order, a prefix first). */
+static int bytes_before(const BytesTable *t, int32_t a, int32_t b) {
+    const BytesKey *ka = bytes_entry(t, (size_t)a), *kb = bytes_entry(t, (size_t)b);
     size_t la = ka->key_length, lb = kb->key_length;
     int c = memcmp(t->arena + ka->key_offset, t->arena + kb->key_offset, la < lb ? la : lb);
-    return c != 0 ? c : (la < lb ? -1 : (la > lb ? 1 : 0));
+    return c != 0 ? c < 0 : la < lb;
+}
+
+/* The n entries of t in order of their hash, then (for the rare equal hashes) of their bytes:
+ * an order that depends only on the keys, not on when they were counted. A radix sort (eight
+ * passes of a byte); -1 with MemoryError set. */
+static int order_by_hash(const BytesTable *t, int32_t *order, size_t n) {
+    HashedEntry *a = bpe_alloc_array(n ? n : 1, sizeof(HashedEntry));
+    HashedEntry *b = a ? bpe_alloc_array(n ? n : 1, sizeof(HashedEntry)) : NULL;
+    if (b == NULL) {
+        PyMem_Free(a);
+        return -1;
+    }
+    for (size_t x = 0; x < n; x++) a[x] = (HashedEntry){bytes_entry(t, x)->hash, (int32_t)x};
+    for (int shift = 0; shift < 64; shift += 8) {
+        size_t count[257] = {0};
+        for (size_t x = 0; x < n; x++) count[((a[x].hash >> shift) & 255) + 1]++;
+        for (int d = 0; d < 256; d++) count[d + 1] += count[d];
+        for (size_t x = 0; x < n; x++) b[count[(a[x].hash >> shift) & 255]++] = a[x];
+        HashedEntry *swap = a;
+        a = b;
+        b = swap;
+    }
+    for (size_t x = 0; x < n; x++) { /* equal hashes: insertion sort by bytes (runs of one or two) */
+        size_t y = x;
+        HashedEntry item = a[x];
+        while (y > 0 && a[y - 1].hash == item.hash && bytes_before(t, item.entry, a[y - 1].entry)) {
+            a[y] = a[y - 1];
+            y--;
+        }
+        a[y] = item;
+    }
+    for (size_t x = 0; x < n; x++) order[x] = a[x].entry;
+    PyMem_Free(a);
+    PyMem_Free(b);
+    return 0;
 }
 
 /* buffers(sort=False) -> (offsets, data, counts): the items as Arrow buffers (count_buffers),
- * first seen first, or with sort in the order of their UTF-8 bytes (the same bytes whatever
- * order they were counted in). */
+ * first seen first, or with sort in order_by_hash's order (the same buffers whatever order the
+ * pretokens were counted in). */
 static PyObject *PretokenCounter_buffers(PretokenCounter *c, PyObject *args, PyObject *kwds) {
     static char *kwlist[] = {"sort", NULL};
     int sort = 0;
@@ -1110,10 +1148,9 @@ static PyObject *PretokenCounter_buffers(PretokenCounter *c, PyObject *args, PyO
     int32_t *order = bpe_alloc_array(n ? n : 1, sizeof(int32_t));
     if (order == NULL) return NULL;
     for (size_t x = 0; x < n; x++) order[x] = (int32_t)x;
-    if (sort && n > 1) {
-        sorting_counter = c;
-        qsort(order, n, sizeof(int32_t), compare_entries);
-        sorting_counter = NULL;
+    if (sort && n > 1 && order_by_hash(&c->counts, order, n) < 0) {
+        PyMem_Free(order);
+        return NULL;
     }
     PyObject *result = count_buffers(c, order, n);
     PyMem_Free(order);
@@ -1227,7 +1264,7 @@ static PyMethodDef PretokenCounter_methods[] = {
      "items() -> (pretokens, counts): the distinct pretokens and their counts, first seen first."},
     {"buffers", (PyCFunction)(void (*)(void))PretokenCounter_buffers, METH_VARARGS | METH_KEYWORDS,
      "buffers(sort=False) -> (int32 offsets, UTF-8 data, int64 counts): the items as Arrow buffers, "
-     "first seen first or sorted by their bytes."},
+     "first seen first or sorted by their hash (an order of the keys alone)."},
     {"bucket_buffers", (PyCFunction)PretokenCounter_bucket_buffers, METH_O,
      "bucket_buffers(n) -> [(offsets, data, counts)] * n: the items split into n buckets by their hash."},
     {"add_counts", (PyCFunction)PretokenCounter_add_counts, METH_VARARGS,

@@ -7,7 +7,8 @@ Two engines give the same ``(pretoken, count)`` table:
   (:mod:`bpe_spark.spark.training.java_regex`), ``explode`` + ``groupBy`` count. No Python runs per row, so
   counting goes at Spark's native speed and scales with the executors.
 - ``python``: Arrow batches through ``mapInArrow`` with the core :class:`Pretokenizer`, counted
-  within each partition before the shuffle. Used for custom patterns and for ``lowercase`` /
+  within each partition, then summed packed by bucket (:mod:`~bpe_spark.spark.training.count_shuffle`:
+  no JVM row per partial count). Used for custom patterns and for ``lowercase`` /
   ``NFC`` / ``NFKC``, where Java and Python differ (Java's ``toLowerCase`` and Python's
   ``str.lower`` disagree on some characters, e.g. the Greek final sigma context; Java has no
   Unicode-16 normalization tables), and for any other run's pretokenizer (an imported

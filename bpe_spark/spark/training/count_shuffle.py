@@ -8,8 +8,9 @@ into buckets by the pretoken's hash (the compiled counter's ``bucket_buffers``: 
 every process) and hands Spark one row per bucket, the bucket's pretokens and counts packed as
 Arrow buffers in three binary values; Spark shuffles these few large rows by bucket, and each
 reduce task adds the buckets it receives into one compiled counter (``add_counts``) and emits the
-sums as ``(pretoken, count)`` rows sorted by their UTF-8 bytes: the same rows in the same order
-whatever order the shuffle delivers them in. A bucket holds each pretoken it names whole, so the
+sums packed again, in pieces, ordered by the pretokens' hash (an order of the keys alone: the
+same bytes whatever order the shuffle delivers them in). The table's rows unpack those pieces;
+the driver collects and summarizes the pieces themselves (:func:`collect`, :func:`summary`). A bucket holds each pretoken it names whole, so the
 reduce tasks' rows are disjoint and their union is the count table.
 
 Used where the compiled counter exists (:func:`packing_available`); without it the partial
@@ -20,6 +21,7 @@ counts go through Spark's aggregation as rows (``count._sum_counts``).
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Callable, Iterable, Iterator
 from itertools import pairwise
 
@@ -113,8 +115,9 @@ def sum_packed(partial: DataFrame, partitions: int) -> DataFrame:
     of null bucket carries no counts and is dropped), summed in ``partitions`` tasks. The table
     unpacks the packed sums (:func:`packed_of`: one row per piece of a reduce task's sums), which
     the driver can collect or summarize without a JVM row per pretoken."""
+    merge = functools.partial(_merge_packed, piece_bytes=PIECE_BYTES)  # read now: tests make pieces small
     packed = (partial.where(F.col("bucket").isNotNull()).select("bucket", "offsets", "data", "counts")
-              .repartition(max(1, partitions), "bucket").mapInArrow(_merge_packed, SUMS_SCHEMA))
+              .repartition(max(1, partitions), "bucket").mapInArrow(merge, SUMS_SCHEMA))
     return _unpacked(packed)
 
 
@@ -176,9 +179,9 @@ def _unpacked(packed: DataFrame) -> DataFrame:
     return rows
 
 
-def _merge_packed(batches: Iterable[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
-    """A reduce task: every packed bucket it receives added into one counter; the sums, sorted by
-    their bytes, emitted in pieces of at most :data:`PIECE_BYTES` with their figures."""
+def _merge_packed(batches: Iterable[pa.RecordBatch], piece_bytes: int) -> Iterator[pa.RecordBatch]:
+    """A reduce task: every packed bucket it receives added into one counter; the sums, in the
+    order of their hash, emitted in pieces of at most ``piece_bytes`` with their figures."""
     counter = new_counter()
     for batch in batches:
         offsets, data, counts = (batch.column(name) for name in ("offsets", "data", "counts"))
@@ -196,7 +199,7 @@ def _merge_packed(batches: Iterable[pa.RecordBatch]) -> Iterator[pa.RecordBatch]
     cuts = [0]
     while cuts[-1] < n:
         base = size[cuts[-1] - 1] if cuts[-1] else 0
-        cuts.append(max(cuts[-1] + 1, int(np.searchsorted(size, base + PIECE_BYTES, side="right"))))
+        cuts.append(max(cuts[-1] + 1, int(np.searchsorted(size, base + piece_bytes, side="right"))))
     rows = {name: [] for name in SUMS_SCHEMA.names}
     for lo, hi in pairwise(cuts):
         rows["offsets"].append((at[lo:hi + 1] - at[lo]).tobytes())
