@@ -40,6 +40,7 @@ GROUPS = (
     ("spark-encode", "Spark encode per core (E4)", ("E4",)),
     ("rounds", "Exact rounds (E5)", ("E5",)),
     ("evaluate", "Evaluating tokenizers (V1)", ("V1",)),
+    ("scale-speed", "Training speed at scale: 1 GB, 3.7 M distinct pretokens (C1)", ("C1",)),
     ("scale", "Scale: 4 GB, 11 M distinct pretokens (T8)", ("T8",)),
     ("long-documents", "Long documents (R1)", ("R1", "R1-jsonl")),
     ("cluster", "The standalone cluster", ("cluster",)),
@@ -52,7 +53,7 @@ This page is written by `make bench` and must not be edited by hand:
 `python -m bench.performance_page` renders it again from the stored results in `bench/results/`
 without running anything; the method and analysis of each section are in `bench/notes/`.
 
-`make bench` (`python -m bench.run`) runs every case but the long ones (T8, S2 and V1, run only when named)
+`make bench` (`python -m bench.run`) runs every case but the long ones (T8, S2, V1 and C1, run only when named)
 several times, alternating ours and the peer, and reports medians and the ratio ours / peer, with
 wall time and the peak memory of every process involved (the driver's Python, the JVM, Spark's
 Python workers). `make bench BENCH_ARGS="--cases T3,T4"` runs a selection; each run that is not

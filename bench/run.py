@@ -45,8 +45,10 @@ ROOT = inputs.ROOT
 RESULTS = ROOT / "bench-results"
 CS336_REFERENCE_SECONDS = 0.38
 SPARK_CORES = 2
-ALL_CASES = ("T1", "T2", "T3", "T4", "T5", "T6", "T7", "R1", "P1", "P2", "W1", "E4", "E5", "X1", "S1", "T8", "S2", "V1")
-LONG_CASES = ("T8", "S2", "V1")  # long (S2 10-20 minutes, T8 an hour or more, V1 minutes): run only when named (--cases T8)
+ALL_CASES = ("T1", "T2", "T3", "T4", "T5", "T6", "T7", "R1", "P1", "P2", "W1", "E4", "E5", "X1", "S1", "T8", "S2", "V1",
+             "C1")
+# long (S2 10-20 minutes, T8 an hour or more, V1 minutes, C1 20-30 minutes): run only when named (--cases T8)
+LONG_CASES = ("T8", "S2", "V1", "C1")
 T1_TARGET = 1.0  # ours / tokenizers, end to end with Spark's start
 
 
@@ -472,14 +474,14 @@ CASE_FUNCTIONS = {"T1": case_t1, "T2": case_t2, "T3": case_t3, "T4": case_t4, "T
                   "E5": _module_case("rounds", "E5"),
                   "X1": _module_case("extend", "X1"), "S1": _module_case("superword", "S1"),
                   "T8": _module_case("t8", "T8"), "S2": _module_case("superword", "S2"),
-                  "V1": _module_case("evaluate", "V1")}
+                  "V1": _module_case("evaluate", "V1"), "C1": _module_case("scale_speed", "C1")}
 
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m bench.run", description=__doc__,
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--cases", default=",".join(c for c in ALL_CASES if c not in LONG_CASES),
-                        help="comma-separated cases to run (default: all but T8, S2 and V1, which run only when named)")
+                        help="comma-separated cases to run (default: all but T8, S2, V1 and C1, which run only when named)")
     parser.add_argument("--quick", action="store_true", help="each case once, on smaller inputs (4-40 MB)")
     parser.add_argument("--repeat", type=int, default=None, help="runs per side (default 3; 1 with --quick)")
     parser.add_argument("--no-publish", action="store_true",

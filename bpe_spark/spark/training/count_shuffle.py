@@ -79,15 +79,23 @@ def new_counter():
 def packed_columns(counter, buckets: int) -> list[pa.Array]:
     """The ``PACKED_FIELDS`` columns of ``counter``'s counts split into ``buckets`` (the empty
     buckets left out); the counter is left as it was."""
-    ids, offsets, data, counts = [], [], [], []
-    for bucket, (o, d, c) in enumerate(counter.bucket_buffers(buckets)):
-        if len(c):
-            ids.append(bucket)
-            offsets.append(o)
-            data.append(d)
-            counts.append(c)
-    return [pa.array(ids, pa.int32()), pa.array(offsets, pa.binary()), pa.array(data, pa.binary()),
-            pa.array(counts, pa.binary())]
+    parts = [(bucket, part) for bucket, part in enumerate(counter.bucket_buffers(buckets)) if len(part[2])]
+    ids = np.array([bucket for bucket, _ in parts], dtype=np.int32)
+    return [pa.Array.from_buffers(pa.int32(), len(parts), [None, pa.py_buffer(ids.tobytes())]),
+            *(_binary_array([part[k] for _, part in parts]) for k in range(3))]
+
+
+def _int64_array(values: list[int]) -> pa.Array:
+    return pa.Array.from_buffers(pa.int64(), len(values), [None, pa.py_buffer(np.array(values, dtype=np.int64).tobytes())])
+
+
+def _binary_array(values: list[bytes]) -> pa.Array:
+    """A binary array of ``values`` from its buffers: ``pa.array`` would import pandas (seconds in
+    a fresh Python worker) to check what it was given."""
+    offsets = np.zeros(len(values) + 1, dtype=np.int32)
+    np.cumsum([len(value) for value in values], out=offsets[1:])
+    return pa.Array.from_buffers(pa.binary(), len(values), [None, pa.py_buffer(offsets.tobytes()),
+                                                            pa.py_buffer(b"".join(values))])
 
 
 def counter_of(pretokens: pa.Array, counts: pa.Array):
@@ -210,7 +218,9 @@ def _merge_packed(batches: Iterable[pa.RecordBatch], piece_bytes: int) -> Iterat
         rows["total"].append(int(piece.sum()))
         rows["lowest"].append(int(piece.min()))
         rows["bytes"].append(int(at[hi] - at[lo]))
-    yield pa.RecordBatch.from_pydict(rows, schema=_SUMS_ARROW)
+    columns = [_binary_array(rows[name]) for name in ("offsets", "data", "counts")]
+    columns += [_int64_array(rows[name]) for name in ("distinct", "total", "lowest", "bytes")]
+    yield pa.RecordBatch.from_arrays(columns, schema=_SUMS_ARROW)
 
 
 def _unpack(batches: Iterable[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
