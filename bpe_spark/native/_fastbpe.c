@@ -717,13 +717,14 @@ static int refill(Engine *e) {
     }
     e->heap_floor = best - best / 2;
     if (e->heap_floor < e->list_floor) {
-        /* List down to the heap floor / LIST_RATIO at least; with a plan, down to half what the
-         * plan can reach as memory allows, and no index at all while the lists reach that. */
+        /* List down to the heap floor / LIST_RATIO at least; with a plan, as memory allows, down
+         * to half what the plan can reach (LIST_RATIO further while it cannot tell: the plan goes
+         * past the pairs there are yet), and no index at all while the lists reach that. */
         int64_t list_floor = e->heap_floor / LIST_RATIO, lowest = list_floor;
         if (e->planned > 0) {
             int64_t reach = planned_reach(e); /* 0: too few pairs yet to tell */
             if (e->list_floor <= reach) goto queue;
-            lowest = reach > 0 ? reach / 2 : list_floor;
+            lowest = reach > 0 ? reach / 2 : list_floor / LIST_RATIO;
             if (lowest < e->plan_lowest) lowest = e->plan_lowest;
             if (lowest > list_floor) lowest = list_floor;
         }
