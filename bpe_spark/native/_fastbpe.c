@@ -10,7 +10,12 @@
  * Memory is what bounds the driver (the words of every distinct pretoken live here), so only
  * what the next merges need is kept: the heap holds the pairs above a falling floor (refill()),
  * only pairs near that floor have holder lists (index_holders()), dead pairs are recycled, and
- * the holder index is rebuilt from the words rather than left to fill with stale entries.
+ * the holder index is rebuilt from the words rather than left to fill with stale entries. Each
+ * rebuild is two passes over the words with a hash probe at every position, so when the caller
+ * says how many merges are left (plan()), the lists reach down to what those merges can reach
+ * in fewer rebuilds, as far as the lists fit in a share of the words' memory (fitting_floor()).
+ * The words a merge visits are all over the buffer, and a probe is two cache misses (slot,
+ * pair): both are fetched ahead (PREFETCH_WORDS, index_pass()) so that the misses overlap.
  *
  * Decisions (which pair to merge, which id a merged token gets) stay in Python: `best()` names
  * the top pair, the caller allots the id through its SymbolTable, and `apply()` rewrites the
@@ -137,6 +142,10 @@ typedef struct {
     size_t indexed_space;  /* holder_space right after the last index */
     int64_t list_floor;  /* pairs counted below it at the last index have no holder list */
     size_t n_indexes, n_scans;
+    size_t scans_since;  /* scans since the last index (list_holders) */
+    /* plan(): about how many merges the caller still means to make (0: unknown) and the lowest
+     * count it would merge; the list floor need not go below what they can reach */
+    int64_t planned, plan_lowest;
     /* the journal (journal()): while on, each merge's change of every pair count it touched,
      * summed, as int64 rows (step, left, right, delta) in the order of each pair's first change
      * (zeros left out), for the caller to take (take_journal()); step is the merge's place in
@@ -347,44 +356,160 @@ static int add_holder(Engine *e, int32_t p, int32_t word) {
     return 0;
 }
 
-/* The pair at symbols[i], symbols[i + 1] of a counted word: the table must hold it; -1 (an
- * internal error) if it does not. */
-static inline int32_t held_pair(Engine *e, size_t i) {
-    int32_t left = symbol_at(e, i), right = symbol_at(e, i + 1), p = find_pair(e, left, right);
-    return p >= 0 ? p : internal_error("a word holds a pair the table lacks", left, right);
+/* A hint that *address will be read soon (a cache miss started early overlaps others). */
+#if defined(__GNUC__) || defined(__clang__)
+#define PREFETCH(address) __builtin_prefetch(address)
+#else
+#define PREFETCH(address) ((void)(address))
+#endif
+
+/* index_holders()' passes probe the hash table for every pair of every word: a cache miss for
+ * the slot, another for the pair, one after the other. They go in batches instead: the slots
+ * of a batch are fetched ahead while it is gathered, then its pairs, and only then is the batch
+ * worked through, in order (the same work as one probe at a time), so the misses overlap. */
+#define PROBE_BATCH 32
+typedef struct {
+    int32_t word, left, right, pair;
+    size_t slot; /* the home slot of (left, right) */
+} Probe;
+
+/* One batch of index_holders()' pass: count each listed pair's holders (fill 0: inline_[0]
+ * notes the last holder seen, plus one, inline_[1] the holders) or fill the lists (fill 1). */
+static int index_batch(Engine *e, Probe *batch, int n, int fill) {
+    size_t mask = e->n_slots - 1;
+    for (int k = 0; k < n; k++) {
+        int32_t p = e->slots[batch[k].slot];
+        if (p >= 0) {
+            PREFETCH(&e->pairs[p]);
+            PREFETCH(&e->pair_state[p]);
+        }
+    }
+    for (int k = 0; k < n; k++) {
+        size_t i = batch[k].slot;
+        int32_t left = batch[k].left, right = batch[k].right, p;
+        for (;;) {
+            p = e->slots[i];
+            if (p < 0) return internal_error("a word holds a pair the table lacks", left, right);
+            if (e->pairs[p].left == left && e->pairs[p].right == right) break;
+            i = (i + 1) & mask;
+        }
+        batch[k].pair = is_listed(e, p) ? p : -1;
+        if (fill && batch[k].pair >= 0 && holder_mode(e, p) == HS_LIST) PREFETCH(e->pairs[p].holders.list);
+    }
+    for (int k = 0; k < n; k++) {
+        int32_t p = batch[k].pair, w = batch[k].word;
+        if (p < 0) continue;
+        if (fill) {
+            if (add_holder(e, p, w) < 0) return -1;
+            continue;
+        }
+        int32_t *seen = e->pairs[p].holders.inline_; /* [last holder + 1, holders] */
+        if (seen[0] != w + 1) {
+            seen[0] = w + 1;
+            seen[1]++;
+        }
+    }
+    return 0;
 }
 
-/* (Re)build the holder lists from the words: exact sizes, no stale or repeated entries, in one
- * block. Only pairs whose count is at least list_floor get a list: a list is needed only to merge
- * its pair, and the heap floor (refill()) says which pairs can be merged soon. The others are
- * UNLISTED: most pairs, and, early in a run, most holder entries (the words of frequent byte
- * pairs). A pair created later is listed from the start (every word that gains it is added).
- * Run when the heap floor falls below the list floor, and when stale entries (words that lost
- * the pair to a merge next to it) fill the holder space (see the end of Engine_apply).
- * Two passes over the words: the first counts each listed pair's holders (inline_[0] notes the
- * last holder seen, plus one), the second fills the lists. */
-static int index_holders(Engine *e, int64_t list_floor) {
-    for (size_t p = 0; p < e->n_pairs; p++) {
-        drop_holders(e, (int32_t)p);
-        if (e->pairs[p].count < list_floor) set_holder_mode(e, (int32_t)p, HS_UNLISTED);
-    }
-    free_holder_space(e);
-    e->list_floor = list_floor;
+/* One pass of index_holders() over every pair of every counted word (see index_batch()). */
+static int index_pass(Engine *e, int fill) {
+    Probe batch[PROBE_BATCH];
+    int n = 0;
+    size_t mask = e->n_slots - 1;
     for (Py_ssize_t w = 0; w < e->n_words; w++) {
         if (e->word_count[w] == 0) continue;
         size_t at = (size_t)e->word_start[w];
         for (int32_t j = 0; j + 1 < e->word_len[w]; j++) {
-            int32_t p = held_pair(e, at + j);
-            if (p < 0) return -1;
-            int32_t *seen = e->pairs[p].holders.inline_; /* [last holder + 1, holders] */
-            if (is_listed(e, p) && seen[0] != (int32_t)w + 1) {
-                seen[0] = (int32_t)w + 1;
-                seen[1]++;
+            Probe *probe = &batch[n++];
+            probe->word = (int32_t)w;
+            probe->left = symbol_at(e, at + j);
+            probe->right = symbol_at(e, at + j + 1);
+            probe->slot = (size_t)pair_hash(probe->left, probe->right) & mask;
+            PREFETCH(&e->slots[probe->slot]);
+            if (n == PROBE_BATCH) {
+                if (index_batch(e, batch, n, fill) < 0) return -1;
+                n = 0;
             }
         }
     }
+    return n > 0 ? index_batch(e, batch, n, fill) : 0;
+}
+
+/* Counts on a log scale, COUNT_STEPS buckets per doubling: the histograms that choose a list
+ * floor (fitting_floor(), planned_reach()). */
+#define COUNT_STEPS 4
+#define COUNT_BUCKETS (62 * COUNT_STEPS) /* count_bucket(INT64_MAX) + 1 */
+static inline int floor_log2(uint64_t x) {
+#if defined(__GNUC__) || defined(__clang__)
+    return 63 - __builtin_clzll(x);
+#else
+    int b = 0;
+    while (x >>= 1) b++;
+    return b;
+#endif
+}
+
+/* The bucket of count c (c >= 1); buckets rise with the count. */
+static inline int count_bucket(int64_t c) {
+    if (c < COUNT_STEPS) return (int)c;
+    int b = floor_log2((uint64_t)c);
+    return COUNT_STEPS * (b - 1) + (int)((c >> (b - 2)) & (COUNT_STEPS - 1));
+}
+
+/* The lowest count in bucket i. */
+static inline int64_t bucket_floor(int i) {
+    if (i < COUNT_STEPS) return i;
+    return (int64_t)(COUNT_STEPS + i % COUNT_STEPS) << (i / COUNT_STEPS - 1);
+}
+
+/* The list floor of an index that may list down to lowest and must list down to highest (see
+ * index_holders): the lowest floor in between whose lists fit in LIST_BUDGET_PCT% of the live
+ * symbols, as many entries, each pair's holders counted (inline_[1]) for every pair at or above
+ * lowest. Lists that hold more than the words' memory are not worth an index saved. */
+#define LIST_BUDGET_PCT 75
+static int64_t fitting_floor(Engine *e, int64_t lowest, int64_t highest) {
+    size_t entries[COUNT_BUCKETS] = {0};
+    for (size_t p = 0; p < e->n_pairs; p++) {
+        int32_t need = e->pairs[p].holders.inline_[1];
+        if (e->pairs[p].count >= lowest && e->pairs[p].count > 0 && is_listed(e, (int32_t)p) && need > INLINE_HOLDERS)
+            entries[count_bucket(e->pairs[p].count)] += 2 + (size_t)need;
+    }
+    size_t budget = e->live_symbols / 100 * LIST_BUDGET_PCT, listed = 0;
+    int64_t floor = highest;
+    for (int i = COUNT_BUCKETS - 1; i >= 0; i--) {
+        listed += entries[i];
+        if (listed > budget) break;
+        floor = bucket_floor(i);
+        if (floor <= lowest) return lowest;
+    }
+    return floor < highest ? floor : highest;
+}
+
+/* (Re)build the holder lists from the words: exact sizes, no stale or repeated entries, in one
+ * block. Only pairs whose count is at least the list floor get a list: a list is needed only to
+ * merge its pair, and the heap floor (refill()) and the caller's plan (plan()) say which pairs
+ * can be merged soon. The floor is highest, or lower, down to lowest, as far as the lists fit
+ * (fitting_floor()): each index spared is two passes over the words. The others are UNLISTED:
+ * most pairs, and, early in a run, most holder entries (the words of frequent byte pairs). A
+ * pair created later is listed from the start when its count reaches the floor (every word that
+ * gains it is added). Run when the heap floor falls below the list floor (unless the plan does
+ * not reach below it), when stale entries (words that lost the pair to a merge next to it) fill
+ * the holder space (see the end of apply_one()), and after SCAN_LIMIT scans (list_holders()).
+ * Two passes over the words (index_pass()): the first counts each listed pair's holders, the
+ * second fills the lists. */
+static int index_holders(Engine *e, int64_t lowest, int64_t highest) {
+    for (size_t p = 0; p < e->n_pairs; p++) {
+        drop_holders(e, (int32_t)p);
+        if (e->pairs[p].count < lowest) set_holder_mode(e, (int32_t)p, HS_UNLISTED);
+    }
+    free_holder_space(e);
+    if (index_pass(e, 0) < 0) return -1;
+    int64_t list_floor = lowest < highest ? fitting_floor(e, lowest, highest) : lowest;
+    e->list_floor = list_floor;
     size_t listed = 0;
     for (size_t p = 0; p < e->n_pairs; p++) {
+        if (e->pairs[p].count < list_floor) set_holder_mode(e, (int32_t)p, HS_UNLISTED);
         int32_t need = e->pairs[p].holders.inline_[1];
         if (is_listed(e, (int32_t)p) && need > INLINE_HOLDERS) listed += 2 + (size_t)need;
     }
@@ -402,26 +527,29 @@ static int index_holders(Engine *e, int64_t list_floor) {
             room += 2 + need;
         }
     }
-    for (Py_ssize_t w = 0; w < e->n_words; w++) {
-        if (e->word_count[w] == 0) continue;
-        size_t at = (size_t)e->word_start[w];
-        for (int32_t j = 0; j + 1 < e->word_len[w]; j++) {
-            int32_t p = held_pair(e, at + j);
-            if (p < 0) return -1;
-            if (is_listed(e, p) && add_holder(e, p, (int32_t)w) < 0) return -1;
-        }
-    }
+    if (index_pass(e, 1) < 0) return -1;
     e->indexed_space = e->holder_space;
     e->n_indexes++;
+    e->scans_since = 0;
     return 0;
 }
 
 /* The list of an UNLISTED pair about to be merged, from a scan of every word. Rare: an unlisted
- * pair's count only falls, until a merge that reuses an existing token raises it. */
+ * pair's count only falls, until a merge that reuses an existing token raises it, or the plan
+ * (plan()) fell short. After SCAN_LIMIT scans since the last index, the next one is an index
+ * instead, down to the pair's count / LIST_RATIO (a scan costs a fraction of an index). */
+#define SCAN_LIMIT 4
 static int list_holders(Engine *e, int32_t target) {
+    if (e->scans_since >= SCAN_LIMIT) {
+        int64_t floor = e->pairs[target].count / LIST_RATIO;
+        if (floor > e->list_floor) floor = e->list_floor;
+        if (floor < 2) floor = 0;
+        return index_holders(e, floor, floor);
+    }
     int32_t left = e->pairs[target].left, right = e->pairs[target].right;
     drop_holders(e, target);
     e->n_scans++;
+    e->scans_since++;
     for (Py_ssize_t w = 0; w < e->n_words; w++) {
         if (e->word_count[w] == 0) continue;
         size_t at = (size_t)e->word_start[w];
@@ -540,6 +668,22 @@ static void heap_pop(Engine *e) {
     }
 }
 
+/* The count the planned merges can reach: that of the planned-th best pair now (bucket_floor()
+ * of its bucket; 0 when fewer pairs are left). Merges take from the counts near theirs and make
+ * new pairs, so the last planned merge's count is near it, not at it: a guess that only saves
+ * work (a pair unlisted when merged is found by a scan). */
+static int64_t planned_reach(Engine *e) {
+    size_t pairs[COUNT_BUCKETS] = {0}, seen = 0;
+    for (size_t p = 0; p < e->n_pairs; p++) {
+        if (e->pairs[p].count > 0 && visible(e, (int32_t)p)) pairs[count_bucket(e->pairs[p].count)]++;
+    }
+    for (int i = COUNT_BUCKETS - 1; i >= 0; i--) {
+        seen += pairs[i];
+        if (seen >= (size_t)e->planned) return bucket_floor(i);
+    }
+    return 0;
+}
+
 /* The heap ran empty: every count is below heap_floor. Lower the floor to half the best count
  * left and queue every pair at or above it. The floor halves each time, so refills are few, and
  * the heap holds the pairs that can be merged soon, not every pair ever seen (most never are).
@@ -573,9 +717,20 @@ static int refill(Engine *e) {
     }
     e->heap_floor = best - best / 2;
     if (e->heap_floor < e->list_floor) {
-        int64_t list_floor = e->heap_floor / LIST_RATIO;
-        if (index_holders(e, list_floor < 2 ? 0 : list_floor) < 0) return -1;
+        /* List down to the heap floor / LIST_RATIO at least; with a plan, as memory allows, down
+         * to half what the plan can reach (LIST_RATIO further while it cannot tell: the plan goes
+         * past the pairs there are yet), and no index at all while the lists reach that. */
+        int64_t list_floor = e->heap_floor / LIST_RATIO, lowest = list_floor;
+        if (e->planned > 0) {
+            int64_t reach = planned_reach(e); /* 0: too few pairs yet to tell */
+            if (e->list_floor <= reach) goto queue;
+            lowest = reach > 0 ? reach / 2 : list_floor / LIST_RATIO;
+            if (lowest < e->plan_lowest) lowest = e->plan_lowest;
+            if (lowest > list_floor) lowest = list_floor;
+        }
+        if (index_holders(e, lowest < 2 ? 0 : lowest, list_floor < 2 ? 0 : list_floor) < 0) return -1;
     }
+queue:;
     size_t queued = 0;
     for (size_t p = 0; p < e->n_pairs; p++) queued += e->pairs[p].count >= e->heap_floor && visible(e, (int32_t)p);
     HeapEntry *heap = bpe_realloc_array(e->heap, queued + 16, sizeof(HeapEntry));
@@ -1129,6 +1284,25 @@ static PyObject *Engine_extend(Engine *e, PyObject *keys_obj) {
 DEFINE_MERGE_WORD(merge_word_narrow, uint16_t)
 DEFINE_MERGE_WORD(merge_word_wide, int32_t)
 
+/* Before word holders[h] of a merge: fetch ahead where the words PREFETCH_AHEAD on are and,
+ * half as far on, their symbols (the holders are words all over the buffer: a cache miss each,
+ * which would otherwise come one after the other). A macro: GCC drops a call to a function that
+ * only prefetches (it has no effect that GCC sees). */
+#define PREFETCH_AHEAD 16
+#define PREFETCH_WORDS(e, holders, n_holders, h)                                                     \
+    do {                                                                                             \
+        if ((h) + PREFETCH_AHEAD < (n_holders)) {                                                    \
+            int32_t ahead_ = (holders)[(h) + PREFETCH_AHEAD];                                        \
+            PREFETCH(&(e)->word_start[ahead_]);                                                      \
+            PREFETCH(&(e)->word_len[ahead_]);                                                        \
+            PREFETCH(&(e)->word_count[ahead_]);                                                      \
+        }                                                                                            \
+        if ((h) + PREFETCH_AHEAD / 2 < (n_holders)) {                                                \
+            int32_t ahead_ = (holders)[(h) + PREFETCH_AHEAD / 2];                                    \
+            PREFETCH((const char *)(e)->symbols + (size_t)(e)->word_start[ahead_] * symbol_size(e)); \
+        }                                                                                            \
+    } while (0)
+
 /* Add word w (just merged) to the list of pair (left, right), one of its pairs, if the merge
  * fills that list. */
 static inline int fill_holder(Engine *e, int32_t left, int32_t right, int32_t w) {
@@ -1149,6 +1323,7 @@ static int apply_one(Engine *e, int left, int right, int new_id) {
     }
     int32_t target = find_pair(e, left, right);
     if (target < 0) return 0;
+    if (e->planned > 1) e->planned--;
     /* From here on the state changes: a failure breaks the engine. */
     if (!e->wide && new_id > UINT16_MAX && widen(e) < 0) goto fail;
     if (!is_listed(e, target) && list_holders(e, target) < 0) goto fail;
@@ -1161,6 +1336,7 @@ static int apply_one(Engine *e, int left, int right, int new_id) {
     /* subtle: a word listed twice is scanned twice; the second scan finds no pair left */
     for (int32_t h = 0; h < n_holders; h++) {
         int32_t w = holders[h];
+        PREFETCH_WORDS(e, holders, n_holders, h);
         if ((e->wide ? merge_word_wide(e, w, left, right, new_id) : merge_word_narrow(e, w, left, right, new_id)) < 0)
             goto fail;
     }
@@ -1183,6 +1359,7 @@ static int apply_one(Engine *e, int left, int right, int new_id) {
     }
     for (int32_t h = 0; fill && h < n_holders; h++) {
         int32_t w = holders[h];
+        PREFETCH_WORDS(e, holders, n_holders, h);
         size_t at = (size_t)e->word_start[w];
         int32_t len = e->word_len[w];
         for (int32_t j = 0; j < len; j++) {
@@ -1203,7 +1380,7 @@ static int apply_one(Engine *e, int left, int right, int new_id) {
      * that short lists, two header entries each, cannot make every merge rebuild it). */
     if (e->holder_space * 100 > REINDEX_PCT * e->live_symbols + 100 * HOLDER_BLOCK &&
         e->holder_space > 2 * e->indexed_space) {
-        if (index_holders(e, e->list_floor) < 0) goto fail;
+        if (index_holders(e, e->list_floor, e->list_floor) < 0) goto fail;
     }
     if (e->journal_on && journal_flush(e) < 0) goto fail;
     return 0;
@@ -1364,10 +1541,21 @@ static PyObject *Engine_lenient(Engine *e, PyObject *arg) { return set_flag(&e->
  * without best()): otherwise each merge of a pair not listed yet scans every word. */
 static PyObject *Engine_index_all(Engine *e, PyObject *Py_UNUSED(ignored)) {
     if (ensure_indexed(e) < 0) return NULL;
-    if (index_holders(e, 0) < 0) {
+    if (index_holders(e, 0, 0) < 0) {
         break_engine(e, "listing the holders");
         return NULL;
     }
+    Py_RETURN_NONE;
+}
+
+/* plan(merges, lowest): the caller means to make about `merges` more merges (0: unknown), none
+ * of a pair counted below `lowest`; the engine lists holders for as many at once as memory
+ * allows (refill()). Only a guess: the merges are the same whatever it says. */
+static PyObject *Engine_plan(Engine *e, PyObject *args) {
+    long long merges, lowest;
+    if (check_usable(e) < 0 || !PyArg_ParseTuple(args, "LL", &merges, &lowest)) return NULL;
+    e->planned = merges > 0 ? (int64_t)merges : 0;
+    e->plan_lowest = lowest > 0 ? (int64_t)lowest : 0;
     Py_RETURN_NONE;
 }
 
@@ -1443,6 +1631,8 @@ static PyMethodDef Engine_methods[] = {
      "adjust_many(pairs, deltas): adjust() each int64 pair key (left << 32 | right) by its int64 delta."},
     {"lenient", (PyCFunction)Engine_lenient, METH_O, "lenient(on): counts stop at one instead of failing."},
     {"index_all", (PyCFunction)Engine_index_all, METH_NOARGS, "List every pair's holders (for replaying merges)."},
+    {"plan", (PyCFunction)Engine_plan, METH_VARARGS,
+     "plan(merges, lowest): about how many more merges the caller means to make, none counted below lowest."},
     {"journal", (PyCFunction)Engine_journal, METH_O, "journal(on): record the pair-count changes of merges."},
     {"take_journal", (PyCFunction)Engine_take_journal, METH_NOARGS,
      "The recorded changes as int64 (step, left, right, delta) rows in bytes, summed per merge and pair; "
@@ -1477,7 +1667,7 @@ PyMODINIT_FUNC PyInit__fastbpe(void) {
     PyObject *m = PyModule_Create(&fastbpe_module);
     if (m == NULL) return NULL;
     /* bpe_spark/native/compiled.py checks this: a stale build (older source) is not used */
-    if (PyModule_AddIntConstant(m, "API_VERSION", 9) < 0) {
+    if (PyModule_AddIntConstant(m, "API_VERSION", 10) < 0) {
         Py_DECREF(m);
         return NULL;
     }

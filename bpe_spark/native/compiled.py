@@ -22,7 +22,7 @@ import warnings
 # The API each extension must have; a build from older sources (the .so files are built in
 # place and not versioned, so a `git pull` without `pip install -e .` leaves them stale) is
 # ignored, with a warning, rather than half used.
-FASTBPE_API = 9
+FASTBPE_API = 10
 FASTENC_API = 8
 
 _WHAT = {"_fastbpe": "the merge engine", "_fastenc": "the pretokenizer, counter, encoder and JSON scanner"}

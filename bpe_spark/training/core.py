@@ -307,6 +307,12 @@ class CompiledCore:
                 self.engine.limit(self.limit.max_length, self.limit.lengths(table, start))
             self.known = len(table)
 
+    def plan(self, merges: int, lowest: int = 1) -> None:
+        """About how many more merges the caller means to make, none of a pair counted below
+        ``lowest``: the engine lists the holders of that many pairs at once when memory allows.
+        A hint for speed only; the merges are the same whatever it says."""
+        self.engine.plan(merges, lowest)
+
     def apply(self, left: int, right: int, new_id: int) -> None:
         self._extend_keys()
         self.engine.apply(left, right, new_id)

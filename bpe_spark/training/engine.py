@@ -166,6 +166,9 @@ class MergeEngine:
         created = 0
         core = self.core
         lowest = max(min_frequency, 1)
+        if isinstance(core, CompiledCore):  # a hint: how far the holder lists must reach
+            budget = max_new_tokens if max_merges is None else min(max_new_tokens, max_merges)
+            core.plan(budget, max(lowest, floor + 1) if floor is not None else lowest)
         while created < max_new_tokens and (max_merges is None or len(merges) < max_merges):
             top = core.best()
             if top is None:

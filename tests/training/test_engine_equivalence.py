@@ -307,6 +307,25 @@ def test_compiled_words_are_compacted_as_they_shrink():
 
 
 @needs_compiled
+@pytest.mark.parametrize("planned", [None, 1, 10**9])
+def test_a_plan_right_or_wrong_changes_no_merge(planned):
+    """run() tells the compiled engine how many merges are left (plan()), so that its holder
+    lists reach that far at once; a plan that falls short (unlisted pairs merged: scans, then an
+    index) or goes too far (lists as far as memory allows) gives the same merges all the same."""
+    counts = count_pretokens(corpus_lines("en_books", 200_000), TrainerConfig(vocab_size=2000))
+    cfg = TrainerConfig(vocab_size=2000)
+    compiled, reference = build_engine(counts, cfg), build_engine(counts, cfg)
+    compiled = MergeEngine(compiled.table, compiled.core.current_words(), compiled.counts, backend="compiled")
+    reference = MergeEngine(reference.table, reference.core.current_words(), reference.counts, backend="python")
+    if planned is not None:
+        compiled.core.plan = lambda merges, lowest=1: compiled.core.engine.plan(planned, 1)
+    assert compiled.run(max_new_tokens=1700) == reference.run(max_new_tokens=1700)
+    assert compiled.core.current_words() == reference.core.current_words()
+    if planned == 1:
+        assert compiled.core.engine.stats()["scans"] > 0
+
+
+@needs_compiled
 def test_compiled_engine_lists_an_unlisted_pair_a_reuse_raised():
     """Pairs far below the top keep no holder list; only a merge that reuses an existing token
     can raise one to the top, and the engine then finds its words by a scan."""
