@@ -4,7 +4,7 @@
 - ``inprocess_count``: the compiled counter on one thread over the file, read as the Spark tasks
   read it (``text_splits.iter_lines``): the rate counting on Spark is measured against;
 - ``gigatoken_train``: gigatoken's ``train_bpe`` (tie-break huggingface) on the file, one
-  document per line; its own pretokenization time (it prints it) and its merges' digest in
+  document per line; its own pretokenization time (it prints it on stderr) and its merges' digest in
   ``tokenizers``' display form.
 """
 
@@ -40,22 +40,22 @@ def gigatoken_train(args: dict) -> dict:
 
     from bpe_spark.bpe.symbols import bytes_to_display
 
-    with tempfile.TemporaryFile(mode="w+") as log:  # it prints its phases on stdout (fd 1)
-        saved = os.dup(1)
-        os.dup2(log.fileno(), 1)
+    with tempfile.TemporaryFile(mode="w+") as log:  # it prints its phases on stderr (fd 2)
+        saved = os.dup(2)
+        os.dup2(log.fileno(), 2)
         try:
             started = time.perf_counter()
             _, merges = gigatoken.train_bpe(gigatoken.TextFileSource([args["file"]], separator=b"\n"),
                                             args["vocab_size"], [], tie_breaking="huggingface")
             seconds = time.perf_counter() - started
         finally:
-            sys.stdout.flush()
-            os.dup2(saved, 1)
+            sys.stderr.flush()
+            os.dup2(saved, 2)
             os.close(saved)
         log.seek(0)
         printed = log.read()
-    found = re.search(r"Pretokenization took ([0-9.]+)(m?s)", printed)
-    pretokenize = float(found.group(1)) / (1000 if found and found.group(2) == "ms" else 1) if found else None
+    found = re.search(r"Pretokenization took ([0-9.]+)(µs|ms|s)", printed)
+    pretokenize = float(found.group(1)) / {"µs": 1e6, "ms": 1e3, "s": 1}[found.group(2)] if found else None
     shown = [f"{bytes_to_display(a)} {bytes_to_display(b)}" for a, b in merges]
     return {"seconds": seconds, "pretokenize_seconds": pretokenize, "merges": len(shown),
             "digest": _digest_merges(shown)}
