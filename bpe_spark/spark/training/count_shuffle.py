@@ -73,7 +73,11 @@ def buckets_for(partitions: int) -> int:
 
 def new_counter():
     """A compiled counter used only to add counts (``add_counts``)."""
-    return _compiled.new_counter(_ANY_PRESET)
+    counter = _compiled.new_counter(_ANY_PRESET)
+    if counter is None:  # the driver has the extension (it chose this path), this executor not
+        raise RuntimeError("bpe-spark's compiled extension is built on the driver but not importable on this "
+                           "executor; install the same bpe-spark wheel on the executors (docs/guides/cluster.md)")
+    return counter
 
 
 def packed_columns(counter, buckets: int) -> list[pa.Array]:
@@ -107,8 +111,6 @@ def counter_of(pretokens: pa.Array, counts: pa.Array):
     start = pretokens.offset
     offsets = memoryview(offsets)[4 * start:4 * (start + len(pretokens) + 1)]
     if start:  # offsets relative to the data's start: rebase them
-        import numpy as np
-
         rebased = np.frombuffer(offsets, dtype=np.int32)
         offsets = (rebased - rebased[0]).tobytes()
         data = memoryview(data)[int(rebased[0]):]
