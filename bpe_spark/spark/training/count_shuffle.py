@@ -9,14 +9,17 @@ every process) and hands Spark one row per bucket, the bucket's pretokens and co
 Arrow buffers in three binary values; Spark shuffles these few large rows by bucket, and each
 reduce task adds the buckets it receives into one compiled counter (``add_counts``) and emits the
 sums packed again, in pieces, ordered by the pretokens' hash (an order of the keys alone: the
-same bytes whatever order the shuffle delivers them in). The table's rows unpack those pieces;
-the driver collects and summarizes the pieces themselves (:func:`collect`, :func:`summary`). A bucket holds each pretoken it names whole, so the
-reduce tasks' rows are disjoint and their union is the count table.
+same bytes whatever order the shuffle delivers them in). A bucket holds each pretoken it names
+whole, so the reduce tasks' sums are disjoint and their union is the count table. The table's
+rows unpack those pieces; the driver summarizes and collects the pieces themselves
+(:func:`summary`, :func:`collect`), and a persisted table keeps them (:func:`persist`).
 
 Used where the compiled counter exists (:func:`packing_available`); without it the partial
-counts go through Spark's aggregation as rows (``count._sum_counts``).
+counts go through Spark's aggregation as rows (``count._Partials``).
 
->>> rows = list(_merge_packed([pack_counts(["a", "b", "a"], [1, 2, 3], 4)]))  # doctest: +SKIP
+>>> counts = count_pretokens(read_documents(spark, "corpus.txt"), cfg)  # doctest: +SKIP
+>>> summary(counts)                                                      # doctest: +SKIP
+{'distinct': 3700740, 'total': 192633453, 'lowest': 1, 'bytes': 36541210}
 """
 
 from __future__ import annotations
