@@ -11,11 +11,13 @@
  * what the next merges need is kept: the heap holds the pairs above a falling floor (refill()),
  * only pairs near that floor have holder lists (index_holders()), dead pairs are recycled, and
  * the holder index is rebuilt from the words rather than left to fill with stale entries. Each
- * rebuild is two passes over the words with a hash probe at every position, so when the caller
- * says how many merges are left (plan()), the lists reach down to what those merges can reach
- * in fewer rebuilds, as far as the lists fit in a share of the words' memory (fitting_floor()).
- * The words a merge visits are all over the buffer, and a probe is two cache misses (slot,
- * pair): both are fetched ahead (PREFETCH_WORDS, index_pass()) so that the misses overlap.
+ * rebuild is a pass over the words with a hash probe at every position (it counts the lists and
+ * notes their pairs in a trail, from which they are filled: a temporary int32 per position at
+ * most), so when the caller says how many merges are left (plan()), the lists reach down to
+ * what those merges can reach in fewer rebuilds, as far as the lists fit in a share of the
+ * words' memory (fitting_floor()). The words a merge visits are all over the buffer, and a
+ * probe is two cache misses (slot, pair): both are fetched ahead (PREFETCH_WORDS, index_pass())
+ * so that the misses overlap.
  *
  * Decisions (which pair to merge, which id a merged token gets) stay in Python: `best()` names
  * the top pair, the caller allots the id through its SymbolTable, and `apply()` rewrites the
@@ -363,7 +365,7 @@ static int add_holder(Engine *e, int32_t p, int32_t word) {
 #define PREFETCH(address) ((void)(address))
 #endif
 
-/* index_holders()' passes probe the hash table for every pair of every word: a cache miss for
+/* index_holders()' pass probes the hash table for every pair of every word: a cache miss for
  * the slot, another for the pair, one after the other. They go in batches instead: the slots
  * of a batch are fetched ahead while it is gathered, then its pairs, and only then is the batch
  * worked through, in order (the same work as one probe at a time), so the misses overlap. */
@@ -373,9 +375,15 @@ typedef struct {
     size_t slot; /* the home slot of (left, right) */
 } Probe;
 
-/* One batch of index_holders()' pass: count each listed pair's holders (fill 0: inline_[0]
- * notes the last holder seen, plus one, inline_[1] the holders) or fill the lists (fill 1). */
-static int index_batch(Engine *e, Probe *batch, int n, int fill) {
+/* One batch of index_holders()' pass: count each listed pair's holders (inline_[0] notes the
+ * last holder seen, plus one, inline_[1] the holders) and note the listed pairs in the trail:
+ * -(w + 1) before the first of word w's, then the pair indices, in the words' order. */
+typedef struct {
+    int32_t *data;
+    size_t n, last_word; /* last_word: the word of the last entry, plus one (0: none yet) */
+} Trail;
+
+static int index_batch(Engine *e, Probe *batch, int n, Trail *trail) {
     size_t mask = e->n_slots - 1;
     for (int k = 0; k < n; k++) {
         int32_t p = e->slots[batch[k].slot];
@@ -394,26 +402,26 @@ static int index_batch(Engine *e, Probe *batch, int n, int fill) {
             i = (i + 1) & mask;
         }
         batch[k].pair = is_listed(e, p) ? p : -1;
-        if (fill && batch[k].pair >= 0 && holder_mode(e, p) == HS_LIST) PREFETCH(e->pairs[p].holders.list);
     }
     for (int k = 0; k < n; k++) {
         int32_t p = batch[k].pair, w = batch[k].word;
         if (p < 0) continue;
-        if (fill) {
-            if (add_holder(e, p, w) < 0) return -1;
-            continue;
-        }
         int32_t *seen = e->pairs[p].holders.inline_; /* [last holder + 1, holders] */
         if (seen[0] != w + 1) {
             seen[0] = w + 1;
             seen[1]++;
         }
+        if (trail->last_word != (size_t)w + 1) {
+            trail->data[trail->n++] = -(w + 1);
+            trail->last_word = (size_t)w + 1;
+        }
+        trail->data[trail->n++] = p;
     }
     return 0;
 }
 
-/* One pass of index_holders() over every pair of every counted word (see index_batch()). */
-static int index_pass(Engine *e, int fill) {
+/* index_holders()' pass over every pair of every counted word (see index_batch()). */
+static int index_pass(Engine *e, Trail *trail) {
     Probe batch[PROBE_BATCH];
     int n = 0;
     size_t mask = e->n_slots - 1;
@@ -428,12 +436,36 @@ static int index_pass(Engine *e, int fill) {
             probe->slot = (size_t)pair_hash(probe->left, probe->right) & mask;
             PREFETCH(&e->slots[probe->slot]);
             if (n == PROBE_BATCH) {
-                if (index_batch(e, batch, n, fill) < 0) return -1;
+                if (index_batch(e, batch, n, trail) < 0) return -1;
                 n = 0;
             }
         }
     }
-    return n > 0 ? index_batch(e, batch, n, fill) : 0;
+    return n > 0 ? index_batch(e, batch, n, trail) : 0;
+}
+
+/* Fill the lists from the trail of index_pass(): no probe, and the pairs and lists a little
+ * further on fetched ahead. */
+#define TRAIL_AHEAD 16
+static int fill_from_trail(Engine *e, const Trail *trail) {
+    int32_t w = -1;
+    for (size_t k = 0; k < trail->n; k++) {
+        if (k + TRAIL_AHEAD < trail->n && trail->data[k + TRAIL_AHEAD] >= 0) {
+            PREFETCH(&e->pairs[trail->data[k + TRAIL_AHEAD]]);
+            PREFETCH(&e->pair_state[trail->data[k + TRAIL_AHEAD]]);
+        }
+        if (k + TRAIL_AHEAD / 2 < trail->n && trail->data[k + TRAIL_AHEAD / 2] >= 0) {
+            int32_t ahead = trail->data[k + TRAIL_AHEAD / 2];
+            if (holder_mode(e, ahead) == HS_LIST) PREFETCH(e->pairs[ahead].holders.list);
+        }
+        int32_t p = trail->data[k];
+        if (p < 0) {
+            w = -p - 1;
+            continue;
+        }
+        if (is_listed(e, p) && add_holder(e, p, w) < 0) return -1;
+    }
+    return 0;
 }
 
 /* Counts on a log scale, COUNT_STEPS buckets per doubling: the histograms that choose a list
@@ -490,21 +522,31 @@ static int64_t fitting_floor(Engine *e, int64_t lowest, int64_t highest) {
  * block. Only pairs whose count is at least the list floor get a list: a list is needed only to
  * merge its pair, and the heap floor (refill()) and the caller's plan (plan()) say which pairs
  * can be merged soon. The floor is highest, or lower, down to lowest, as far as the lists fit
- * (fitting_floor()): each index spared is two passes over the words. The others are UNLISTED:
+ * (fitting_floor()): each index spared is a pass over the words. The others are UNLISTED:
  * most pairs, and, early in a run, most holder entries (the words of frequent byte pairs). A
  * pair created later is listed from the start when its count reaches the floor (every word that
  * gains it is added). Run when the heap floor falls below the list floor (unless the plan does
  * not reach below it), when stale entries (words that lost the pair to a merge next to it) fill
  * the holder space (see the end of apply_one()), and after SCAN_LIMIT scans (list_holders()).
- * Two passes over the words (index_pass()): the first counts each listed pair's holders, the
- * second fills the lists. */
+ * One pass over the words (index_pass()) counts each listed pair's holders and notes them in a
+ * trail; the lists are then sized, and filled from the trail (fill_from_trail()). */
 static int index_holders(Engine *e, int64_t lowest, int64_t highest) {
     for (size_t p = 0; p < e->n_pairs; p++) {
         drop_holders(e, (int32_t)p);
         if (e->pairs[p].count < lowest) set_holder_mode(e, (int32_t)p, HS_UNLISTED);
     }
     free_holder_space(e);
-    if (index_pass(e, 0) < 0) return -1;
+    /* the trail: at most a pair per position and a mark per word; pages never written cost no
+     * memory (mmap) */
+    size_t positions = 0;
+    for (Py_ssize_t w = 0; w < e->n_words; w++) {
+        if (e->word_count[w] != 0 && e->word_len[w] > 1) positions += (size_t)e->word_len[w];
+    }
+    HolderBlock trail_block = {NULL, positions ? positions : 1};
+    trail_block.data = block_alloc(trail_block.size);
+    if (trail_block.data == NULL) return -1;
+    Trail trail = {trail_block.data, 0, 0};
+    if (index_pass(e, &trail) < 0) goto fail;
     int64_t list_floor = lowest < highest ? fitting_floor(e, lowest, highest) : lowest;
     e->list_floor = list_floor;
     size_t listed = 0;
@@ -514,7 +556,7 @@ static int index_holders(Engine *e, int64_t lowest, int64_t highest) {
         if (is_listed(e, (int32_t)p) && need > INLINE_HOLDERS) listed += 2 + (size_t)need;
     }
     int32_t *room = listed ? holder_space(e, listed) : NULL;
-    if (listed && room == NULL) return -1;
+    if (listed && room == NULL) goto fail;
     for (size_t p = 0; p < e->n_pairs; p++) {
         Pair *pair = &e->pairs[p];
         int32_t need = pair->holders.inline_[1];
@@ -527,11 +569,15 @@ static int index_holders(Engine *e, int64_t lowest, int64_t highest) {
             room += 2 + need;
         }
     }
-    if (index_pass(e, 1) < 0) return -1;
+    if (fill_from_trail(e, &trail) < 0) goto fail;
+    block_free(&trail_block);
     e->indexed_space = e->holder_space;
     e->n_indexes++;
     e->scans_since = 0;
     return 0;
+fail:
+    block_free(&trail_block);
+    return -1;
 }
 
 /* The list of an UNLISTED pair about to be merged, from a scan of every word. Rare: an unlisted
