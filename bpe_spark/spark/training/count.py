@@ -28,7 +28,6 @@ from __future__ import annotations
 
 import functools
 import os
-import struct
 from collections.abc import Callable, Iterator
 
 import pyarrow as pa
@@ -322,7 +321,8 @@ class _Partials:
         totals_columns = [pa.nulls(n, pa.int64()) for _ in _TOTALS]
         if totals is not None:
             columns = [pa.concat_arrays([column, pa.nulls(1, column.type)]) for column in columns]
-            totals_columns = [pa.concat_arrays([column, _int64(value)]) for column, value in zip(totals_columns, totals)]
+            totals_columns = [pa.concat_arrays([column, count_shuffle.int64_array([value])])
+                              for column, value in zip(totals_columns, totals)]
         return pa.RecordBatch.from_arrays([*columns, *totals_columns], names=self.schema.names)
 
     def summed(self, partial: DataFrame) -> DataFrame:
@@ -331,12 +331,6 @@ class _Partials:
             return count_shuffle.sum_packed(partial, self.partitions)
         summed = partial.where(F.col("pretoken").isNotNull()).groupBy("pretoken").agg(F.sum("count").alias("count"))
         return resources.capped(summed, self.partitions)
-
-
-def _int64(value: int) -> pa.Array:
-    """A one-value int64 array built from its bytes: ``pa.array`` would import pandas (a quarter
-    of a second in a fresh Python worker) to check what it was given."""
-    return pa.Array.from_buffers(pa.int64(), 1, [None, pa.py_buffer(struct.pack("<q", value))])
 
 
 def write_pretoken_counts(

@@ -92,7 +92,8 @@ def packed_columns(counter, buckets: int) -> list[pa.Array]:
             *(_binary_array([part[k] for _, part in parts]) for k in range(3))]
 
 
-def _int64_array(values: list[int]) -> pa.Array:
+def int64_array(values: list[int]) -> pa.Array:
+    """An int64 array of ``values`` from its buffer (no ``pa.array``: see :func:`_binary_array`)."""
     return pa.Array.from_buffers(pa.int64(), len(values), [None, pa.py_buffer(np.array(values, dtype=np.int64).tobytes())])
 
 
@@ -224,7 +225,7 @@ def _merge_packed(batches: Iterable[pa.RecordBatch], piece_bytes: int) -> Iterat
         rows["lowest"].append(int(piece.min()))
         rows["bytes"].append(int(at[hi] - at[lo]))
     columns = [_binary_array(rows[name]) for name in ("offsets", "data", "counts")]
-    columns += [_int64_array(rows[name]) for name in ("distinct", "total", "lowest", "bytes")]
+    columns += [int64_array(rows[name]) for name in ("distinct", "total", "lowest", "bytes")]
     yield pa.RecordBatch.from_arrays(columns, schema=_SUMS_ARROW)
 
 
